@@ -1,0 +1,110 @@
+// Typed run settings (data, tokenizer, model, train, decode) read from JSON in one place,
+// with `--set section.key=value` overrides, validated once before any work starts.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace mtx::config {
+
+enum class SpmType { unigram, bpe };
+enum class Device { auto_, cpu, cuda };
+enum class Optimizer { adam, adamw, sgd };
+enum class Schedule { noam, inverse_sqrt, plateau, step, constant };
+
+struct DataConfig {
+  std::string dir = "data/multi30k";   // holds <prefix>.<lang>.gz (or plain) for every split
+  std::string src_lang = "de";         // source side; swap the two for en->de
+  std::string tgt_lang = "en";         // target side
+  std::string train = "train";         // file prefix of the training split
+  std::string valid = "val";           // file prefix of the validation split
+  std::string test = "test_2016_flickr";  // file prefix of the test split
+  std::string cache_dir = "data/cache";   // tokenizers and encoded corpora, keyed by content hash
+  int filter_min_tokens = 1;    // drop training pairs with fewer whitespace tokens on a side
+  int filter_max_tokens = 200;  // drop training pairs with more whitespace tokens on a side (0 = off)
+  double filter_max_ratio = 0;  // drop training pairs whose token-count ratio exceeds this (0 = off)
+};
+
+struct TokenizerConfig {
+  SpmType type = SpmType::unigram;  // sentencepiece model type: unigram | bpe
+  int vocab_size = 8000;            // pieces per model (pad/unk/bos/eos and 256 byte pieces included)
+  bool joint = true;                // one model over source+target text; false: one per side
+  double character_coverage = 1.0;  // share of characters covered by pieces; the rest fall back to bytes
+  bool byte_fallback = true;        // unseen characters become byte pieces: decode(encode(x)) == x
+  int input_sentence_size = 0;      // sentences sampled to train the model (0 = all)
+  std::string model_dir;            // use the tokenizer saved in this directory instead of training one
+};
+
+struct ModelConfig {
+  int d_model = 512;         // embedding and hidden width
+  int heads = 8;             // attention heads; must divide d_model
+  int encoder_layers = 6;
+  int decoder_layers = 6;
+  int ffn_dim = 2048;        // inner width of the feed-forward blocks
+  double dropout = 0.1;
+  int max_len = 256;         // longest subword sequence (longer ones are truncated)
+};
+
+struct TrainConfig {
+  Device device = Device::auto_;  // auto | cpu | cuda
+  int threads = 0;                // torch intra-op threads (0 = all cores)
+  int64_t seed = 1;               // model init, dropout and batch order
+  int max_tokens = 4096;          // token budget per batch, padding included (batch * longest side)
+  int sort_window = 0;            // examples read ahead, sorted by length and cut into batches (0 = all)
+  int64_t max_steps = 0;          // stop after this many updates (0 = no limit)
+  int max_epochs = 20;            // stop after this many epochs (0 = no limit)
+  double max_minutes = 0;         // stop after this much wall-clock time (0 = no limit)
+  Optimizer optimizer = Optimizer::adam;  // adam | adamw | sgd
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.98;
+  double adam_eps = 1e-9;
+  double weight_decay = 0;
+  Schedule schedule = Schedule::noam;  // noam | inverse_sqrt | plateau | step | constant
+  double lr = 5e-4;               // peak (inverse_sqrt) or base (plateau/step/constant) learning rate
+  double lr_factor = 1.0;         // Noam: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+  int warmup_steps = 4000;        // linear warm-up updates
+  double clip_norm = 1.0;         // clip the gradient's global L2 norm (0 = off)
+  double label_smoothing = 0.1;
+};
+
+struct DecodeConfig {
+  int beam = 5;                // beam size (1 = greedy)
+  double alpha = 0.6;          // GNMT length normalisation (0 = raw log-probability)
+  double max_len_a = 1.2;      // output limit: a * source_length + b
+  int max_len_b = 10;
+  int batch_tokens = 4096;     // source tokens per decoding batch
+  int nbest = 1;               // hypotheses written per input line (<= beam)
+};
+
+struct Config {
+  DataConfig data;
+  TokenizerConfig tokenizer;
+  ModelConfig model;
+  TrainConfig train;
+  DecodeConfig decode;
+};
+
+// Reads `file` (JSON, // comments allowed), applies `overrides` ("section.key=value"), fills defaults
+// and validates. Throws ConfigError with a one-line message naming the file, key or value.
+Config load(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+// Same from an already parsed document (validated).
+Config from_json(const nlohmann::json& document);
+// Every setting, defaults included: the "resolved" config.
+nlohmann::json to_json(const Config& config);
+// Range and consistency checks; throws ConfigError naming the key.
+void validate(const Config& config);
+// Applies one "section.key=value" to a document; value is JSON (3, 0.1, true, "x") or a bare string.
+void apply_override(nlohmann::json& document, const std::string& assignment);
+// Writes to_json(config) to `path` atomically, pretty-printed.
+void write_resolved(const Config& config, const std::filesystem::path& path);
+
+std::string to_string(SpmType v);
+std::string to_string(Device v);
+std::string to_string(Optimizer v);
+std::string to_string(Schedule v);
+
+}  // namespace mtx::config

@@ -1,0 +1,57 @@
+// From a config to ready-to-batch data: locate the split files, train (or reuse) the tokenizer,
+// encode every split (or reuse the cache). Caches are keyed by content hashes of the tokenizer,
+// the data files and the settings, so a changed input is re-done and an unchanged one is not.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "mtx/config/config.h"
+#include "mtx/data/corpus.h"
+#include "mtx/data/dataset.h"
+#include "mtx/tokenizer/tokenizer.h"
+
+namespace mtx::data {
+
+struct SplitFiles {
+  std::filesystem::path src;
+  std::filesystem::path tgt;
+};
+
+// <data.dir>/<prefix>.<lang>.gz or <data.dir>/<prefix>.<lang>; throws DataError naming the key and
+// the paths looked for, with a hint to fetch the data.
+SplitFiles find_split(const config::DataConfig& data, const std::string& prefix, const std::string& key);
+
+struct DataFiles {
+  SplitFiles train;
+  std::optional<SplitFiles> valid;  // absent when data.valid is ""
+  std::optional<SplitFiles> test;   // absent when data.test is ""
+};
+// Checks that every configured split exists, before any long work starts.
+DataFiles find_data_files(const config::DataConfig& data);
+
+struct PreparedData {
+  tokenizer::Tokenizer tokenizer;
+  std::filesystem::path tokenizer_dir;  // holds tokenizer.json and the .model files
+  std::filesystem::path corpus_dir;     // holds {train,valid,test}.bin and prepare.json
+  EncodedCorpus train;
+  std::optional<EncodedCorpus> valid;
+  std::optional<EncodedCorpus> test;
+  FilterStats filter;                   // what the length filter dropped from train
+  bool tokenizer_reused = false;
+  bool corpus_reused = false;
+};
+
+struct PrepareOptions {
+  bool force = false;  // re-train and re-encode even when the caches are valid
+  int threads = 0;     // encoding/training threads (0 = all cores)
+};
+
+PreparedData prepare_data(const config::Config& config, const PrepareOptions& options = {});
+
+// Encodes parallel text: source and target ids, each cut to `max_len` - 1 tokens (room for EOS/BOS).
+EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len,
+                            int threads);
+
+}  // namespace mtx::data

@@ -1,0 +1,39 @@
+// The one logging entry point of mtx: leveled, formatted (fmt syntax) messages on stderr, over spdlog.
+// Nothing else includes spdlog; library code logs through these functions only.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string_view>
+#include <utility>
+
+namespace mtx::log {
+
+enum class Level { debug, info, warn, error, off };
+
+// Sets the minimum level shown; called once by the CLI (default: info).
+void set_level(Level level);
+Level level();
+// Parses "debug" | "info" | "warn" | "error" | "off"; throws ConfigError otherwise.
+Level parse_level(std::string_view name);
+
+void write(Level level, std::string_view message);
+
+template <class... Args>
+void debug(fmt::format_string<Args...> f, Args&&... args) {
+  if (level() <= Level::debug) write(Level::debug, fmt::format(f, std::forward<Args>(args)...));
+}
+template <class... Args>
+void info(fmt::format_string<Args...> f, Args&&... args) {
+  if (level() <= Level::info) write(Level::info, fmt::format(f, std::forward<Args>(args)...));
+}
+template <class... Args>
+void warn(fmt::format_string<Args...> f, Args&&... args) {
+  if (level() <= Level::warn) write(Level::warn, fmt::format(f, std::forward<Args>(args)...));
+}
+template <class... Args>
+void error(fmt::format_string<Args...> f, Args&&... args) {
+  if (level() <= Level::error) write(Level::error, fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace mtx::log

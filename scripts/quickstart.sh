@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The main job end to end on a fresh Debian bookworm machine: install, build, fetch Multi30k,
+# then run mtx on the small embedded default (configs/tiny.json, CPU).
+#   scripts/quickstart.sh [--mirror DIR]     (DIR: a local copy of the Multi30k .gz files)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mirror_args=()
+if [ "${1:-}" = "--mirror" ]; then mirror_args=(--mirror "$2"); fi
+
+scripts/setup.sh
+scripts/build.sh
+scripts/get_multi30k.sh data/multi30k "${mirror_args[@]}"
+
+mtx=build/bin/mtx
+config=configs/tiny.json
+"$mtx" --version
+# Tokenizer + encoded corpus (cached: a second run reuses them).
+"$mtx" prepare --config "$config"
+echo "quickstart: done. Training, translation and scoring join this script as they land."

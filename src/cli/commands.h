@@ -1,0 +1,31 @@
+// Subcommand entry points: each parses its flags into a typed struct and calls the library.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mtx::cli {
+
+// A registered subcommand: `run` is called after a successful parse and returns the exit code.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command add_prepare(CLI::App& app);
+Command add_train(CLI::App& app);
+Command add_translate(CLI::App& app);
+Command add_eval(CLI::App& app);
+Command add_info(CLI::App& app);
+
+// --config FILE and repeated --set section.key=value, shared by every config-reading subcommand.
+struct ConfigArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+};
+void add_config_flags(CLI::App& cmd, ConfigArgs& args, bool required);
+
+}  // namespace mtx::cli

@@ -1,0 +1,13 @@
+#include "commands.h"
+
+namespace mtx::cli {
+
+void add_config_flags(CLI::App& cmd, ConfigArgs& args, bool required) {
+  auto* opt = cmd.add_option("-c,--config", args.config, "JSON config (configs/tiny.json, small.json, base.json)");
+  if (required) opt->required();
+  cmd.add_option("--set", args.overrides, "Override a setting: section.key=value (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+}
+
+}  // namespace mtx::cli

@@ -1,0 +1,78 @@
+// mtx: train, translate with and score Transformer translation models.
+// The subcommand table, --version, and the one place that maps errors to exit codes.
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+#include "commands.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/logging.h"
+#include "mtx/util/system.h"
+
+namespace {
+
+std::string version_text() {
+  const mtx::RuntimeInfo r = mtx::runtime_info();
+  std::string s = "mtx " + r.mtx_version + "\n";
+  s += "LibTorch " + r.torch_version + "\n";
+  s += "BLAS: " + r.blas + (r.blas_is_reference ? "  <-- slow, install libopenblas0-openmp" : "") + "\n";
+  s += "CUDA: " + (r.cuda_available ? "available (" + std::to_string(r.cuda_devices) + " device(s))" : std::string("not available")) + "\n";
+  s += "threads: " + std::to_string(r.threads) + "\n";
+  return s;
+}
+
+// First line of a (possibly multi-line, stack-traced) message.
+std::string first_line(const std::string& s) {
+  const size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mtx -- Transformer machine translation in C++ (train, translate, eval)", "mtx"};
+  app.require_subcommand(0, 1);
+  app.set_help_all_flag("--help-all", "Show the help of every subcommand");
+  bool show_version = false;
+  std::string log_level = "info";
+  app.add_flag("--version", show_version, "Print mtx, LibTorch and BLAS versions and CUDA availability");
+  app.add_option("--log-level", log_level, "debug|info|warn|error|off")->capture_default_str();
+
+  const std::vector<mtx::cli::Command> commands = {
+      mtx::cli::add_train(app), mtx::cli::add_translate(app), mtx::cli::add_eval(app),
+      mtx::cli::add_prepare(app), mtx::cli::add_info(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : mtx::kExitUsage;
+  }
+
+  try {
+    mtx::log::set_level(mtx::log::parse_level(log_level));
+    if (show_version) {
+      std::cout << version_text();
+      return 0;
+    }
+    for (const auto& cmd : commands) {
+      if (cmd.app->parsed()) {
+        mtx::warn_if_reference_blas();
+        return cmd.run();
+      }
+    }
+    std::cout << app.help();
+    return mtx::kExitUsage;
+  } catch (const mtx::Error& e) {
+    std::fprintf(stderr, "mtx: error: %s\n", first_line(e.what()).c_str());
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "mtx: error: %s\n", first_line(e.what_without_backtrace()).c_str());
+    return mtx::kExitFailure;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mtx: error: %s\n", first_line(e.what()).c_str());
+    return mtx::kExitFailure;
+  }
+}

@@ -1,0 +1,410 @@
+#include "mtx/config/config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <sstream>
+#include <type_traits>
+#include <utility>
+
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/strings.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mtx::config {
+namespace {
+
+// ---- enum names ------------------------------------------------------------------------------
+template <class E>
+struct EnumNames;
+template <>
+struct EnumNames<SpmType> {
+  static constexpr std::pair<SpmType, const char*> list[] = {{SpmType::unigram, "unigram"},
+                                                             {SpmType::bpe, "bpe"}};
+};
+template <>
+struct EnumNames<Device> {
+  static constexpr std::pair<Device, const char*> list[] = {
+      {Device::auto_, "auto"}, {Device::cpu, "cpu"}, {Device::cuda, "cuda"}};
+};
+template <>
+struct EnumNames<Optimizer> {
+  static constexpr std::pair<Optimizer, const char*> list[] = {
+      {Optimizer::adam, "adam"}, {Optimizer::adamw, "adamw"}, {Optimizer::sgd, "sgd"}};
+};
+template <>
+struct EnumNames<Schedule> {
+  static constexpr std::pair<Schedule, const char*> list[] = {
+      {Schedule::noam, "noam"},   {Schedule::inverse_sqrt, "inverse_sqrt"}, {Schedule::plateau, "plateau"},
+      {Schedule::step, "step"},   {Schedule::constant, "constant"}};
+};
+
+template <class E>
+std::string enum_name(E v) {
+  for (const auto& [value, name] : EnumNames<E>::list) {
+    if (value == v) return name;
+  }
+  return "?";
+}
+
+template <class E>
+std::vector<std::string> enum_choices() {
+  std::vector<std::string> out;
+  for (const auto& entry : EnumNames<E>::list) out.emplace_back(entry.second);
+  return out;
+}
+
+// ---- the field list of every section: the single place that names the keys --------------------
+template <class V>
+void visit(DataConfig& c, V&& v) {
+  v("dir", c.dir);
+  v("src_lang", c.src_lang);
+  v("tgt_lang", c.tgt_lang);
+  v("train", c.train);
+  v("valid", c.valid);
+  v("test", c.test);
+  v("cache_dir", c.cache_dir);
+  v("filter_min_tokens", c.filter_min_tokens);
+  v("filter_max_tokens", c.filter_max_tokens);
+  v("filter_max_ratio", c.filter_max_ratio);
+}
+
+template <class V>
+void visit(TokenizerConfig& c, V&& v) {
+  v("type", c.type);
+  v("vocab_size", c.vocab_size);
+  v("joint", c.joint);
+  v("character_coverage", c.character_coverage);
+  v("byte_fallback", c.byte_fallback);
+  v("input_sentence_size", c.input_sentence_size);
+  v("model_dir", c.model_dir);
+}
+
+template <class V>
+void visit(ModelConfig& c, V&& v) {
+  v("d_model", c.d_model);
+  v("heads", c.heads);
+  v("encoder_layers", c.encoder_layers);
+  v("decoder_layers", c.decoder_layers);
+  v("ffn_dim", c.ffn_dim);
+  v("dropout", c.dropout);
+  v("max_len", c.max_len);
+}
+
+template <class V>
+void visit(TrainConfig& c, V&& v) {
+  v("device", c.device);
+  v("threads", c.threads);
+  v("seed", c.seed);
+  v("max_tokens", c.max_tokens);
+  v("sort_window", c.sort_window);
+  v("max_steps", c.max_steps);
+  v("max_epochs", c.max_epochs);
+  v("max_minutes", c.max_minutes);
+  v("optimizer", c.optimizer);
+  v("adam_beta1", c.adam_beta1);
+  v("adam_beta2", c.adam_beta2);
+  v("adam_eps", c.adam_eps);
+  v("weight_decay", c.weight_decay);
+  v("schedule", c.schedule);
+  v("lr", c.lr);
+  v("lr_factor", c.lr_factor);
+  v("warmup_steps", c.warmup_steps);
+  v("clip_norm", c.clip_norm);
+  v("label_smoothing", c.label_smoothing);
+}
+
+template <class V>
+void visit(DecodeConfig& c, V&& v) {
+  v("beam", c.beam);
+  v("alpha", c.alpha);
+  v("max_len_a", c.max_len_a);
+  v("max_len_b", c.max_len_b);
+  v("batch_tokens", c.batch_tokens);
+  v("nbest", c.nbest);
+}
+
+template <class V>
+void visit(Config& c, V&& v) {
+  v("data", c.data);
+  v("tokenizer", c.tokenizer);
+  v("model", c.model);
+  v("train", c.train);
+  v("decode", c.decode);
+}
+
+// ---- reading -----------------------------------------------------------------------------------
+std::string describe(const json& j) {
+  std::string dumped = j.dump();
+  if (dumped.size() > 40) dumped = dumped.substr(0, 37) + "...";
+  return std::string(j.type_name()) + " " + dumped;
+}
+
+void read_value(const json& j, bool& out, const std::string& key) {
+  if (!j.is_boolean()) throw ConfigError(key + ": expected true or false, got " + describe(j));
+  out = j.get<bool>();
+}
+
+void read_value(const json& j, std::string& out, const std::string& key) {
+  if (!j.is_string()) throw ConfigError(key + ": expected a string, got " + describe(j));
+  out = j.get<std::string>();
+}
+
+template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+void read_value(const json& j, T& out, const std::string& key) {
+  // 2.0 is accepted as 2, 2.5 is not.
+  if (j.is_number_float()) {
+    const double d = j.get<double>();
+    if (d != double(int64_t(d))) throw ConfigError(key + ": expected an integer, got " + describe(j));
+  } else if (!j.is_number_integer()) {
+    throw ConfigError(key + ": expected an integer, got " + describe(j));
+  }
+  const double d = j.get<double>();
+  if (d < double(std::numeric_limits<T>::min()) || d > double(std::numeric_limits<T>::max())) {
+    throw ConfigError(key + ": " + j.dump() + " does not fit in the integer range");
+  }
+  out = T(j.get<int64_t>());
+}
+
+void read_value(const json& j, double& out, const std::string& key) {
+  if (!j.is_number()) throw ConfigError(key + ": expected a number, got " + describe(j));
+  out = j.get<double>();
+}
+
+template <class E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+void read_value(const json& j, E& out, const std::string& key) {
+  const auto choices = enum_choices<E>();
+  if (!j.is_string()) {
+    throw ConfigError(key + ": expected one of " + join(choices, "|") + ", got " + describe(j));
+  }
+  const auto name = j.get<std::string>();
+  for (const auto& [value, n] : EnumNames<E>::list) {
+    if (name == n) { out = value; return; }
+  }
+  throw ConfigError(key + ": '" + name + "' is not one of " + join(choices, "|") + did_you_mean(name, choices));
+}
+
+class Reader {
+ public:
+  Reader(const json& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
+
+  template <class T>
+  void operator()(const char* key, T& field) {
+    known_.emplace_back(key);
+    const auto it = object_.find(key);
+    if (it == object_.end()) return;
+    const std::string path = prefix_.empty() ? key : prefix_ + "." + key;
+    if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) {
+      if (!it->is_object()) throw ConfigError(path + ": expected an object, got " + describe(*it));
+      Reader nested(*it, path);
+      visit(field, nested);
+      nested.reject_unknown();
+    } else {
+      read_value(*it, field, path);
+    }
+  }
+
+  void reject_unknown() const {
+    for (const auto& item : object_.items()) {
+      if (std::find(known_.begin(), known_.end(), item.key()) != known_.end()) continue;
+      const std::string path = prefix_.empty() ? item.key() : prefix_ + "." + item.key();
+      std::string hint = did_you_mean(item.key(), known_);
+      if (!hint.empty() && !prefix_.empty()) {
+        hint = " (did you mean '" + prefix_ + "." + closest_match(item.key(), known_) + "'?)";
+      }
+      throw ConfigError(std::string("unknown ") + (prefix_.empty() ? "section '" : "key '") + path + "'" + hint);
+    }
+  }
+
+ private:
+  const json& object_;
+  std::string prefix_;
+  std::vector<std::string> known_;
+};
+
+// ---- writing -----------------------------------------------------------------------------------
+class Writer {
+ public:
+  explicit Writer(json& out) : out_(out) {}
+  template <class T>
+  void operator()(const char* key, T& field) {
+    if constexpr (std::is_enum_v<T>) {
+      out_[key] = enum_name(field);
+    } else if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) {
+      json nested = json::object();
+      Writer w(nested);
+      visit(field, w);
+      out_[key] = std::move(nested);
+    } else {
+      out_[key] = field;
+    }
+  }
+
+ private:
+  json& out_;
+};
+
+// ---- validation helpers --------------------------------------------------------------------------
+template <class T>
+void check_range(const std::string& key, T value, T lo, T hi) {
+  if (value < lo || value > hi) {
+    std::ostringstream s;
+    s << key << ": " << value << " is out of range [" << lo << ", " << hi << "]";
+    throw ConfigError(s.str());
+  }
+}
+
+void check(bool ok, const std::string& message) {
+  if (!ok) throw ConfigError(message);
+}
+
+std::pair<size_t, size_t> line_and_column(const std::string& text, size_t byte) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+  }
+  return {line, col};
+}
+
+}  // namespace
+
+std::string to_string(SpmType v) { return enum_name(v); }
+std::string to_string(Device v) { return enum_name(v); }
+std::string to_string(Optimizer v) { return enum_name(v); }
+std::string to_string(Schedule v) { return enum_name(v); }
+
+void validate(const Config& c) {
+  constexpr int kBig = 1 << 30;
+  const auto& d = c.data;
+  check(!d.dir.empty(), "data.dir: must not be empty");
+  check(!d.src_lang.empty() && !d.tgt_lang.empty(), "data.src_lang/data.tgt_lang: must not be empty");
+  check(d.src_lang != d.tgt_lang, "data.src_lang and data.tgt_lang are both '" + d.src_lang + "'");
+  check(!d.train.empty(), "data.train: must not be empty");
+  check(!d.cache_dir.empty(), "data.cache_dir: must not be empty");
+  check_range("data.filter_min_tokens", d.filter_min_tokens, 0, kBig);
+  check_range("data.filter_max_tokens", d.filter_max_tokens, 0, kBig);
+  check(d.filter_max_tokens == 0 || d.filter_max_tokens >= d.filter_min_tokens,
+        "data.filter_max_tokens: " + std::to_string(d.filter_max_tokens) +
+            " is below data.filter_min_tokens " + std::to_string(d.filter_min_tokens));
+  check(d.filter_max_ratio == 0 || d.filter_max_ratio >= 1,
+        "data.filter_max_ratio: must be 0 (off) or >= 1, got " + std::to_string(d.filter_max_ratio));
+
+  const auto& t = c.tokenizer;
+  check_range("tokenizer.vocab_size", t.vocab_size, t.byte_fallback ? 300 : 50, 1000000);
+  check(t.character_coverage > 0 && t.character_coverage <= 1,
+        "tokenizer.character_coverage: must be in (0, 1], got " + std::to_string(t.character_coverage));
+  check_range("tokenizer.input_sentence_size", t.input_sentence_size, 0, kBig);
+  if (!t.model_dir.empty()) {
+    check(fs::is_directory(t.model_dir), "tokenizer.model_dir: directory '" + t.model_dir + "' not found");
+  }
+
+  const auto& m = c.model;
+  check_range("model.d_model", m.d_model, 1, 65536);
+  check_range("model.heads", m.heads, 1, 1024);
+  check(m.d_model % m.heads == 0, "model.heads: " + std::to_string(m.heads) +
+                                      " does not divide model.d_model " + std::to_string(m.d_model));
+  check_range("model.encoder_layers", m.encoder_layers, 1, 128);
+  check_range("model.decoder_layers", m.decoder_layers, 1, 128);
+  check_range("model.ffn_dim", m.ffn_dim, 1, 1 << 20);
+  check(m.dropout >= 0 && m.dropout < 1, "model.dropout: must be in [0, 1), got " + std::to_string(m.dropout));
+  check_range("model.max_len", m.max_len, 8, 1 << 16);
+
+  const auto& tr = c.train;
+  check_range("train.threads", tr.threads, 0, 1024);
+  check_range<int64_t>("train.seed", tr.seed, 0, std::numeric_limits<int64_t>::max());
+  check_range("train.max_tokens", tr.max_tokens, 16, kBig);
+  check_range("train.sort_window", tr.sort_window, 0, kBig);
+  check_range<int64_t>("train.max_steps", tr.max_steps, 0, std::numeric_limits<int64_t>::max());
+  check_range("train.max_epochs", tr.max_epochs, 0, 1000000);
+  check(tr.max_minutes >= 0, "train.max_minutes: must be >= 0, got " + std::to_string(tr.max_minutes));
+  check(tr.adam_beta1 >= 0 && tr.adam_beta1 < 1, "train.adam_beta1: must be in [0, 1)");
+  check(tr.adam_beta2 >= 0 && tr.adam_beta2 < 1, "train.adam_beta2: must be in [0, 1)");
+  check(tr.adam_eps > 0, "train.adam_eps: must be > 0");
+  check(tr.weight_decay >= 0, "train.weight_decay: must be >= 0");
+  check(tr.lr > 0, "train.lr: must be > 0");
+  check(tr.lr_factor > 0, "train.lr_factor: must be > 0");
+  check_range("train.warmup_steps", tr.warmup_steps, 0, kBig);
+  check(tr.schedule != Schedule::noam || tr.warmup_steps > 0, "train.warmup_steps: the noam schedule needs > 0");
+  check(tr.clip_norm >= 0, "train.clip_norm: must be >= 0 (0 = off)");
+  check(tr.label_smoothing >= 0 && tr.label_smoothing < 1, "train.label_smoothing: must be in [0, 1)");
+
+  const auto& de = c.decode;
+  check_range("decode.beam", de.beam, 1, 1024);
+  check(de.alpha >= 0, "decode.alpha: must be >= 0");
+  check(de.max_len_a >= 0, "decode.max_len_a: must be >= 0");
+  check_range("decode.max_len_b", de.max_len_b, 0, 1 << 16);
+  check_range("decode.batch_tokens", de.batch_tokens, 1, kBig);
+  check_range("decode.nbest", de.nbest, 1, de.beam);
+}
+
+Config from_json(const json& document) {
+  if (!document.is_object()) throw ConfigError("config: expected a JSON object at the top level");
+  Config c;
+  Reader reader(document, "");
+  visit(c, reader);
+  reader.reject_unknown();
+  validate(c);
+  return c;
+}
+
+json to_json(const Config& config) {
+  json out = json::object();
+  Config copy = config;
+  Writer w(out);
+  visit(copy, w);
+  return out;
+}
+
+void apply_override(json& document, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--set '" + assignment + "': expected section.key=value");
+  }
+  const std::string path = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  const auto parts = split(path, '.');
+  if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+    throw ConfigError("--set '" + assignment + "': the key must be section.key, e.g. model.d_model=256");
+  }
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::parse_error&) {
+    value = text;  // a bare word: a string
+  }
+  json& section = document[parts[0]];
+  if (section.is_null()) section = json::object();
+  if (!section.is_object()) throw ConfigError("--set '" + assignment + "': '" + parts[0] + "' is not a section");
+  section[parts[1]] = std::move(value);
+}
+
+Config load(const fs::path& file, const std::vector<std::string>& overrides) {
+  if (!fs::exists(file)) throw ConfigError("config file '" + file.string() + "' not found");
+  const std::string text = read_file(file);
+  json document;
+  try {
+    document = json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    const auto [line, col] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
+    std::string what = e.what();
+    const size_t colon = what.rfind(": ");
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    throw ConfigError(file.string() + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                      ": invalid JSON: " + what);
+  }
+  for (const auto& o : overrides) apply_override(document, o);
+  try {
+    return from_json(document);
+  } catch (const ConfigError& e) {
+    throw ConfigError(file.string() + ": " + e.what());
+  }
+}
+
+void write_resolved(const Config& config, const fs::path& path) {
+  write_file_atomic(path, to_json(config).dump(2) + "\n");
+}
+
+}  // namespace mtx::config

@@ -1,0 +1,61 @@
+#include "mtx/data/batch.h"
+
+#include <algorithm>
+
+#include "mtx/util/errors.h"
+
+namespace mtx::data {
+
+Batch Batch::to(const torch::Device& device) const {
+  Batch b = *this;
+  const bool async = device.is_cuda();
+  b.src = src.to(device, async);
+  b.tgt_in = tgt_in.to(device, async);
+  b.tgt_out = tgt_out.to(device, async);
+  b.src_lengths = src_lengths.to(device, async);
+  b.tgt_lengths = tgt_lengths.to(device, async);
+  return b;
+}
+
+Batch make_batch(const EncodedCorpus& corpus, const std::vector<uint32_t>& indices,
+                 const tokenizer::SpecialIds& ids) {
+  if (indices.empty()) throw Error("make_batch: empty batch");
+  const int64_t n = int64_t(indices.size());
+  int64_t max_s = 0, max_t = 0;
+  for (uint32_t i : indices) {
+    if (i >= corpus.size()) throw Error("make_batch: index out of range");
+    max_s = std::max<int64_t>(max_s, int64_t(corpus.src.length(i)) + 1);
+    max_t = std::max<int64_t>(max_t, int64_t(corpus.tgt.length(i)) + 1);
+  }
+  Batch b;
+  b.indices = indices;
+  b.src = torch::full({n, max_s}, ids.pad, torch::kLong);      // [batch, src_len]
+  b.tgt_in = torch::full({n, max_t}, ids.pad, torch::kLong);   // [batch, tgt_len]
+  b.tgt_out = torch::full({n, max_t}, ids.pad, torch::kLong);  // [batch, tgt_len]
+  b.src_lengths = torch::empty({n}, torch::kLong);             // [batch]
+  b.tgt_lengths = torch::empty({n}, torch::kLong);             // [batch]
+  auto src = b.src.accessor<int64_t, 2>();
+  auto tin = b.tgt_in.accessor<int64_t, 2>();
+  auto tout = b.tgt_out.accessor<int64_t, 2>();
+  auto sl = b.src_lengths.accessor<int64_t, 1>();
+  auto tl = b.tgt_lengths.accessor<int64_t, 1>();
+  for (int64_t r = 0; r < n; ++r) {
+    const IdSpan s = corpus.src[indices[size_t(r)]];
+    const IdSpan t = corpus.tgt[indices[size_t(r)]];
+    for (size_t k = 0; k < s.size; ++k) src[r][int64_t(k)] = s[k];
+    src[r][int64_t(s.size)] = ids.eos;
+    tin[r][0] = ids.bos;
+    for (size_t k = 0; k < t.size; ++k) {
+      tin[r][int64_t(k) + 1] = t[k];
+      tout[r][int64_t(k)] = t[k];
+    }
+    tout[r][int64_t(t.size)] = ids.eos;
+    sl[r] = int64_t(s.size) + 1;
+    tl[r] = int64_t(t.size) + 1;
+    b.src_tokens += sl[r];
+    b.tgt_tokens += tl[r];
+  }
+  return b;
+}
+
+}  // namespace mtx::data

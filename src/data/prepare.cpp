@@ -1,0 +1,242 @@
+#include "mtx/data/prepare.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <thread>
+
+#include "mtx/data/batcher.h"
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/hash.h"
+#include "mtx/util/logging.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mtx::data {
+namespace {
+
+// Bump when the encoded format or the encoding rules change: old caches are then ignored.
+constexpr int kCacheVersion = 1;
+
+int resolve_threads(int threads) {
+  return threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+json file_identity(const SplitFiles& f) {
+  return json{{"src", sha256_file(f.src)}, {"tgt", sha256_file(f.tgt)}};
+}
+
+void write_lines(const fs::path& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& l : lines) out << l << '\n';
+  if (!out) throw Error("cannot write '" + path.string() + "'");
+}
+
+fs::path temp_dir_beside(const fs::path& final_dir) {
+  return final_dir.parent_path() / (final_dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
+}
+
+// Moves a fully written temp directory into place; if another process won the race, keeps theirs.
+void publish_dir(const fs::path& tmp, const fs::path& final_dir) {
+  std::error_code ec;
+  fs::rename(tmp, final_dir, ec);
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    if (!fs::exists(final_dir)) throw Error("cannot create cache directory '" + final_dir.string() + "'");
+  }
+}
+
+tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFiles& train, const json& train_id,
+                                      bool force, int threads, fs::path& dir, bool& reused) {
+  if (!cfg.tokenizer.model_dir.empty()) {
+    dir = cfg.tokenizer.model_dir;
+    reused = true;
+    log::info("using the tokenizer in {}", dir.string());
+    return tokenizer::Tokenizer::load(dir);
+  }
+  json settings = config::to_json(cfg)["tokenizer"];
+  settings.erase("model_dir");
+  const json key_doc = {{"version", kCacheVersion},
+                        {"tokenizer", settings},
+                        {"train", train_id},
+                        {"src_lang", cfg.data.src_lang},
+                        {"tgt_lang", cfg.data.tgt_lang},
+                        {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}}};
+  dir = fs::path(cfg.data.cache_dir) / ("tokenizer-" + sha256_hex(key_doc.dump()).substr(0, 16));
+  if (!force && fs::exists(dir / "tokenizer.json")) {
+    reused = true;
+    log::info("reusing the cached tokenizer in {}", dir.string());
+    return tokenizer::Tokenizer::load(dir);
+  }
+  reused = false;
+  const fs::path tmp = temp_dir_beside(dir);
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
+    const ParallelCorpus text = read_parallel(train.src, train.tgt, filter);
+    const fs::path src_txt = tmp / ("train." + cfg.data.src_lang + ".txt");
+    const fs::path tgt_txt = tmp / ("train." + cfg.data.tgt_lang + ".txt");
+    write_lines(src_txt, text.src);
+    write_lines(tgt_txt, text.tgt);
+    auto tok = tokenizer::Tokenizer::train(cfg.tokenizer, src_txt, tgt_txt, tmp / "work", threads);
+    fs::remove(src_txt);
+    fs::remove(tgt_txt);
+    fs::remove_all(tmp / "work");
+    tok.save(tmp);
+    write_file_atomic(tmp / "key.json", key_doc.dump(2) + "\n");
+    publish_dir(tmp, dir);
+    log::info("tokenizer saved to {} (sha256 {})", dir.string(), tok.hash().substr(0, 16));
+    return tok;
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace
+
+SplitFiles find_split(const config::DataConfig& data, const std::string& prefix, const std::string& key) {
+  SplitFiles out;
+  std::vector<std::string> missing;
+  for (const auto& [lang, target] : {std::pair{data.src_lang, &out.src}, std::pair{data.tgt_lang, &out.tgt}}) {
+    const fs::path base = fs::path(data.dir) / (prefix + "." + lang);
+    const fs::path gz = base.string() + ".gz";
+    if (fs::is_regular_file(gz)) *target = gz;
+    else if (fs::is_regular_file(base)) *target = base;
+    else missing.push_back(gz.string());
+  }
+  if (!missing.empty()) {
+    throw DataError(key + ": '" + missing.front() + "' not found (nor without .gz); fetch Multi30k with "
+                    "scripts/get_multi30k.sh " + data.dir + " or set data.dir");
+  }
+  return out;
+}
+
+DataFiles find_data_files(const config::DataConfig& data) {
+  if (!fs::is_directory(data.dir)) {
+    throw DataError("data.dir: directory '" + data.dir + "' not found; fetch Multi30k with scripts/get_multi30k.sh " +
+                    data.dir);
+  }
+  DataFiles f;
+  f.train = find_split(data, data.train, "data.train");
+  if (!data.valid.empty()) f.valid = find_split(data, data.valid, "data.valid");
+  if (!data.test.empty()) f.test = find_split(data, data.test, "data.test");
+  return f;
+}
+
+EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len, int threads) {
+  const size_t n = text.size();
+  const size_t limit = size_t(std::max(1, max_len - 1));
+  std::vector<std::vector<int32_t>> src(n), tgt(n);
+  const size_t workers = std::min<size_t>(size_t(resolve_threads(threads)), std::max<size_t>(1, n / 256));
+  std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(workers);
+  for (size_t w = 0; w < workers; ++w) {
+    pool.emplace_back([&, w] {
+      try {
+        for (size_t i = w; i < n; i += workers) {
+          tok.src().encode(text.src[i], src[i]);
+          tok.tgt().encode(text.tgt[i], tgt[i]);
+        }
+      } catch (...) {
+        errors[w] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  EncodedCorpus out;
+  size_t s_tokens = 0, t_tokens = 0;
+  for (size_t i = 0; i < n; ++i) { s_tokens += src[i].size(); t_tokens += tgt[i].size(); }
+  out.src.reserve(n, s_tokens);
+  out.tgt.reserve(n, t_tokens);
+  for (size_t i = 0; i < n; ++i) {
+    if (src[i].size() > limit || tgt[i].size() > limit) ++out.truncated;
+    out.src.push_back(src[i].data(), std::min(src[i].size(), limit));
+    out.tgt.push_back(tgt[i].data(), std::min(tgt[i].size(), limit));
+  }
+  return out;
+}
+
+PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& options) {
+  const int threads = resolve_threads(options.threads);
+  const DataFiles files = find_data_files(cfg.data);
+  const json train_id = file_identity(files.train);
+
+  fs::path tok_dir;
+  bool tok_reused = false;
+  tokenizer::Tokenizer tok = obtain_tokenizer(cfg, files.train, train_id, options.force, threads, tok_dir, tok_reused);
+
+  const json key_doc = {
+      {"version", kCacheVersion},
+      {"tokenizer", tok.hash()},
+      {"train", train_id},
+      {"valid", files.valid ? file_identity(*files.valid) : json()},
+      {"test", files.test ? file_identity(*files.test) : json()},
+      {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}},
+      {"max_len", cfg.model.max_len}};
+  const fs::path dir = fs::path(cfg.data.cache_dir) / ("corpus-" + sha256_hex(key_doc.dump()).substr(0, 16));
+
+  PreparedData out{tok, tok_dir, dir, {}, std::nullopt, std::nullopt, {}, tok_reused, false};
+  if (!options.force && fs::exists(dir / "prepare.json")) {
+    const json meta = json::parse(read_file(dir / "prepare.json"));
+    out.train = load_corpus(dir / "train.bin");
+    if (files.valid) out.valid = load_corpus(dir / "valid.bin");
+    if (files.test) out.test = load_corpus(dir / "test.bin");
+    const json& f = meta.at("filter");
+    out.filter = {f.at("read"), f.at("kept"), f.at("too_short"), f.at("too_long"), f.at("bad_ratio")};
+    out.corpus_reused = true;
+    log::info("reusing the cached encoded corpus in {}", dir.string());
+    return out;
+  }
+
+  const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
+  const fs::path tmp = temp_dir_beside(dir);
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    const ParallelCorpus train_text = read_parallel(files.train.src, files.train.tgt, filter);
+    out.filter = train_text.stats;
+    out.train = encode_corpus(tok, train_text, cfg.model.max_len, threads);
+    save_corpus(out.train, tmp / "train.bin");
+    json counts = {{"train", out.train.size()}};
+    if (files.valid) {
+      out.valid = encode_corpus(tok, read_parallel(files.valid->src, files.valid->tgt), cfg.model.max_len, threads);
+      save_corpus(*out.valid, tmp / "valid.bin");
+      counts["valid"] = out.valid->size();
+    }
+    if (files.test) {
+      out.test = encode_corpus(tok, read_parallel(files.test->src, files.test->tgt), cfg.model.max_len, threads);
+      save_corpus(*out.test, tmp / "test.bin");
+      counts["test"] = out.test->size();
+    }
+    const json meta = {{"key", key_doc},
+                       {"counts", counts},
+                       {"filter",
+                        {{"read", out.filter.read},
+                         {"kept", out.filter.kept},
+                         {"too_short", out.filter.too_short},
+                         {"too_long", out.filter.too_long},
+                         {"bad_ratio", out.filter.bad_ratio}}},
+                       {"tokenizer_dir", tok_dir.string()}};
+    config::write_resolved(cfg, tmp / "config.json");
+    write_file_atomic(tmp / "prepare.json", meta.dump(2) + "\n");  // last: marks the cache complete
+    publish_dir(tmp, dir);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  log::info("encoded corpus saved to {}", dir.string());
+  return out;
+}
+
+}  // namespace mtx::data

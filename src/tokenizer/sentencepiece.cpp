@@ -1,0 +1,183 @@
+// Loads libmtx_spm_shim.so into its own link-map namespace and wraps its C ABI in SpmModel.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "mtx/tokenizer/spm_shim.h"
+#include "sentencepiece_internal.h"
+#include "mtx/tokenizer/tokenizer.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/hash.h"
+#include "mtx/util/strings.h"
+#include "mtx/util/system.h"
+
+namespace fs = std::filesystem;
+
+namespace mtx::tokenizer {
+namespace {
+
+struct ShimApi {
+  decltype(&mtx_spm_abi_version) abi_version = nullptr;
+  decltype(&mtx_spm_load) load = nullptr;
+  decltype(&mtx_spm_free) free = nullptr;
+  decltype(&mtx_spm_vocab_size) vocab_size = nullptr;
+  decltype(&mtx_spm_special_id) special_id = nullptr;
+  decltype(&mtx_spm_encode) encode = nullptr;
+  decltype(&mtx_spm_decode) decode = nullptr;
+  decltype(&mtx_spm_id_to_piece) id_to_piece = nullptr;
+  decltype(&mtx_spm_train) train = nullptr;
+  std::string path;
+  std::string mode;
+};
+
+std::vector<fs::path> shim_candidates() {
+  std::vector<fs::path> out;
+  if (const char* env = std::getenv("MTX_SPM_SHIM"); env && *env) out.emplace_back(env);
+  const fs::path exe = executable_dir();
+  out.push_back(exe / MTX_SPM_SHIM_NAME);
+  out.push_back(exe / ".." / "lib" / "mtx" / MTX_SPM_SHIM_NAME);
+  out.push_back(fs::path(MTX_SPM_SHIM_BUILD_DIR) / MTX_SPM_SHIM_NAME);
+  out.push_back(fs::path(MTX_SPM_SHIM_INSTALL_DIR) / MTX_SPM_SHIM_NAME);
+  return out;
+}
+
+template <class F>
+void bind(void* handle, const char* name, F& fn, const std::string& path) {
+  fn = reinterpret_cast<F>(dlsym(handle, name));
+  if (!fn) throw Error("sentencepiece shim '" + path + "' lacks symbol " + name + " (stale build?)");
+}
+
+ShimApi load_shim() {
+  // MTX_SPM_NAMESPACE=shared loads the shim into the global namespace: only for LibTorch builds
+  // whose protobuf does not clash with sentencepiece's (e.g. PyTorch wheels).
+  const char* ns = std::getenv("MTX_SPM_NAMESPACE");
+  const bool shared = ns && std::string(ns) == "shared";
+  std::vector<std::string> tried;
+  for (const auto& candidate : shim_candidates()) {
+    std::error_code ec;
+    if (!fs::exists(candidate, ec)) {
+      tried.push_back(candidate.string() + " (missing)");
+      continue;
+    }
+    const std::string path = fs::canonical(candidate, ec).string();
+    void* handle = shared ? dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)
+                          : dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      tried.push_back(path + " (" + (why ? why : "unknown error") + ")");
+      continue;
+    }
+    ShimApi api;
+    api.path = path;
+    api.mode = shared ? "shared" : "isolated";
+    bind(handle, "mtx_spm_abi_version", api.abi_version, path);
+    if (api.abi_version() != MTX_SPM_ABI_VERSION) {
+      throw Error("sentencepiece shim '" + path + "' has ABI " + std::to_string(api.abi_version()) +
+                  ", mtx expects " + std::to_string(MTX_SPM_ABI_VERSION) + " (stale build?)");
+    }
+    bind(handle, "mtx_spm_load", api.load, path);
+    bind(handle, "mtx_spm_free", api.free, path);
+    bind(handle, "mtx_spm_vocab_size", api.vocab_size, path);
+    bind(handle, "mtx_spm_special_id", api.special_id, path);
+    bind(handle, "mtx_spm_encode", api.encode, path);
+    bind(handle, "mtx_spm_decode", api.decode, path);
+    bind(handle, "mtx_spm_id_to_piece", api.id_to_piece, path);
+    bind(handle, "mtx_spm_train", api.train, path);
+    return api;
+  }
+  throw Error("cannot load the sentencepiece shim " + std::string(MTX_SPM_SHIM_NAME) + "; tried: " +
+              join(tried, "; ") + ". Set MTX_SPM_SHIM to its path.");
+}
+
+const ShimApi& shim() {
+  static const ShimApi api = load_shim();
+  return api;
+}
+
+}  // namespace
+
+std::string shim_description() { return shim().path + " (" + shim().mode + " namespace)"; }
+
+bool operator==(const SpecialIds& a, const SpecialIds& b) {
+  return a.pad == b.pad && a.unk == b.unk && a.bos == b.bos && a.eos == b.eos;
+}
+
+SpmModel::SpmModel(mtx_spm* handle, std::string bytes)
+    : handle_(handle), bytes_(std::move(bytes)), sha256_(sha256_hex(bytes_)) {
+  vocab_size_ = shim().vocab_size(handle_);
+  special_ = {shim().special_id(handle_, 0), shim().special_id(handle_, 1), shim().special_id(handle_, 2),
+              shim().special_id(handle_, 3)};
+}
+
+SpmModel::~SpmModel() { shim().free(handle_); }
+
+std::shared_ptr<const SpmModel> SpmModel::from_bytes(std::string bytes) {
+  char err[512] = {0};
+  mtx_spm* handle = shim().load(bytes.data(), bytes.size(), err, sizeof err);
+  if (!handle) throw DataError(std::string("not a valid sentencepiece model: ") + err);
+  return std::shared_ptr<const SpmModel>(new SpmModel(handle, std::move(bytes)));
+}
+
+void SpmModel::encode(std::string_view text, std::vector<int32_t>& ids) const {
+  // Every byte becomes at most one piece (byte fallback), plus the dummy prefix.
+  ids.resize(text.size() + 2);
+  char err[512] = {0};
+  size_t needed = 0;
+  int rc = shim().encode(handle_, text.data(), text.size(), ids.data(), ids.size(), &needed, err, sizeof err);
+  if (rc == MTX_SPM_TOO_SMALL) {
+    ids.resize(needed);
+    rc = shim().encode(handle_, text.data(), text.size(), ids.data(), ids.size(), &needed, err, sizeof err);
+  }
+  if (rc != MTX_SPM_OK) throw Error(std::string("sentencepiece encode failed: ") + err);
+  ids.resize(needed);
+}
+
+std::vector<int32_t> SpmModel::encode(std::string_view text) const {
+  std::vector<int32_t> ids;
+  encode(text, ids);
+  return ids;
+}
+
+std::string SpmModel::decode(const int32_t* ids, size_t n) const {
+  std::string out(n * 8 + 16, '\0');
+  char err[512] = {0};
+  size_t needed = 0;
+  int rc = shim().decode(handle_, ids, n, out.data(), out.size(), &needed, err, sizeof err);
+  if (rc == MTX_SPM_TOO_SMALL) {
+    out.resize(needed);
+    rc = shim().decode(handle_, ids, n, out.data(), out.size(), &needed, err, sizeof err);
+  }
+  if (rc != MTX_SPM_OK) throw Error(std::string("sentencepiece decode failed: ") + err);
+  out.resize(needed);
+  return out;
+}
+
+std::string SpmModel::decode(const std::vector<int32_t>& ids) const { return decode(ids.data(), ids.size()); }
+
+std::string SpmModel::piece(int32_t id) const {
+  std::string out(64, '\0');
+  size_t needed = 0;
+  int rc = shim().id_to_piece(handle_, id, out.data(), out.size(), &needed);
+  if (rc == MTX_SPM_TOO_SMALL) {
+    out.resize(needed);
+    rc = shim().id_to_piece(handle_, id, out.data(), out.size(), &needed);
+  }
+  if (rc != MTX_SPM_OK) throw Error("piece id " + std::to_string(id) + " is out of range");
+  out.resize(needed);
+  return out;
+}
+
+void train_sentencepiece(const std::vector<std::pair<std::string, std::string>>& flags) {
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : flags) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  char err[1024] = {0};
+  if (shim().train(keys.data(), values.data(), keys.size(), err, sizeof err) != MTX_SPM_OK) {
+    throw Error(std::string("sentencepiece training failed: ") + err);
+  }
+}
+
+}  // namespace mtx::tokenizer

@@ -1,0 +1,150 @@
+#include "mtx/tokenizer/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <thread>
+
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/hash.h"
+#include "mtx/util/logging.h"
+#include "sentencepiece_internal.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mtx::tokenizer {
+namespace {
+
+constexpr const char* kMetaFile = "tokenizer.json";
+constexpr int kFormatVersion = 1;
+
+std::shared_ptr<const SpmModel> train_one(const config::TokenizerConfig& s, const std::string& inputs,
+                                          const fs::path& prefix, int threads) {
+  const SpecialIds ids;
+  std::vector<std::pair<std::string, std::string>> flags = {
+      {"input", inputs},
+      {"model_prefix", prefix.string()},
+      {"model_type", config::to_string(s.type)},
+      {"vocab_size", std::to_string(s.vocab_size)},
+      {"character_coverage", std::to_string(s.character_coverage)},
+      {"byte_fallback", s.byte_fallback ? "true" : "false"},
+      // Lossless round trip: no normalisation, keep every space as written.
+      {"normalization_rule_name", "identity"},
+      {"remove_extra_whitespaces", "false"},
+      {"add_dummy_prefix", "true"},
+      {"pad_id", std::to_string(ids.pad)},
+      {"unk_id", std::to_string(ids.unk)},
+      {"bos_id", std::to_string(ids.bos)},
+      {"eos_id", std::to_string(ids.eos)},
+      {"pad_piece", "<pad>"},
+      {"unk_piece", "<unk>"},
+      {"bos_piece", "<s>"},
+      {"eos_piece", "</s>"},
+      {"num_threads", std::to_string(std::max(1, threads))},
+      {"minloglevel", "2"},
+  };
+  if (s.input_sentence_size > 0) {
+    flags.emplace_back("input_sentence_size", std::to_string(s.input_sentence_size));
+    flags.emplace_back("shuffle_input_sentence", "true");
+  }
+  train_sentencepiece(flags);
+  return SpmModel::from_bytes(read_file(prefix.string() + ".model"));
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::shared_ptr<const SpmModel> src, std::shared_ptr<const SpmModel> tgt)
+    : src_(std::move(src)), tgt_(std::move(tgt)) {
+  const SpecialIds expected;
+  for (const SpmModel* m : {src_.get(), tgt_.get()}) {
+    if (!(m->special_ids() == expected)) {
+      throw DataError("tokenizer model has special ids pad/unk/bos/eos = " +
+                      std::to_string(m->special_ids().pad) + "/" + std::to_string(m->special_ids().unk) + "/" +
+                      std::to_string(m->special_ids().bos) + "/" + std::to_string(m->special_ids().eos) +
+                      ", mtx needs 0/1/2/3");
+    }
+  }
+}
+
+Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, const fs::path& src_text,
+                           const fs::path& tgt_text, const fs::path& work_dir, int threads) {
+  fs::create_directories(work_dir);
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (settings.joint) {
+    log::info("training a joint {} tokenizer ({} pieces) on {} + {}", config::to_string(settings.type),
+              settings.vocab_size, src_text.filename().string(), tgt_text.filename().string());
+    auto model = train_one(settings, src_text.string() + "," + tgt_text.string(), work_dir / "joint", threads);
+    return Tokenizer(model, model);
+  }
+  log::info("training separate {} tokenizers ({} pieces each)", config::to_string(settings.type),
+            settings.vocab_size);
+  auto src = train_one(settings, src_text.string(), work_dir / "src", threads);
+  auto tgt = train_one(settings, tgt_text.string(), work_dir / "tgt", threads);
+  return Tokenizer(src, tgt);
+}
+
+Tokenizer Tokenizer::from_bytes(std::string src_bytes, std::string tgt_bytes) {
+  auto src = SpmModel::from_bytes(std::move(src_bytes));
+  if (tgt_bytes.empty()) return Tokenizer(src, src);
+  return Tokenizer(src, SpmModel::from_bytes(std::move(tgt_bytes)));
+}
+
+void Tokenizer::save(const fs::path& dir) const {
+  json meta = describe();
+  meta["format"] = "mtx-tokenizer";
+  meta["format_version"] = kFormatVersion;
+  if (joint()) {
+    meta["src_model"] = meta["tgt_model"] = "joint.model";
+    write_file_atomic(dir / "joint.model", src_->bytes());
+  } else {
+    meta["src_model"] = "src.model";
+    meta["tgt_model"] = "tgt.model";
+    write_file_atomic(dir / "src.model", src_->bytes());
+    write_file_atomic(dir / "tgt.model", tgt_->bytes());
+  }
+  // Written last: its presence marks a complete tokenizer directory.
+  write_file_atomic(dir / kMetaFile, meta.dump(2) + "\n");
+}
+
+Tokenizer Tokenizer::load(const fs::path& dir) {
+  const fs::path meta_path = dir / kMetaFile;
+  if (!fs::exists(meta_path)) throw DataError("no tokenizer at '" + dir.string() + "' (" + kMetaFile + " missing)");
+  json meta;
+  try {
+    meta = json::parse(read_file(meta_path));
+  } catch (const json::exception& e) {
+    throw DataError(meta_path.string() + ": " + e.what());
+  }
+  if (meta.value("format", "") != "mtx-tokenizer" || meta.value("format_version", 0) != kFormatVersion) {
+    throw DataError(meta_path.string() + ": not an mtx tokenizer of format version " + std::to_string(kFormatVersion));
+  }
+  const std::string src_file = meta.value("src_model", "");
+  const std::string tgt_file = meta.value("tgt_model", "");
+  Tokenizer tok = src_file == tgt_file ? from_bytes(read_file(dir / src_file), "")
+                                       : from_bytes(read_file(dir / src_file), read_file(dir / tgt_file));
+  if (meta.contains("sha256") && meta["sha256"] != tok.hash()) {
+    throw DataError(meta_path.string() + ": model files do not match the recorded sha256 (modified?)");
+  }
+  return tok;
+}
+
+std::string Tokenizer::hash() const {
+  const SpecialIds ids = special_ids();
+  Sha256 h;
+  h.update(joint() ? "joint\n" : "separate\n").update(src_->sha256()).update("\n").update(tgt_->sha256());
+  h.update("\n" + std::to_string(ids.pad) + "," + std::to_string(ids.unk) + "," + std::to_string(ids.bos) + "," +
+           std::to_string(ids.eos));
+  return h.hex();
+}
+
+json Tokenizer::describe() const {
+  const SpecialIds ids = special_ids();
+  return json{{"joint", joint()},
+              {"src_vocab_size", src_->vocab_size()},
+              {"tgt_vocab_size", tgt_->vocab_size()},
+              {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
+              {"sha256", hash()}};
+}
+
+}  // namespace mtx::tokenizer

@@ -1,0 +1,57 @@
+#include "mtx/util/logging.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+
+#include "mtx/util/errors.h"
+
+namespace mtx::log {
+namespace {
+
+std::atomic<Level> g_level{Level::info};
+
+spdlog::logger& logger() {
+  static std::shared_ptr<spdlog::logger> instance = [] {
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    auto l = std::make_shared<spdlog::logger>("mtx", sink);
+    l->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");
+    l->set_level(spdlog::level::trace);
+    return l;
+  }();
+  return *instance;
+}
+
+spdlog::level::level_enum to_spdlog(Level level) {
+  switch (level) {
+    case Level::debug: return spdlog::level::debug;
+    case Level::info: return spdlog::level::info;
+    case Level::warn: return spdlog::level::warn;
+    case Level::error: return spdlog::level::err;
+    case Level::off: return spdlog::level::off;
+  }
+  return spdlog::level::info;
+}
+
+}  // namespace
+
+void set_level(Level level) { g_level = level; }
+Level level() { return g_level; }
+
+Level parse_level(std::string_view name) {
+  if (name == "debug") return Level::debug;
+  if (name == "info") return Level::info;
+  if (name == "warn") return Level::warn;
+  if (name == "error") return Level::error;
+  if (name == "off") return Level::off;
+  throw ConfigError("--log-level: expected debug|info|warn|error|off, got '" + std::string(name) + "'");
+}
+
+void write(Level level, std::string_view message) {
+  if (level < g_level.load() || level == Level::off) return;
+  logger().log(to_spdlog(level), "{}", message);
+  logger().flush();
+}
+
+}  // namespace mtx::log

@@ -1,0 +1,116 @@
+#include "mtx/util/system.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <climits>
+#include <mutex>
+
+#include "mtx/util/logging.h"
+
+namespace fs = std::filesystem;
+
+namespace mtx {
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The shared object that provides `symbol` under global lookup, resolved through symlinks
+// (Debian's libblas.so.3 is an alternatives link to the chosen implementation).
+std::string provider_of(const char* symbol) {
+  void* addr = dlsym(RTLD_DEFAULT, symbol);
+  if (!addr) return {};
+  Dl_info info{};
+  if (!dladdr(addr, &info) || !info.dli_fname) return {};
+  std::error_code ec;
+  const fs::path real = fs::canonical(info.dli_fname, ec);
+  return ec ? std::string(info.dli_fname) : real.string();
+}
+
+struct BlasInfo {
+  std::string name;
+  bool reference = false;
+};
+
+BlasInfo detect_blas() {
+  if (at::hasMKL()) return {"Intel MKL (built into LibTorch)", false};
+  const std::string lib = provider_of("sgemm_");
+  if (lib.empty()) return {"none found (torch uses its own fallback gemm)", true};
+  const std::string l = lower(lib);
+  if (l.find("openblas") != std::string::npos) {
+    std::string name = "OpenBLAS";
+    using ConfigFn = char* (*)();
+    if (auto fn = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+      name += std::string(" [") + fn() + "]";
+    }
+    return {name + " (" + lib + ")", false};
+  }
+  if (l.find("mkl") != std::string::npos) return {"Intel MKL (" + lib + ")", false};
+  if (l.find("blis") != std::string::npos) return {"BLIS (" + lib + ")", false};
+  if (l.find("atlas") != std::string::npos) return {"ATLAS (" + lib + ")", false};
+  if (l.find("/blas/") != std::string::npos || l.find("refblas") != std::string::npos) {
+    return {"reference BLAS (" + lib + ")", true};
+  }
+  return {"unknown BLAS (" + lib + ")", false};
+}
+
+const BlasInfo& blas_info() {
+  static const BlasInfo info = detect_blas();
+  return info;
+}
+
+}  // namespace
+
+RuntimeInfo runtime_info() {
+  RuntimeInfo r;
+  r.mtx_version = MTX_VERSION;
+  r.torch_version = TORCH_VERSION;
+  r.blas = blas_info().name;
+  r.blas_is_reference = blas_info().reference;
+  r.cuda_available = torch::cuda::is_available();
+  r.cuda_devices = r.cuda_available ? int(torch::cuda::device_count()) : 0;
+  r.threads = at::get_num_threads();
+  return r;
+}
+
+void warn_if_reference_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const BlasInfo& b = blas_info();
+    if (!b.reference) return;
+    log::warn(
+        "torch's matrix multiply is running on {} -- expect training and decoding ~30x slower. "
+        "Install OpenBLAS: apt-get install libopenblas0-openmp",
+        b.name);
+  });
+}
+
+void set_threads(int threads) {
+  if (threads > 0) at::set_num_threads(threads);
+}
+
+int64_t peak_rss_bytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return int64_t(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+fs::path executable_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return fs::current_path();
+  buf[n] = '\0';
+  return fs::path(buf).parent_path();
+}
+
+}  // namespace mtx

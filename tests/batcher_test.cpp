@@ -1,0 +1,155 @@
+#include "mtx/data/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "mtx/data/batch.h"
+#include "mtx/util/random.h"
+
+namespace data = mtx::data;
+
+namespace {
+
+// A corpus of n pairs with varied lengths (1..60 source, roughly proportional target).
+data::EncodedCorpus synthetic_corpus(size_t n, uint64_t seed = 3) {
+  mtx::Rng rng(seed);
+  data::EncodedCorpus c;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t ls = 1 + rng.below(60), lt = std::max<size_t>(1, ls + rng.below(9) - 4);
+    std::vector<int32_t> s(ls), t(lt);
+    for (auto& x : s) x = int32_t(4 + rng.below(100));
+    for (auto& x : t) x = int32_t(4 + rng.below(100));
+    c.src.push_back(s);
+    c.tgt.push_back(t);
+  }
+  return c;
+}
+
+data::BatcherOptions options(int64_t max_tokens, uint64_t seed = 1, int64_t window = 0) {
+  data::BatcherOptions o;
+  o.max_tokens = max_tokens;
+  o.seed = seed;
+  o.sort_window = window;
+  return o;
+}
+
+}  // namespace
+
+TEST(Batcher, EveryExampleOncePerEpochWithinTheBudget) {
+  const auto corpus = synthetic_corpus(2000);
+  for (int64_t window : {0, 300}) {
+    const data::Batcher b = data::Batcher::for_corpus(corpus, options(1000, 1, window));
+    const data::BatchPlan plan = b.plan(1);
+    std::vector<int> seen(corpus.size(), 0);
+    for (const auto& batch : plan) {
+      ASSERT_FALSE(batch.empty());
+      size_t longest = 0;
+      for (uint32_t i : batch) {
+        ++seen[i];
+        longest = std::max({longest, corpus.src.length(i) + 1, corpus.tgt.length(i) + 1});
+      }
+      EXPECT_LE(batch.size() * longest, 1000u) << "budget counts padding";
+    }
+    for (int s : seen) EXPECT_EQ(s, 1);
+    const data::PaddingStats pad = b.padding(plan);
+    EXPECT_EQ(pad.examples, 2000);
+    EXPECT_LE(pad.max_batch_slots, 1000);
+    EXPECT_GT(pad.efficiency(), 0.8) << "sorting by length keeps padding low";
+  }
+}
+
+TEST(Batcher, OversizedExampleGetsABatchOfItsOwn) {
+  data::Batcher b({5, 500, 5}, {5, 400, 5}, options(100));
+  const auto plan = b.plan(1);
+  size_t singletons_with_long = 0;
+  for (const auto& batch : plan) {
+    if (std::find(batch.begin(), batch.end(), 1u) != batch.end()) {
+      EXPECT_EQ(batch.size(), 1u);
+      ++singletons_with_long;
+    }
+  }
+  EXPECT_EQ(singletons_with_long, 1u);
+}
+
+TEST(Batcher, DeterministicForSeedAndEpoch) {
+  const auto corpus = synthetic_corpus(1000);
+  const data::Batcher a = data::Batcher::for_corpus(corpus, options(800, 5));
+  const data::Batcher b = data::Batcher::for_corpus(corpus, options(800, 5));
+  const data::Batcher c = data::Batcher::for_corpus(corpus, options(800, 6));
+  EXPECT_EQ(a.plan(1), b.plan(1));
+  EXPECT_EQ(a.plan(2), b.plan(2));
+  EXPECT_NE(a.plan(1), a.plan(2)) << "each epoch is shuffled differently";
+  EXPECT_NE(a.plan(1), c.plan(1)) << "the seed changes the order";
+}
+
+TEST(Batcher, NextWalksEpochsAndRestoresPositionExactly) {
+  const auto corpus = synthetic_corpus(500);
+  data::Batcher a = data::Batcher::for_corpus(corpus, options(600, 9));
+  const size_t per_epoch = a.plan(1).size();
+  std::vector<uint32_t> idx;
+  size_t n = 0;
+  while (a.next(idx)) ++n;
+  EXPECT_EQ(n, per_epoch);
+  EXPECT_EQ(a.position(), (data::BatchPosition{2, 0}));
+
+  // Take a few batches of epoch 2, save the position, continue; a restored batcher continues identically.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(a.next(idx));
+  const data::BatchPosition saved = a.position();
+  EXPECT_EQ(saved, (data::BatchPosition{2, 5}));
+  std::vector<std::vector<uint32_t>> rest_a, rest_b;
+  while (a.next(idx)) rest_a.push_back(idx);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(a.next(idx));
+    rest_a.push_back(idx);
+  }
+
+  data::Batcher b = data::Batcher::for_corpus(corpus, options(600, 9));
+  b.restore(saved);
+  while (b.next(idx)) rest_b.push_back(idx);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(b.next(idx));
+    rest_b.push_back(idx);
+  }
+  EXPECT_EQ(rest_a, rest_b);
+  EXPECT_THROW(b.restore({2, int64_t(per_epoch) + 10}), mtx::Error);
+}
+
+TEST(Batcher, EvaluationOrderIsSortedAndUnshuffled) {
+  data::BatcherOptions o = options(50);
+  o.shuffle = false;
+  data::Batcher b({3, 1, 2, 9}, {3, 1, 2, 9}, o);
+  const auto plan = b.plan(1);
+  std::vector<uint32_t> flat;
+  for (const auto& batch : plan) flat.insert(flat.end(), batch.begin(), batch.end());
+  EXPECT_EQ(flat, (std::vector<uint32_t>{1, 2, 0, 3}));
+  EXPECT_EQ(b.plan(1), b.plan(2));
+}
+
+TEST(Batch, TensorsCarryShiftedTargetsAndPadding) {
+  data::EncodedCorpus c;
+  c.src.push_back(std::vector<int32_t>{10, 11, 12});
+  c.tgt.push_back(std::vector<int32_t>{20, 21});
+  c.src.push_back(std::vector<int32_t>{13});
+  c.tgt.push_back(std::vector<int32_t>{22, 23, 24, 25});
+  const mtx::tokenizer::SpecialIds ids;  // pad 0, unk 1, bos 2, eos 3
+  const data::Batch b = data::make_batch(c, {1, 0}, ids);
+  ASSERT_EQ(b.src.sizes(), (std::vector<int64_t>{2, 4}));
+  ASSERT_EQ(b.tgt_in.sizes(), (std::vector<int64_t>{2, 5}));
+  auto row = [](const torch::Tensor& t, int64_t r) {
+    auto v = t[r].contiguous();
+    return std::vector<int64_t>(v.data_ptr<int64_t>(), v.data_ptr<int64_t>() + v.numel());
+  };
+  EXPECT_EQ(row(b.src, 0), (std::vector<int64_t>{13, 3, 0, 0}));
+  EXPECT_EQ(row(b.src, 1), (std::vector<int64_t>{10, 11, 12, 3}));
+  EXPECT_EQ(row(b.tgt_in, 0), (std::vector<int64_t>{2, 22, 23, 24, 25}));
+  EXPECT_EQ(row(b.tgt_out, 0), (std::vector<int64_t>{22, 23, 24, 25, 3}));
+  EXPECT_EQ(row(b.tgt_in, 1), (std::vector<int64_t>{2, 20, 21, 0, 0}));
+  EXPECT_EQ(row(b.tgt_out, 1), (std::vector<int64_t>{20, 21, 3, 0, 0}));
+  EXPECT_EQ(row(b.src_lengths, 0), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(row(b.tgt_lengths, 0), (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(b.src_tokens, 6);
+  EXPECT_EQ(b.tgt_tokens, 8);
+  EXPECT_EQ(b.indices, (std::vector<uint32_t>{1, 0}));
+}

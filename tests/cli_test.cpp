@@ -1,0 +1,91 @@
+// Runs the real mtx binary: help, version, and one-line exit-code-2 errors for broken configs.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
+#include "test_utils.h"
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result run_mtx(const std::string& args) {
+  const std::string cmd = std::string(MTX_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST(Cli, HelpListsTheSubcommands) {
+  const Result r = run_mtx("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* sub : {"train", "translate", "eval", "prepare", "info"}) {
+    EXPECT_NE(r.output.find(sub), std::string::npos) << sub << " missing from:\n" << r.output;
+  }
+}
+
+TEST(Cli, VersionNamesTorchBlasAndCuda) {
+  const Result r = run_mtx("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("mtx " MTX_VERSION), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("LibTorch "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("BLAS: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CUDA: "), std::string::npos) << r.output;
+}
+
+TEST(Cli, BrokenConfigsGiveOneLineAndExitCode2) {
+  mtx::test::TempDir tmp;
+  mtx::test::write_text(tmp / "unknown.json", R"({"model": {"d_modle": 256}})");
+  mtx::test::write_text(tmp / "type.json", R"({"train": {"max_tokens": "lots"}})");
+  mtx::test::write_text(tmp / "nodata.json", R"({"data": {"dir": "/nonexistent/multi30k"}})");
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"prepare --config " + (tmp / "unknown.json").string(), "did you mean 'model.d_model'"},
+      {"prepare --config " + (tmp / "type.json").string(), "train.max_tokens: expected an integer"},
+      {"prepare --config " + (tmp / "missing.json").string(), "not found"},
+      {"prepare --config " + (tmp / "nodata.json").string(), "data.dir: directory '/nonexistent/multi30k' not found"},
+      {"prepare --config " + (tmp / "type.json").string() + " --set train.max_tokens=8 --set model.heads=7",
+       "model.heads: 7 does not divide"},
+      {"info --config " + (tmp / "unknown.json").string() + " --set model.d_model=3", "unknown key 'model.d_modle'"},
+      {"prepare", "--config is required"},
+  };
+  for (const auto& c : cases) {
+    const Result r = run_mtx(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    if (c.args != "prepare") EXPECT_EQ(count_lines(r.output), 1u) << c.args << "\n" << r.output;
+  }
+}
+
+TEST(Cli, InfoPrintsRuntimeAndResolvedConfigAsJson) {
+  const Result r = run_mtx("info --config " MTX_SOURCE_DIR "/configs/tiny.json --set data.dir=" MTX_SOURCE_DIR
+                           "/configs --set data.train=missing");
+  // data.dir exists but has no Multi30k: the error names the split key.
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("data.train"), std::string::npos) << r.output;
+  const Result plain = run_mtx("info");
+  EXPECT_EQ(plain.code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("\"torch_version\""), std::string::npos);
+  EXPECT_NE(plain.output.find("isolated namespace"), std::string::npos) << plain.output;
+}

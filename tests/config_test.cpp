@@ -1,0 +1,177 @@
+#include "mtx/config/config.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "mtx/util/errors.h"
+#include "test_utils.h"
+
+using mtx::ConfigError;
+using nlohmann::json;
+namespace cfg = mtx::config;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The message of the ConfigError thrown by `fn` ("" when none is thrown).
+template <class F>
+std::string config_error(F fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "message must be one line";
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Config, DefaultsAreValid) {
+  EXPECT_NO_THROW(cfg::validate(cfg::Config{}));
+  const cfg::Config c = cfg::from_json(json::object());
+  EXPECT_EQ(c.model.d_model, 512);
+  EXPECT_EQ(c.data.src_lang, "de");
+  EXPECT_EQ(c.data.tgt_lang, "en");
+}
+
+TEST(Config, ShippedConfigsLoadWithTheirModelSizes) {
+  const fs::path dir = fs::path(MTX_SOURCE_DIR) / "configs";
+  const cfg::Config base = cfg::load(dir / "base.json");
+  EXPECT_EQ(base.model.d_model, 512);
+  EXPECT_EQ(base.model.encoder_layers, 6);
+  EXPECT_EQ(base.model.decoder_layers, 6);
+  EXPECT_EQ(base.model.heads, 8);
+  EXPECT_EQ(base.model.ffn_dim, 2048);
+  EXPECT_DOUBLE_EQ(base.model.dropout, 0.1);
+  EXPECT_EQ(base.train.schedule, cfg::Schedule::noam);
+  EXPECT_DOUBLE_EQ(base.train.lr_factor, 1.0);
+  EXPECT_EQ(base.train.warmup_steps, 2000);
+  EXPECT_DOUBLE_EQ(base.train.adam_beta1, 0.9);
+  EXPECT_DOUBLE_EQ(base.train.adam_beta2, 0.98);
+  EXPECT_DOUBLE_EQ(base.train.adam_eps, 1e-9);
+  EXPECT_DOUBLE_EQ(base.train.clip_norm, 1.0);
+
+  const cfg::Config small = cfg::load(dir / "small.json");
+  EXPECT_EQ(small.model.d_model, 256);
+  EXPECT_EQ(small.model.encoder_layers, 3);
+  EXPECT_EQ(small.model.decoder_layers, 3);
+  EXPECT_EQ(small.model.heads, 8);
+  EXPECT_EQ(small.model.ffn_dim, 512);
+
+  const cfg::Config tiny = cfg::load(dir / "tiny.json");
+  EXPECT_LT(tiny.model.d_model, small.model.d_model);
+}
+
+TEST(Config, UnknownKeySuggestsTheClosestOne) {
+  const std::string msg = config_error([] { cfg::from_json(json{{"model", {{"d_modle", 256}}}}); });
+  EXPECT_NE(msg.find("unknown key 'model.d_modle'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'model.d_model'"), std::string::npos) << msg;
+}
+
+TEST(Config, UnknownSectionSuggestsTheClosestOne) {
+  const std::string msg = config_error([] { cfg::from_json(json{{"trian", {{"seed", 1}}}}); });
+  EXPECT_NE(msg.find("unknown section 'trian'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'train'"), std::string::npos) << msg;
+}
+
+TEST(Config, WrongTypesNameTheKey) {
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"d_model", "big"}}}}); })
+                .find("model.d_model: expected an integer, got string"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"heads", 2.5}}}}); })
+                .find("model.heads: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"tokenizer", {{"joint", 1}}}}); })
+                .find("tokenizer.joint: expected true or false"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"data", {{"dir", 3}}}}); }).find("data.dir: expected a string"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", 3}}); }).find("model: expected an object"),
+            std::string::npos);
+  const std::string e = config_error([] { cfg::from_json(json{{"tokenizer", {{"type", "bpee"}}}}); });
+  EXPECT_NE(e.find("tokenizer.type: 'bpee' is not one of unigram|bpe (did you mean 'bpe'?)"), std::string::npos) << e;
+}
+
+TEST(Config, OutOfRangeValuesNameTheKey) {
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"dropout", 1.5}}}}); }).find("model.dropout"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"max_tokens", 0}}}}); })
+                .find("train.max_tokens: 0 is out of range"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"d_model", 100}, {"heads", 8}}}}); })
+                .find("model.heads: 8 does not divide model.d_model 100"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"decode", {{"beam", 2}, {"nbest", 3}}}}); }).find("decode.nbest"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"data", {{"src_lang", "en"}}}}); }).find("both 'en'"),
+            std::string::npos);
+}
+
+TEST(Config, MissingFilesAreNamed) {
+  EXPECT_NE(config_error([] { cfg::load("/nonexistent/conf.json"); }).find("'/nonexistent/conf.json' not found"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"tokenizer", {{"model_dir", "/nonexistent/tok"}}}}); })
+                .find("tokenizer.model_dir: directory '/nonexistent/tok' not found"),
+            std::string::npos);
+}
+
+TEST(Config, InvalidJsonReportsLineAndColumn) {
+  mtx::test::TempDir tmp;
+  mtx::test::write_text(tmp / "bad.json", "{\n  \"model\": {\n    \"d_model\": 256,\n  }\n}\n");
+  const std::string msg = config_error([&] { cfg::load(tmp / "bad.json"); });
+  EXPECT_NE(msg.find("bad.json:4:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("invalid JSON"), std::string::npos) << msg;
+}
+
+TEST(Config, CommentsAreAllowed) {
+  mtx::test::TempDir tmp;
+  mtx::test::write_text(tmp / "c.json", "{\n  // width\n  \"model\": {\"d_model\": 256, \"heads\": 4}\n}\n");
+  EXPECT_EQ(cfg::load(tmp / "c.json").model.d_model, 256);
+}
+
+TEST(Config, OverridesApplyWithTypes) {
+  mtx::test::TempDir tmp;
+  mtx::test::write_text(tmp / "c.json", R"({"model": {"d_model": 256, "heads": 4}})");
+  const cfg::Config c = cfg::load(tmp / "c.json", {"model.d_model=128", "train.seed=7", "data.dir=/tmp/x y",
+                                                    "tokenizer.joint=false", "tokenizer.type=bpe",
+                                                    "model.dropout=0.3", "train.max_minutes=1.5"});
+  EXPECT_EQ(c.model.d_model, 128);
+  EXPECT_EQ(c.model.heads, 4);
+  EXPECT_EQ(c.train.seed, 7);
+  EXPECT_EQ(c.data.dir, "/tmp/x y");
+  EXPECT_FALSE(c.tokenizer.joint);
+  EXPECT_EQ(c.tokenizer.type, cfg::SpmType::bpe);
+  EXPECT_DOUBLE_EQ(c.model.dropout, 0.3);
+  EXPECT_DOUBLE_EQ(c.train.max_minutes, 1.5);
+}
+
+TEST(Config, BadOverridesAreRejected) {
+  mtx::test::TempDir tmp;
+  mtx::test::write_text(tmp / "c.json", "{}");
+  EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"model.d_model"}); }).find("expected section.key=value"),
+            std::string::npos);
+  EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"d_model=3"}); }).find("section.key"), std::string::npos);
+  EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"model.d_modl=3"}); }).find("did you mean 'model.d_model'"),
+            std::string::npos);
+  EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"model.d_model=abc"}); })
+                .find("model.d_model: expected an integer, got string"),
+            std::string::npos);
+}
+
+TEST(Config, ResolvedConfigRoundTrips) {
+  cfg::Config c;
+  c.model.d_model = 384;
+  c.model.heads = 6;
+  c.tokenizer.type = cfg::SpmType::bpe;
+  c.train.schedule = cfg::Schedule::inverse_sqrt;
+  const json j = cfg::to_json(c);
+  EXPECT_EQ(j["tokenizer"]["type"], "bpe");
+  EXPECT_EQ(j["train"]["device"], "auto");
+  EXPECT_EQ(cfg::to_json(cfg::from_json(j)), j);
+
+  mtx::test::TempDir tmp;
+  cfg::write_resolved(c, tmp / "run" / "config.json");
+  EXPECT_EQ(cfg::to_json(cfg::load(tmp / "run" / "config.json")), j);
+}

@@ -1,0 +1,42 @@
+// Shared test helpers: temp directories, the Multi30k location, small generated fixtures.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace mtx::test {
+
+// A fresh directory under the system temp dir, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_text(const std::filesystem::path& path, const std::string& content);
+void write_gzip(const std::filesystem::path& path, const std::string& content);
+
+// Multi30k directory (env MTX_DATA_DIR, else <source>/data/multi30k). Tests that need it fail with
+// a message saying how to fetch it, unless MTX_ALLOW_MISSING_DATA=1 (then they skip).
+std::filesystem::path multi30k_dir();
+bool have_multi30k();
+
+}  // namespace mtx::test
+
+// Inside a TEST: skip or fail (see multi30k_dir) when Multi30k is not available.
+#define MTX_REQUIRE_MULTI30K()                                                                   \
+  do {                                                                                           \
+    if (!::mtx::test::have_multi30k()) {                                                         \
+      if (const char* allow = std::getenv("MTX_ALLOW_MISSING_DATA"); allow && *allow == '1') {   \
+        GTEST_SKIP() << "Multi30k not found at " << ::mtx::test::multi30k_dir();                 \
+      }                                                                                          \
+      FAIL() << "Multi30k not found at " << ::mtx::test::multi30k_dir()                          \
+             << ": run scripts/get_multi30k.sh data/multi30k (or set MTX_DATA_DIR)";             \
+    }                                                                                            \
+  } while (0)

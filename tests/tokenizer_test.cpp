@@ -1,0 +1,126 @@
+#include "mtx/tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "mtx/data/corpus.h"
+#include "mtx/util/errors.h"
+#include "test_utils.h"
+
+namespace fs = std::filesystem;
+namespace tok = mtx::tokenizer;
+
+namespace {
+
+// One tokenizer trained on Multi30k train (both sides, joint unigram) for the whole suite.
+const tok::Tokenizer& multi30k_tokenizer() {
+  static const tok::Tokenizer t = [] {
+    static mtx::test::TempDir tmp;
+    const auto corpus = mtx::data::read_parallel(mtx::test::multi30k_dir() / "train.de.gz",
+                                                 mtx::test::multi30k_dir() / "train.en.gz");
+    std::string de, en;
+    for (size_t i = 0; i < corpus.size(); ++i) {
+      de += corpus.src[i] + "\n";
+      en += corpus.tgt[i] + "\n";
+    }
+    mtx::test::write_text(tmp / "train.de", de);
+    mtx::test::write_text(tmp / "train.en", en);
+    mtx::config::TokenizerConfig s;
+    s.vocab_size = 4000;
+    return tok::Tokenizer::train(s, tmp / "train.de", tmp / "train.en", tmp / "work", 2);
+  }();
+  return t;
+}
+
+// A small tokenizer trained on generated text (fast; no Multi30k needed).
+tok::Tokenizer toy_tokenizer(const mtx::test::TempDir& tmp, bool joint, mtx::config::SpmType type) {
+  std::string de, en;
+  const char* words_de[] = {"ein", "Hund", "läuft", "im", "Park", "zwei", "Männer", "spielen", "Fußball", "Frau"};
+  const char* words_en[] = {"a", "dog", "runs", "in", "the", "park", "two", "men", "play", "soccer", "woman"};
+  for (int i = 0; i < 400; ++i) {
+    for (int k = 0; k < 6; ++k) de += std::string(words_de[(i * 7 + k * 3) % 10]) + (k < 5 ? " " : "\n");
+    for (int k = 0; k < 6; ++k) en += std::string(words_en[(i * 5 + k * 2) % 11]) + (k < 5 ? " " : "\n");
+  }
+  mtx::test::write_text(tmp / "toy.de", de);
+  mtx::test::write_text(tmp / "toy.en", en);
+  mtx::config::TokenizerConfig s;
+  s.vocab_size = 300;
+  s.joint = joint;
+  s.type = type;
+  return tok::Tokenizer::train(s, tmp / "toy.de", tmp / "toy.en", tmp / "work", 2);
+}
+
+}  // namespace
+
+TEST(Tokenizer, SpecialIdsAreFixed) {
+  mtx::test::TempDir tmp;
+  const tok::Tokenizer t = toy_tokenizer(tmp, true, mtx::config::SpmType::unigram);
+  const tok::SpecialIds ids = t.special_ids();
+  EXPECT_EQ(ids.pad, 0);
+  EXPECT_EQ(ids.unk, 1);
+  EXPECT_EQ(ids.bos, 2);
+  EXPECT_EQ(ids.eos, 3);
+  EXPECT_EQ(t.src().piece(0), "<pad>");
+  EXPECT_EQ(t.src().piece(3), "</s>");
+  EXPECT_TRUE(t.joint());
+  EXPECT_EQ(t.src().vocab_size(), 300);
+}
+
+TEST(Tokenizer, RoundTripsTrickyTextIncludingUnseenCharacters) {
+  mtx::test::TempDir tmp;
+  for (auto type : {mtx::config::SpmType::unigram, mtx::config::SpmType::bpe}) {
+    mtx::test::TempDir sub;
+    const tok::Tokenizer t = toy_tokenizer(sub, true, type);
+    for (const std::string s : {"ein Hund läuft im Park", "  leading and  double  spaces ", "tab\there", "",
+                                "Ünïcödé 東京 😀 € “quotes” — dash", "x", "ZWEI MÄNNER!!!"}) {
+      const auto ids = t.src().encode(s);
+      EXPECT_EQ(t.src().decode(ids), s) << "type " << mtx::config::to_string(type);
+      for (int32_t id : ids) EXPECT_NE(id, t.special_ids().unk) << "byte fallback leaves no <unk>: " << s;
+    }
+  }
+}
+
+TEST(Tokenizer, SaveLoadAndFromBytesKeepTheHash) {
+  mtx::test::TempDir tmp;
+  const tok::Tokenizer joint = toy_tokenizer(tmp, true, mtx::config::SpmType::unigram);
+  joint.save(tmp / "saved");
+  const tok::Tokenizer loaded = tok::Tokenizer::load(tmp / "saved");
+  EXPECT_EQ(loaded.hash(), joint.hash());
+  EXPECT_TRUE(loaded.joint());
+  EXPECT_EQ(loaded.src().encode("zwei Männer"), joint.src().encode("zwei Männer"));
+  EXPECT_EQ(tok::Tokenizer::from_bytes(joint.src().bytes(), "").hash(), joint.hash());
+  EXPECT_EQ(loaded.describe()["special_ids"]["eos"], 3);
+
+  mtx::test::TempDir tmp2;
+  const tok::Tokenizer separate = toy_tokenizer(tmp2, false, mtx::config::SpmType::bpe);
+  EXPECT_FALSE(separate.joint());
+  EXPECT_NE(separate.hash(), joint.hash());
+  separate.save(tmp2 / "saved");
+  const tok::Tokenizer loaded2 = tok::Tokenizer::load(tmp2 / "saved");
+  EXPECT_FALSE(loaded2.joint());
+  EXPECT_EQ(loaded2.hash(), separate.hash());
+  EXPECT_TRUE(fs::exists(tmp2 / "saved" / "src.model"));
+  EXPECT_TRUE(fs::exists(tmp2 / "saved" / "tgt.model"));
+}
+
+TEST(Tokenizer, BadInputsAreReported) {
+  EXPECT_THROW(tok::SpmModel::from_bytes("definitely not a model"), mtx::DataError);
+  mtx::test::TempDir tmp;
+  EXPECT_THROW(tok::Tokenizer::load(tmp.path()), mtx::DataError);
+}
+
+TEST(Tokenizer, LosslessOnEveryMulti30kValidationLine) {
+  MTX_REQUIRE_MULTI30K();
+  const tok::Tokenizer& t = multi30k_tokenizer();
+  size_t lines = 0;
+  for (const char* file : {"val.de.gz", "val.en.gz"}) {
+    const auto text = mtx::data::read_lines(mtx::test::multi30k_dir() / file);
+    ASSERT_EQ(text.size(), 1014u);
+    const tok::SpmModel& m = std::string(file).find(".de") != std::string::npos ? t.src() : t.tgt();
+    for (size_t i = 0; i < text.size(); ++i) {
+      ASSERT_EQ(m.decode(m.encode(text[i])), text[i]) << file << " line " << i + 1;
+      ++lines;
+    }
+  }
+  EXPECT_EQ(lines, 2028u);
+}

@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/hash.h"
+#include "mtx/util/random.h"
+#include "mtx/util/strings.h"
+#include "mtx/util/utf8.h"
+#include "test_utils.h"
+
+namespace fs = std::filesystem;
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(mtx::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(mtx::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(mtx::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // Incremental updates across block boundaries equal the one-shot hash.
+  const std::string text(1000, 'a');
+  mtx::Sha256 h;
+  for (size_t i = 0; i < text.size(); i += 7) h.update(text.substr(i, 7));
+  EXPECT_EQ(h.hex(), mtx::sha256_hex(text));
+  EXPECT_EQ(mtx::sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Utf8, ValidAndInvalidSequences) {
+  EXPECT_TRUE(mtx::utf8::is_valid("plain ascii"));
+  EXPECT_TRUE(mtx::utf8::is_valid("Grüße, 東京, €, 😀"));
+  EXPECT_EQ(mtx::utf8::find_invalid("ab\xff"), 2u);              // invalid byte
+  EXPECT_EQ(mtx::utf8::find_invalid("a\xc3"), 1u);               // truncated sequence
+  EXPECT_EQ(mtx::utf8::find_invalid("\xc0\xaf"), 0u);            // overlong '/'
+  EXPECT_EQ(mtx::utf8::find_invalid("\xe0\x80\xaf"), 0u);        // overlong 3-byte
+  EXPECT_EQ(mtx::utf8::find_invalid("x\xed\xa0\x80"), 1u);       // surrogate U+D800
+  EXPECT_EQ(mtx::utf8::find_invalid("\xf4\x90\x80\x80"), 0u);    // above U+10FFFF
+  EXPECT_EQ(mtx::utf8::find_invalid("\x80"), 0u);                // stray continuation
+}
+
+TEST(AtomicFile, ReplacesContentAndLeavesNoTempFiles) {
+  mtx::test::TempDir tmp;
+  const fs::path p = tmp / "sub" / "f.txt";
+  mtx::write_file_atomic(p, "one");
+  EXPECT_EQ(mtx::read_file(p), "one");
+  mtx::write_file_atomic(p, "two");
+  EXPECT_EQ(mtx::read_file(p), "two");
+  // A writer that fails leaves the old content and no temp file behind.
+  EXPECT_THROW(mtx::write_file_atomic(p, [](std::ostream& out) {
+                 out << "partial";
+                 throw std::runtime_error("crash mid-write");
+               }),
+               std::runtime_error);
+  EXPECT_EQ(mtx::read_file(p), "two");
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(p.parent_path())) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1u);
+  EXPECT_THROW(mtx::read_file(tmp / "missing"), mtx::DataError);
+}
+
+TEST(Strings, EditDistanceAndSuggestions) {
+  EXPECT_EQ(mtx::edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(mtx::closest_match("d_modle", {"d_model", "heads", "dropout"}), "d_model");
+  EXPECT_EQ(mtx::closest_match("zzzzzz", {"d_model", "heads"}), "");
+  EXPECT_EQ(mtx::did_you_mean("trian", {"train", "data"}), " (did you mean 'train'?)");
+  EXPECT_EQ(mtx::split("a.b..c", '.'), (std::vector<std::string>{"a", "b", "", "c"}));
+  EXPECT_EQ(mtx::trim("  x y \n"), "x y");
+  EXPECT_EQ(mtx::format_duration(53.0), "53.0s");
+  EXPECT_EQ(mtx::format_duration(125.0), "2m 05s");
+  EXPECT_EQ(mtx::format_duration(3723.0), "1h 02m 03s");
+}
+
+TEST(Rng, DeterministicAndUnbiasedEnough) {
+  mtx::Rng a = mtx::Rng::from({1, 2}), b = mtx::Rng::from({1, 2}), c = mtx::Rng::from({1, 3});
+  const uint64_t va = a.next();
+  EXPECT_EQ(va, b.next());
+  EXPECT_NE(va, c.next());
+  mtx::Rng r(42);
+  std::vector<int> counts(10, 0);
+  for (int i = 0; i < 100000; ++i) ++counts[r.below(10)];
+  for (int n : counts) {
+    EXPECT_GT(n, 9000);
+    EXPECT_LT(n, 11000);
+  }
+  std::vector<int> v(100);
+  for (int i = 0; i < 100; ++i) v[i] = i;
+  std::vector<int> w = v;
+  mtx::Rng(7).shuffle(v);
+  mtx::Rng(7).shuffle(w);
+  EXPECT_EQ(v, w);
+  std::vector<int> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(sorted[i], i);
+}
