@@ -6,6 +6,7 @@
 #include <set>
 
 #include "mtx/data/batch.h"
+#include "mtx/util/errors.h"
 #include "mtx/util/random.h"
 
 namespace data = mtx::data;
@@ -17,8 +18,9 @@ data::EncodedCorpus synthetic_corpus(size_t n, uint64_t seed = 3) {
   mtx::Rng rng(seed);
   data::EncodedCorpus c;
   for (size_t i = 0; i < n; ++i) {
-    const size_t ls = 1 + rng.below(60), lt = std::max<size_t>(1, ls + rng.below(9) - 4);
-    std::vector<int32_t> s(ls), t(lt);
+    const int64_t ls = 1 + int64_t(rng.below(60));
+    const int64_t lt = std::max<int64_t>(1, ls + int64_t(rng.below(9)) - 4);
+    std::vector<int32_t> s(static_cast<size_t>(ls)), t(static_cast<size_t>(lt));
     for (auto& x : s) x = int32_t(4 + rng.below(100));
     for (auto& x : t) x = int32_t(4 + rng.below(100));
     c.src.push_back(s);
@@ -147,8 +149,12 @@ TEST(Batch, TensorsCarryShiftedTargetsAndPadding) {
   EXPECT_EQ(row(b.tgt_out, 0), (std::vector<int64_t>{22, 23, 24, 25, 3}));
   EXPECT_EQ(row(b.tgt_in, 1), (std::vector<int64_t>{2, 20, 21, 0, 0}));
   EXPECT_EQ(row(b.tgt_out, 1), (std::vector<int64_t>{20, 21, 3, 0, 0}));
-  EXPECT_EQ(row(b.src_lengths, 0), (std::vector<int64_t>{2, 4}));
-  EXPECT_EQ(row(b.tgt_lengths, 0), (std::vector<int64_t>{5, 3}));
+  auto values = [](const torch::Tensor& t) {
+    auto v = t.contiguous();
+    return std::vector<int64_t>(v.data_ptr<int64_t>(), v.data_ptr<int64_t>() + v.numel());
+  };
+  EXPECT_EQ(values(b.src_lengths), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(values(b.tgt_lengths), (std::vector<int64_t>{5, 3}));
   EXPECT_EQ(b.src_tokens, 6);
   EXPECT_EQ(b.tgt_tokens, 8);
   EXPECT_EQ(b.indices, (std::vector<uint32_t>{1, 0}));

@@ -74,7 +74,9 @@ TEST(Cli, BrokenConfigsGiveOneLineAndExitCode2) {
     const Result r = run_mtx(c.args);
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
-    if (c.args != "prepare") EXPECT_EQ(count_lines(r.output), 1u) << c.args << "\n" << r.output;
+    if (c.args != "prepare") {
+      EXPECT_EQ(count_lines(r.output), 1u) << c.args << "\n" << r.output;
+    }
   }
 }
 
