@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 
 #include "test_utils.h"
 
@@ -14,8 +15,8 @@ struct Result {
   std::string output;  // stdout and stderr
 };
 
-Result run_mtx(const std::string& args) {
-  const std::string cmd = std::string(MTX_BINARY) + " " + args + " 2>&1";
+Result run_mtx(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + (env.empty() ? "" : " ") + std::string(MTX_BINARY) + " " + args + " 2>&1";
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -90,4 +91,28 @@ TEST(Cli, InfoPrintsRuntimeAndResolvedConfigAsJson) {
   EXPECT_EQ(plain.code, 0) << plain.output;
   EXPECT_NE(plain.output.find("\"torch_version\""), std::string::npos);
   EXPECT_NE(plain.output.find("isolated namespace"), std::string::npos) << plain.output;
+}
+
+TEST(Cli, WarnsOnceWhenMatmulRunsOnTheReferenceBlas) {
+  // Debian's reference BLAS (package libblas3, installed by scripts/setup.sh) put first in the
+  // library path stands in for a machine without OpenBLAS.
+  const char* reference = "/usr/lib/x86_64-linux-gnu/blas";
+  if (!std::filesystem::exists(std::string(reference) + "/libblas.so.3")) {
+    GTEST_SKIP() << "reference BLAS not installed (apt-get install libblas3)";
+  }
+  const Result slow = run_mtx("--version", std::string("LD_LIBRARY_PATH=") + reference);
+  EXPECT_EQ(slow.code, 0) << slow.output;
+  const size_t first = slow.output.find("reference BLAS");
+  ASSERT_NE(first, std::string::npos) << slow.output;
+  EXPECT_NE(slow.output.find("[warning] torch's matrix multiply is running on reference BLAS"), std::string::npos)
+      << slow.output;
+  EXPECT_NE(slow.output.find("libopenblas0-openmp"), std::string::npos);
+  size_t warnings = 0;
+  for (size_t p = slow.output.find("[warning]"); p != std::string::npos; p = slow.output.find("[warning]", p + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << slow.output;
+
+  const Result fast = run_mtx("--version");
+  EXPECT_EQ(fast.output.find("[warning]"), std::string::npos) << fast.output;
 }

@@ -19,6 +19,7 @@ struct InfoArgs {
 namespace {
 
 int run_info(const InfoArgs& args) {
+  set_threads(0);
   const RuntimeInfo r = runtime_info();
   nlohmann::json out = {{"mtx_version", r.mtx_version},
                         {"torch_version", r.torch_version},

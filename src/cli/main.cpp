@@ -14,6 +14,7 @@
 namespace {
 
 std::string version_text() {
+  mtx::set_threads(0);
   const mtx::RuntimeInfo r = mtx::runtime_info();
   std::string s = "mtx " + r.mtx_version + "\n";
   s += "LibTorch " + r.torch_version + "\n";
@@ -53,13 +54,13 @@ int main(int argc, char** argv) {
 
   try {
     mtx::log::set_level(mtx::log::parse_level(log_level));
+    mtx::warn_if_reference_blas();
     if (show_version) {
       std::cout << version_text();
       return 0;
     }
     for (const auto& cmd : commands) {
       if (cmd.app->parsed()) {
-        mtx::warn_if_reference_blas();
         return cmd.run();
       }
     }

@@ -11,6 +11,7 @@
 #include <torch/version.h>
 
 #include <climits>
+#include <thread>
 #include <mutex>
 
 #include "mtx/util/logging.h"
@@ -96,7 +97,9 @@ void warn_if_reference_blas() {
 }
 
 void set_threads(int threads) {
-  if (threads > 0) at::set_num_threads(threads);
+  // 0 = every core: Debian's LibTorch otherwise starts with OpenMP's default, which can be 1.
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
 }
 
 int64_t peak_rss_bytes() {

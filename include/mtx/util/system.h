@@ -23,7 +23,7 @@ RuntimeInfo runtime_info();
 // Logs a clear warning the first time it is called in a process if matmul uses the reference BLAS.
 void warn_if_reference_blas();
 
-// Sets torch's intra-op threads (0 = leave torch's default: all cores).
+// Sets torch's intra-op threads (0 = one per core).
 void set_threads(int threads);
 
 // Peak resident set size of this process so far, in bytes (0 if unknown).
