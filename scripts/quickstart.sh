@@ -4,12 +4,7 @@
 #   scripts/quickstart.sh [--mirror DIR]     (DIR: a local copy of the Multi30k .gz files)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mirror_args=()
-if [ "${1:-}" = "--mirror" ]; then mirror_args=(--mirror "$2"); fi
-
-scripts/setup.sh
-scripts/build.sh
-scripts/get_multi30k.sh data/multi30k "${mirror_args[@]}"
+scripts/bootstrap.sh "$@"
 
 mtx=build/bin/mtx
 config=configs/tiny.json

@@ -3,10 +3,5 @@
 #   scripts/test.sh [--mirror DIR]     (DIR: a local copy of the Multi30k .gz files)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mirror_args=()
-if [ "${1:-}" = "--mirror" ]; then mirror_args=(--mirror "$2"); fi
-
-scripts/setup.sh
-scripts/build.sh
-scripts/get_multi30k.sh data/multi30k "${mirror_args[@]}"
+scripts/bootstrap.sh "$@"
 ctest --test-dir "${MTX_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

@@ -116,3 +116,12 @@ TEST(Cli, WarnsOnceWhenMatmulRunsOnTheReferenceBlas) {
   const Result fast = run_mtx("--version");
   EXPECT_EQ(fast.output.find("[warning]"), std::string::npos) << fast.output;
 }
+
+TEST(Cli, PendingSubcommandsParseTheirFlagsAndSaySoPlainly) {
+  for (const char* args : {"translate --ckpt /tmp/x.pt", "eval --metric bleu --ref a --ref b"}) {
+    const Result r = run_mtx(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("is not available in mtx"), std::string::npos) << r.output;
+    EXPECT_EQ(count_lines(r.output), 1u) << r.output;
+  }
+}

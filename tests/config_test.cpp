@@ -13,17 +13,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The message of the ConfigError thrown by `fn` ("" when none is thrown).
 template <class F>
 std::string config_error(F fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "message must be one line";
-    return e.what();
-  }
-  return "";
+  return mtx::test::boundary_error<ConfigError>(fn);
 }
 
 }  // namespace

@@ -12,13 +12,7 @@ namespace {
 
 template <class F>
 std::string data_error(F fn) {
-  try {
-    fn();
-  } catch (const DataError& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-    return e.what();
-  }
-  return "";
+  return mtx::test::boundary_error<DataError>(fn);
 }
 
 }  // namespace

@@ -87,6 +87,15 @@ TEST(Prepare, EncodesSplitsAndReusesTheCache) {
   EXPECT_NE(fourth.tokenizer.hash(), first.tokenizer.hash());
 }
 
+TEST(Prepare, DirectionFollowsTheLanguageKeys) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = small_setup(tmp);
+  std::swap(c.data.src_lang, c.data.tgt_lang);  // en -> de
+  const data::PreparedData p = data::prepare_data(c);
+  EXPECT_EQ(p.tokenizer.src().decode(p.train.src[1].data, p.train.src[1].size), "two men play soccer");
+  EXPECT_EQ(p.tokenizer.tgt().decode(p.train.tgt[1].data, p.train.tgt[1].size), "zwei Männer spielen Fußball");
+}
+
 TEST(Prepare, MissingSplitIsNamedBeforeAnyWork) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = small_setup(tmp);

@@ -1,6 +1,8 @@
 // Shared test helpers: temp directories, the Multi30k location, small generated fixtures.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -26,6 +28,20 @@ void write_gzip(const std::filesystem::path& path, const std::string& content);
 // a message saying how to fetch it, unless MTX_ALLOW_MISSING_DATA=1 (then they skip).
 std::filesystem::path multi30k_dir();
 bool have_multi30k();
+
+// The message of the E that `fn` throws ("" when it throws none). Every mtx error at a config or
+// I/O boundary must be one line and exit with code 2; this checks both.
+template <class E, class F>
+std::string boundary_error(F fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "message must be one line";
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace mtx::test
 
