@@ -15,46 +15,35 @@ namespace {
 // One tokenizer trained on Multi30k train (both sides, joint unigram) for the whole suite.
 const tok::Tokenizer& multi30k_tokenizer() {
   static const tok::Tokenizer t = [] {
-    static mtx::test::TempDir tmp;
     const auto corpus = mtx::data::read_parallel(mtx::test::multi30k_dir() / "train.de.gz",
                                                  mtx::test::multi30k_dir() / "train.en.gz");
-    std::string de, en;
-    for (size_t i = 0; i < corpus.size(); ++i) {
-      de += corpus.src[i] + "\n";
-      en += corpus.tgt[i] + "\n";
-    }
-    mtx::test::write_text(tmp / "train.de", de);
-    mtx::test::write_text(tmp / "train.en", en);
     mtx::config::TokenizerConfig s;
     s.vocab_size = 4000;
-    return tok::Tokenizer::train(s, tmp / "train.de", tmp / "train.en", tmp / "work", 2);
+    return tok::Tokenizer::train(s, corpus.src, corpus.tgt);
   }();
   return t;
 }
 
 // A small tokenizer trained on generated text (fast; no Multi30k needed).
-tok::Tokenizer toy_tokenizer(const mtx::test::TempDir& tmp, bool joint, mtx::config::SpmType type) {
-  std::string de, en;
+tok::Tokenizer toy_tokenizer(bool joint, mtx::config::SpmType type) {
+  std::vector<std::string> de(400), en(400);
   const char* words_de[] = {"ein", "Hund", "läuft", "im", "Park", "zwei", "Männer", "spielen", "Fußball", "Frau"};
   const char* words_en[] = {"a", "dog", "runs", "in", "the", "park", "two", "men", "play", "soccer", "woman"};
   for (int i = 0; i < 400; ++i) {
-    for (int k = 0; k < 6; ++k) de += std::string(words_de[(i * 7 + k * 3) % 10]) + (k < 5 ? " " : "\n");
-    for (int k = 0; k < 6; ++k) en += std::string(words_en[(i * 5 + k * 2) % 11]) + (k < 5 ? " " : "\n");
+    for (int k = 0; k < 6; ++k) de[i] += std::string(words_de[(i * 7 + k * 3) % 10]) + (k < 5 ? " " : "");
+    for (int k = 0; k < 6; ++k) en[i] += std::string(words_en[(i * 5 + k * 2) % 11]) + (k < 5 ? " " : "");
   }
-  mtx::test::write_text(tmp / "toy.de", de);
-  mtx::test::write_text(tmp / "toy.en", en);
   mtx::config::TokenizerConfig s;
   s.vocab_size = 300;
   s.joint = joint;
   s.type = type;
-  return tok::Tokenizer::train(s, tmp / "toy.de", tmp / "toy.en", tmp / "work", 2);
+  return tok::Tokenizer::train(s, de, en);
 }
 
 }  // namespace
 
 TEST(Tokenizer, SpecialIdsAreFixed) {
-  mtx::test::TempDir tmp;
-  const tok::Tokenizer t = toy_tokenizer(tmp, true, mtx::config::SpmType::unigram);
+  const tok::Tokenizer t = toy_tokenizer(true, mtx::config::SpmType::unigram);
   const tok::SpecialIds ids = t.special_ids();
   EXPECT_EQ(ids.pad, 0);
   EXPECT_EQ(ids.unk, 1);
@@ -67,10 +56,8 @@ TEST(Tokenizer, SpecialIdsAreFixed) {
 }
 
 TEST(Tokenizer, RoundTripsTrickyTextIncludingUnseenCharacters) {
-  mtx::test::TempDir tmp;
   for (auto type : {mtx::config::SpmType::unigram, mtx::config::SpmType::bpe}) {
-    mtx::test::TempDir sub;
-    const tok::Tokenizer t = toy_tokenizer(sub, true, type);
+    const tok::Tokenizer t = toy_tokenizer(true, type);
     for (const std::string s : {"ein Hund läuft im Park", "  leading and  double  spaces ", "tab\there", "",
                                 "Ünïcödé 東京 😀 € “quotes” — dash", "x", "ZWEI MÄNNER!!!"}) {
       const auto ids = t.src().encode(s);
@@ -82,7 +69,7 @@ TEST(Tokenizer, RoundTripsTrickyTextIncludingUnseenCharacters) {
 
 TEST(Tokenizer, SaveLoadAndFromBytesKeepTheHash) {
   mtx::test::TempDir tmp;
-  const tok::Tokenizer joint = toy_tokenizer(tmp, true, mtx::config::SpmType::unigram);
+  const tok::Tokenizer joint = toy_tokenizer(true, mtx::config::SpmType::unigram);
   joint.save(tmp / "saved");
   const tok::Tokenizer loaded = tok::Tokenizer::load(tmp / "saved");
   EXPECT_EQ(loaded.hash(), joint.hash());
@@ -92,7 +79,7 @@ TEST(Tokenizer, SaveLoadAndFromBytesKeepTheHash) {
   EXPECT_EQ(loaded.describe()["special_ids"]["eos"], 3);
 
   mtx::test::TempDir tmp2;
-  const tok::Tokenizer separate = toy_tokenizer(tmp2, false, mtx::config::SpmType::bpe);
+  const tok::Tokenizer separate = toy_tokenizer(false, mtx::config::SpmType::bpe);
   EXPECT_FALSE(separate.joint());
   EXPECT_NE(separate.hash(), joint.hash());
   separate.save(tmp2 / "saved");
@@ -101,6 +88,13 @@ TEST(Tokenizer, SaveLoadAndFromBytesKeepTheHash) {
   EXPECT_EQ(loaded2.hash(), separate.hash());
   EXPECT_TRUE(fs::exists(tmp2 / "saved" / "src.model"));
   EXPECT_TRUE(fs::exists(tmp2 / "saved" / "tgt.model"));
+}
+
+TEST(Tokenizer, TrainingIsDeterministic) {
+  const tok::Tokenizer a = toy_tokenizer(true, mtx::config::SpmType::unigram);
+  const tok::Tokenizer b = toy_tokenizer(true, mtx::config::SpmType::unigram);
+  EXPECT_EQ(a.src().bytes(), b.src().bytes());
+  EXPECT_EQ(a.hash(), b.hash());
 }
 
 TEST(Tokenizer, BadInputsAreReported) {

@@ -80,6 +80,7 @@ void visit(TokenizerConfig& c, V&& v) {
   v("character_coverage", c.character_coverage);
   v("byte_fallback", c.byte_fallback);
   v("input_sentence_size", c.input_sentence_size);
+  v("train_threads", c.train_threads);
   v("model_dir", c.model_dir);
 }
 
@@ -297,6 +298,7 @@ void validate(const Config& c) {
   check(t.character_coverage > 0 && t.character_coverage <= 1,
         "tokenizer.character_coverage: must be in (0, 1], got " + std::to_string(t.character_coverage));
   check_range("tokenizer.input_sentence_size", t.input_sentence_size, 0, kBig);
+  check_range("tokenizer.train_threads", t.train_threads, 1, 1024);
   if (!t.model_dir.empty()) {
     check(fs::is_directory(t.model_dir), "tokenizer.model_dir: directory '" + t.model_dir + "' not found");
   }

@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <thread>
 
 #include "mtx/data/batcher.h"
@@ -30,12 +29,6 @@ json file_identity(const SplitFiles& f) {
   return json{{"src", sha256_file(f.src)}, {"tgt", sha256_file(f.tgt)}};
 }
 
-void write_lines(const fs::path& path, const std::vector<std::string>& lines) {
-  std::ofstream out(path, std::ios::binary);
-  for (const auto& l : lines) out << l << '\n';
-  if (!out) throw Error("cannot write '" + path.string() + "'");
-}
-
 fs::path temp_dir_beside(const fs::path& final_dir) {
   return final_dir.parent_path() / (final_dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
 }
@@ -51,7 +44,7 @@ void publish_dir(const fs::path& tmp, const fs::path& final_dir) {
 }
 
 tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFiles& train, const json& train_id,
-                                      bool force, int threads, fs::path& dir, bool& reused) {
+                                      bool force, fs::path& dir, bool& reused) {
   if (!cfg.tokenizer.model_dir.empty()) {
     dir = cfg.tokenizer.model_dir;
     reused = true;
@@ -73,30 +66,22 @@ tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFile
     return tokenizer::Tokenizer::load(dir);
   }
   reused = false;
+  const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
+  const ParallelCorpus text = read_parallel(train.src, train.tgt, filter);
+  auto tok = tokenizer::Tokenizer::train(cfg.tokenizer, text.src, text.tgt);
   const fs::path tmp = temp_dir_beside(dir);
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
   try {
-    const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
-    const ParallelCorpus text = read_parallel(train.src, train.tgt, filter);
-    const fs::path src_txt = tmp / ("train." + cfg.data.src_lang + ".txt");
-    const fs::path tgt_txt = tmp / ("train." + cfg.data.tgt_lang + ".txt");
-    write_lines(src_txt, text.src);
-    write_lines(tgt_txt, text.tgt);
-    auto tok = tokenizer::Tokenizer::train(cfg.tokenizer, src_txt, tgt_txt, tmp / "work", threads);
-    fs::remove(src_txt);
-    fs::remove(tgt_txt);
-    fs::remove_all(tmp / "work");
     tok.save(tmp);
     write_file_atomic(tmp / "key.json", key_doc.dump(2) + "\n");
     publish_dir(tmp, dir);
-    log::info("tokenizer saved to {} (sha256 {})", dir.string(), tok.hash().substr(0, 16));
-    return tok;
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
     throw;
   }
+  log::info("tokenizer saved to {} (sha256 {})", dir.string(), tok.hash().substr(0, 16));
+  return tok;
 }
 
 }  // namespace
@@ -173,7 +158,7 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
 
   fs::path tok_dir;
   bool tok_reused = false;
-  tokenizer::Tokenizer tok = obtain_tokenizer(cfg, files.train, train_id, options.force, threads, tok_dir, tok_reused);
+  tokenizer::Tokenizer tok = obtain_tokenizer(cfg, files.train, train_id, options.force, tok_dir, tok_reused);
 
   const json key_doc = {
       {"version", kCacheVersion},

@@ -5,7 +5,6 @@
 #include <mutex>
 
 #include "mtx/tokenizer/spm_shim.h"
-#include "sentencepiece_internal.h"
 #include "mtx/tokenizer/tokenizer.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
@@ -27,6 +26,7 @@ struct ShimApi {
   decltype(&mtx_spm_decode) decode = nullptr;
   decltype(&mtx_spm_id_to_piece) id_to_piece = nullptr;
   decltype(&mtx_spm_train) train = nullptr;
+  decltype(&mtx_spm_serialize) serialize = nullptr;
   std::string path;
   std::string mode;
 };
@@ -84,6 +84,7 @@ ShimApi load_shim() {
     bind(handle, "mtx_spm_decode", api.decode, path);
     bind(handle, "mtx_spm_id_to_piece", api.id_to_piece, path);
     bind(handle, "mtx_spm_train", api.train, path);
+    bind(handle, "mtx_spm_serialize", api.serialize, path);
     return api;
   }
   throw Error("cannot load the sentencepiece shim " + std::string(MTX_SPM_SHIM_NAME) + "; tried: " +
@@ -168,16 +169,26 @@ std::string SpmModel::piece(int32_t id) const {
   return out;
 }
 
-void train_sentencepiece(const std::vector<std::pair<std::string, std::string>>& flags) {
+std::shared_ptr<const SpmModel> SpmModel::train(const std::vector<std::pair<std::string, std::string>>& flags,
+                                                std::string_view text) {
   std::vector<const char*> keys, values;
   for (const auto& [k, v] : flags) {
     keys.push_back(k.c_str());
     values.push_back(v.c_str());
   }
   char err[1024] = {0};
-  if (shim().train(keys.data(), values.data(), keys.size(), err, sizeof err) != MTX_SPM_OK) {
-    throw Error(std::string("sentencepiece training failed: ") + err);
+  mtx_spm* handle = shim().train(keys.data(), values.data(), keys.size(), text.data(), text.size(), err, sizeof err);
+  if (!handle) throw Error(std::string("sentencepiece training failed: ") + err);
+  std::string bytes;
+  size_t needed = 0;
+  if (shim().serialize(handle, nullptr, 0, &needed) == MTX_SPM_TOO_SMALL || needed == 0) {
+    bytes.resize(needed);
+    if (shim().serialize(handle, bytes.data(), bytes.size(), &needed) != MTX_SPM_OK) {
+      shim().free(handle);
+      throw Error("sentencepiece: cannot serialize the trained model");
+    }
   }
+  return std::shared_ptr<const SpmModel>(new SpmModel(handle, std::move(bytes)));
 }
 
 }  // namespace mtx::tokenizer

@@ -109,19 +109,57 @@ MTX_EXPORT int mtx_spm_id_to_piece(const mtx_spm* model, int32_t id, char* out, 
   return copy_out(piece.data(), piece.size(), out, cap, needed);
 }
 
-MTX_EXPORT int mtx_spm_train(const char* const* keys, const char* const* values, size_t n,
-                             char* err, size_t err_cap) {
+namespace {
+
+// Yields the lines of a caller-owned buffer without copying it.
+class BufferIterator : public sentencepiece::SentenceIterator {
+ public:
+  BufferIterator(const char* text, size_t size) : text_(text), size_(size) { advance(); }
+  bool done() const override { return done_; }
+  void Next() override { advance(); }
+  const std::string& value() const override { return value_; }
+  sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }
+
+ private:
+  void advance() {
+    if (pos_ >= size_) {
+      done_ = true;
+      return;
+    }
+    const void* nl = std::memchr(text_ + pos_, '\n', size_ - pos_);
+    const size_t end = nl ? size_t(static_cast<const char*>(nl) - text_) : size_;
+    value_.assign(text_ + pos_, end - pos_);
+    pos_ = end + 1;
+  }
+  const char* text_;
+  size_t size_;
+  size_t pos_ = 0;
+  bool done_ = false;
+  std::string value_;
+};
+
+}  // namespace
+
+MTX_EXPORT mtx_spm* mtx_spm_train(const char* const* keys, const char* const* values, size_t n,
+                                  const char* text, size_t text_size, char* err, size_t err_cap) {
   try {
     std::unordered_map<std::string, std::string> kwargs;
     for (size_t i = 0; i < n; ++i) kwargs[keys[i]] = values[i];
-    const auto status = sentencepiece::SentencePieceTrainer::Train(kwargs);
+    BufferIterator sentences(text, text_size);
+    std::string serialized;
+    const auto status = sentencepiece::SentencePieceTrainer::Train(kwargs, &sentences, &serialized);
     if (!status.ok()) {
       set_error(err, err_cap, status.ToString());
-      return MTX_SPM_ERROR;
+      return nullptr;
     }
-    return MTX_SPM_OK;
+    return mtx_spm_load(serialized.data(), serialized.size(), err, err_cap);
   } catch (const std::exception& e) {
     set_error(err, err_cap, e.what());
-    return MTX_SPM_ERROR;
+    return nullptr;
   }
+}
+
+MTX_EXPORT int mtx_spm_serialize(const mtx_spm* model, char* out, size_t cap, size_t* needed) {
+  const std::string bytes = model->processor.serialized_model_proto();
+  return copy_out(bytes.data(), bytes.size(), out, cap, needed);
 }

@@ -2,13 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include <thread>
 
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
 #include "mtx/util/logging.h"
-#include "sentencepiece_internal.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -19,12 +17,25 @@ namespace {
 constexpr const char* kMetaFile = "tokenizer.json";
 constexpr int kFormatVersion = 1;
 
-std::shared_ptr<const SpmModel> train_one(const config::TokenizerConfig& s, const std::string& inputs,
-                                          const fs::path& prefix, int threads) {
+std::string lines_to_text(std::initializer_list<const std::vector<std::string>*> sides) {
+  size_t bytes = 0;
+  for (const auto* side : sides) {
+    for (const auto& l : *side) bytes += l.size() + 1;
+  }
+  std::string text;
+  text.reserve(bytes);
+  for (const auto* side : sides) {
+    for (const auto& l : *side) {
+      text += l;
+      text += '\n';
+    }
+  }
+  return text;
+}
+
+std::shared_ptr<const SpmModel> train_one(const config::TokenizerConfig& s, const std::string& text) {
   const SpecialIds ids;
   std::vector<std::pair<std::string, std::string>> flags = {
-      {"input", inputs},
-      {"model_prefix", prefix.string()},
       {"model_type", config::to_string(s.type)},
       {"vocab_size", std::to_string(s.vocab_size)},
       {"character_coverage", std::to_string(s.character_coverage)},
@@ -41,15 +52,14 @@ std::shared_ptr<const SpmModel> train_one(const config::TokenizerConfig& s, cons
       {"unk_piece", "<unk>"},
       {"bos_piece", "<s>"},
       {"eos_piece", "</s>"},
-      {"num_threads", std::to_string(std::max(1, threads))},
+      {"num_threads", std::to_string(s.train_threads)},
       {"minloglevel", "2"},
   };
   if (s.input_sentence_size > 0) {
     flags.emplace_back("input_sentence_size", std::to_string(s.input_sentence_size));
     flags.emplace_back("shuffle_input_sentence", "true");
   }
-  train_sentencepiece(flags);
-  return SpmModel::from_bytes(read_file(prefix.string() + ".model"));
+  return SpmModel::train(flags, text);
 }
 
 }  // namespace
@@ -67,20 +77,18 @@ Tokenizer::Tokenizer(std::shared_ptr<const SpmModel> src, std::shared_ptr<const 
   }
 }
 
-Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, const fs::path& src_text,
-                           const fs::path& tgt_text, const fs::path& work_dir, int threads) {
-  fs::create_directories(work_dir);
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, const std::vector<std::string>& src_lines,
+                           const std::vector<std::string>& tgt_lines) {
   if (settings.joint) {
-    log::info("training a joint {} tokenizer ({} pieces) on {} + {}", config::to_string(settings.type),
-              settings.vocab_size, src_text.filename().string(), tgt_text.filename().string());
-    auto model = train_one(settings, src_text.string() + "," + tgt_text.string(), work_dir / "joint", threads);
+    log::info("training a joint {} tokenizer ({} pieces) on {} + {} sentences", config::to_string(settings.type),
+              settings.vocab_size, src_lines.size(), tgt_lines.size());
+    auto model = train_one(settings, lines_to_text({&src_lines, &tgt_lines}));
     return Tokenizer(model, model);
   }
   log::info("training separate {} tokenizers ({} pieces each)", config::to_string(settings.type),
             settings.vocab_size);
-  auto src = train_one(settings, src_text.string(), work_dir / "src", threads);
-  auto tgt = train_one(settings, tgt_text.string(), work_dir / "tgt", threads);
+  auto src = train_one(settings, lines_to_text({&src_lines}));
+  auto tgt = train_one(settings, lines_to_text({&tgt_lines}));
   return Tokenizer(src, tgt);
 }
 

@@ -36,6 +36,7 @@ struct TokenizerConfig {
   double character_coverage = 1.0;  // share of characters covered by pieces; the rest fall back to bytes
   bool byte_fallback = true;        // unseen characters become byte pieces: decode(encode(x)) == x
   int input_sentence_size = 0;      // sentences sampled to train the model (0 = all)
+  int train_threads = 1;            // sentencepiece training threads; the model depends on this count
   std::string model_dir;            // use the tokenizer saved in this directory instead of training one
 };
 

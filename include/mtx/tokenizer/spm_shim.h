@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-#define MTX_SPM_ABI_VERSION 1
+#define MTX_SPM_ABI_VERSION 2
 #define MTX_SPM_OK 0
 #define MTX_SPM_TOO_SMALL 1
 #define MTX_SPM_ERROR (-1)
@@ -36,10 +36,15 @@ int mtx_spm_decode(const mtx_spm* model, const int32_t* ids, size_t n, char* out
                    size_t* needed, char* err, size_t err_cap);
 int mtx_spm_id_to_piece(const mtx_spm* model, int32_t id, char* out, size_t cap, size_t* needed);
 
-/* Trains a model; keys/values are sentencepiece trainer flags without "--" (input, model_prefix,
- * vocab_size, ...). The model is written to <model_prefix>.model. */
-int mtx_spm_train(const char* const* keys, const char* const* values, size_t n, char* err,
-                  size_t err_cap);
+/* Trains a model on `text` (sentences separated by '\n', caller-owned) with sentencepiece trainer
+ * flags (names without "--": vocab_size, model_type, ...; no input or model_prefix: no file is
+ * read or written, so the model's bytes do not depend on paths). Returns the trained model, or NULL
+ * with a message in err. */
+mtx_spm* mtx_spm_train(const char* const* keys, const char* const* values, size_t n, const char* text,
+                       size_t text_size, char* err, size_t err_cap);
+
+/* The model's serialized protobuf bytes (what mtx_spm_load takes). */
+int mtx_spm_serialize(const mtx_spm* model, char* out, size_t cap, size_t* needed);
 
 #ifdef __cplusplus
 }

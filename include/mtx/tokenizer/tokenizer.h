@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mtx/config/config.h"
@@ -33,6 +34,10 @@ class SpmModel {
  public:
   // Loads from the serialized model (the bytes of a .model file); throws DataError if malformed.
   static std::shared_ptr<const SpmModel> from_bytes(std::string bytes);
+  // Trains on `text` (sentences separated by '\n') with sentencepiece trainer flags (no input or
+  // model_prefix: nothing touches the disk, so equal inputs give byte-identical models).
+  static std::shared_ptr<const SpmModel> train(const std::vector<std::pair<std::string, std::string>>& flags,
+                                               std::string_view text);
   ~SpmModel();
   SpmModel(const SpmModel&) = delete;
   SpmModel& operator=(const SpmModel&) = delete;
@@ -58,11 +63,10 @@ class SpmModel {
 
 class Tokenizer {
  public:
-  // Trains on the given plain-text files (one sentence per line): one model over both when
-  // settings.joint, else one per side. `work_dir` receives the .model files.
-  static Tokenizer train(const config::TokenizerConfig& settings, const std::filesystem::path& src_text,
-                         const std::filesystem::path& tgt_text, const std::filesystem::path& work_dir,
-                         int threads);
+  // Trains on the training sentences of each side: one model over both when settings.joint, else
+  // one per side. Deterministic for a given text, settings and settings.train_threads.
+  static Tokenizer train(const config::TokenizerConfig& settings, const std::vector<std::string>& src_lines,
+                         const std::vector<std::string>& tgt_lines);
   // Reads tokenizer.json and its model files from `dir`; throws DataError naming what is wrong.
   static Tokenizer load(const std::filesystem::path& dir);
   // Builds from model bytes (e.g. embedded in a checkpoint); tgt_bytes empty when joint.
