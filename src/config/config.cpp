@@ -42,6 +42,24 @@ struct EnumNames<Schedule> {
       {Schedule::step, "step"},   {Schedule::constant, "constant"}};
 };
 
+template <>
+struct EnumNames<Norm> {
+  static constexpr std::pair<Norm, const char*> list[] = {{Norm::post, "post"}, {Norm::pre, "pre"}};
+};
+template <>
+struct EnumNames<Positions> {
+  static constexpr std::pair<Positions, const char*> list[] = {{Positions::sinusoidal, "sinusoidal"},
+                                                               {Positions::learned, "learned"}};
+};
+template <>
+struct EnumNames<Activation> {
+  static constexpr std::pair<Activation, const char*> list[] = {{Activation::relu, "relu"}, {Activation::gelu, "gelu"}};
+};
+template <>
+struct EnumNames<Init> {
+  static constexpr std::pair<Init, const char*> list[] = {{Init::xavier, "xavier"}, {Init::kaiming, "kaiming"}};
+};
+
 template <class E>
 std::string enum_name(E v) {
   for (const auto& [value, name] : EnumNames<E>::list) {
@@ -92,7 +110,15 @@ void visit(ModelConfig& c, V&& v) {
   v("decoder_layers", c.decoder_layers);
   v("ffn_dim", c.ffn_dim);
   v("dropout", c.dropout);
+  v("attention_dropout", c.attention_dropout);
+  v("activation_dropout", c.activation_dropout);
   v("max_len", c.max_len);
+  v("norm", c.norm);
+  v("positions", c.positions);
+  v("activation", c.activation);
+  v("init", c.init);
+  v("tie_output", c.tie_output);
+  v("share_embeddings", c.share_embeddings);
 }
 
 template <class V>
@@ -276,6 +302,10 @@ std::string to_string(SpmType v) { return enum_name(v); }
 std::string to_string(Device v) { return enum_name(v); }
 std::string to_string(Optimizer v) { return enum_name(v); }
 std::string to_string(Schedule v) { return enum_name(v); }
+std::string to_string(Norm v) { return enum_name(v); }
+std::string to_string(Positions v) { return enum_name(v); }
+std::string to_string(Activation v) { return enum_name(v); }
+std::string to_string(Init v) { return enum_name(v); }
 
 void validate(const Config& c) {
   constexpr int kBig = 1 << 30;
@@ -313,6 +343,8 @@ void validate(const Config& c) {
   check_range("model.ffn_dim", m.ffn_dim, 1, 1 << 20);
   check(m.dropout >= 0 && m.dropout < 1, "model.dropout: must be in [0, 1), got " + std::to_string(m.dropout));
   check_range("model.max_len", m.max_len, 8, 1 << 16);
+  check(m.attention_dropout >= 0 && m.attention_dropout < 1, "model.attention_dropout: must be in [0, 1)");
+  check(m.activation_dropout >= 0 && m.activation_dropout < 1, "model.activation_dropout: must be in [0, 1)");
 
   const auto& tr = c.train;
   check_range("train.threads", tr.threads, 0, 1024);

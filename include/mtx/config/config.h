@@ -15,6 +15,10 @@ enum class SpmType { unigram, bpe };
 enum class Device { auto_, cpu, cuda };
 enum class Optimizer { adam, adamw, sgd };
 enum class Schedule { noam, inverse_sqrt, plateau, step, constant };
+enum class Norm { post, pre };
+enum class Positions { sinusoidal, learned };
+enum class Activation { relu, gelu };
+enum class Init { xavier, kaiming };
 
 struct DataConfig {
   std::string dir = "data/multi30k";   // holds <prefix>.<lang>.gz (or plain) for every split
@@ -46,8 +50,16 @@ struct ModelConfig {
   int encoder_layers = 6;
   int decoder_layers = 6;
   int ffn_dim = 2048;        // inner width of the feed-forward blocks
-  double dropout = 0.1;
-  int max_len = 256;         // longest subword sequence (longer ones are truncated)
+  double dropout = 0.1;              // on embeddings and every residual branch
+  double attention_dropout = 0.0;    // on attention weights
+  double activation_dropout = 0.0;   // after the feed-forward activation
+  int max_len = 256;                 // longest subword sequence (longer ones are truncated)
+  Norm norm = Norm::post;            // post (Vaswani, PyTorch tutorial) | pre (Annotated Transformer)
+  Positions positions = Positions::sinusoidal;  // sinusoidal | learned
+  Activation activation = Activation::relu;     // relu | gelu
+  Init init = Init::xavier;          // xavier | kaiming (uniform)
+  bool tie_output = true;            // output projection shares the target embedding
+  bool share_embeddings = true;      // one source/target embedding when the vocabulary is joint
 };
 
 struct TrainConfig {
@@ -107,5 +119,9 @@ std::string to_string(SpmType v);
 std::string to_string(Device v);
 std::string to_string(Optimizer v);
 std::string to_string(Schedule v);
+std::string to_string(Norm v);
+std::string to_string(Positions v);
+std::string to_string(Activation v);
+std::string to_string(Init v);
 
 }  // namespace mtx::config

@@ -1,0 +1,63 @@
+// Multi-head attention: self-attention with one fused QKV projection (and an append-only K/V cache
+// for incremental decoding), cross-attention with a fused KV projection of the encoder output.
+// LibTorch >= 2.0 runs scaled_dot_product_attention; 1.x runs the explicit path (same numbers).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+namespace mtx::model {
+
+// Whether this LibTorch has scaled_dot_product_attention.
+bool sdpa_available();
+
+// softmax(q k^T / sqrt(d) + mask) v; q [b, h, tq, hd], k/v [b, h, tk, hd], mask bool broadcastable
+// to [b, h, tq, tk] (true = attend) or undefined. use_sdpa falls back to explicit when unavailable.
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& mask, double dropout, bool training, bool use_sdpa);
+
+struct AttentionOptions {
+  AttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, heads);
+  TORCH_ARG(double, dropout) = 0.0;  // on the attention weights
+  TORCH_ARG(bool, use_sdpa) = true;
+};
+
+// Self-attention K/V of the steps decoded so far: [batch, heads, steps, head_dim] each.
+struct SelfKV {
+  torch::Tensor k;
+  torch::Tensor v;
+};
+
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit SelfAttentionImpl(const AttentionOptions& options);
+  // x [b, t, d], mask [b|1, 1, t, t] -> [b, t, d]. With `cache`, x holds the new step(s) only: their
+  // K/V are appended and the queries attend to everything cached (mask may then be undefined).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache = nullptr);
+
+  AttentionOptions options;
+  torch::nn::Linear qkv{nullptr};  // d -> 3d
+  torch::nn::Linear out{nullptr};  // d -> d
+};
+TORCH_MODULE(SelfAttention);
+
+class CrossAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CrossAttentionImpl(const AttentionOptions& options);
+  // Encoder output [b, s, d] -> K, V [b, h, s, hd]: computed once per batch when decoding.
+  SelfKV project_memory(const torch::Tensor& memory);
+  // x [b, t, d] attends to projected memory; mask [b, 1, 1, s] -> [b, t, d].
+  torch::Tensor forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask);
+
+  AttentionOptions options;
+  torch::nn::Linear q{nullptr};   // d -> d
+  torch::nn::Linear kv{nullptr};  // d -> 2d
+  torch::nn::Linear out{nullptr};
+};
+TORCH_MODULE(CrossAttention);
+
+}  // namespace mtx::model

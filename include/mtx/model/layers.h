@@ -1,0 +1,84 @@
+// Transformer building blocks: positions (sinusoidal or learned), the feed-forward block, and
+// encoder/decoder layers in post-norm (Vaswani, the PyTorch seq2seq tutorial) or pre-norm
+// (Annotated Transformer) arrangement.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include "mtx/model/attention.h"
+
+namespace mtx::model {
+
+struct LayerOptions {
+  LayerOptions(int64_t d_model, int64_t heads, int64_t ffn_dim) : d_model_(d_model), heads_(heads), ffn_dim_(ffn_dim) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, heads);
+  TORCH_ARG(int64_t, ffn_dim);
+  TORCH_ARG(double, dropout) = 0.1;             // on each residual branch
+  TORCH_ARG(double, attention_dropout) = 0.0;   // on attention weights
+  TORCH_ARG(double, activation_dropout) = 0.0;  // after the feed-forward activation
+  TORCH_ARG(bool, pre_norm) = false;
+  TORCH_ARG(bool, gelu) = false;                // false: relu
+  TORCH_ARG(bool, use_sdpa) = true;
+};
+
+// Adds position information to [b, t, d] embeddings starting at position `offset`.
+class PositionalEncodingImpl : public torch::nn::Module {
+ public:
+  PositionalEncodingImpl(int64_t max_len, int64_t d_model, bool learned);
+  torch::Tensor forward(const torch::Tensor& x, int64_t offset = 0);
+  int64_t max_len;
+  bool learned;
+  torch::Tensor table;                      // sinusoidal: [max_len, d] buffer
+  torch::nn::Embedding embedding{nullptr};  // learned: [max_len, d]
+};
+TORCH_MODULE(PositionalEncoding);
+
+class FeedForwardImpl : public torch::nn::Module {
+ public:
+  explicit FeedForwardImpl(const LayerOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);  // [b, t, d] -> [b, t, d]
+  LayerOptions options;
+  torch::nn::Linear in{nullptr}, out{nullptr};
+};
+TORCH_MODULE(FeedForward);
+
+class EncoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit EncoderLayerImpl(const LayerOptions& options);
+  // x [b, s, d], mask [b, 1, 1, s] -> [b, s, d]
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  LayerOptions options;
+  SelfAttention self_attn{nullptr};
+  FeedForward ffn{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+};
+TORCH_MODULE(EncoderLayer);
+
+// Per-layer decoding state: cached self-attention K/V and the projected encoder output.
+struct DecoderLayerCache {
+  SelfKV self;
+  SelfKV memory;
+};
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit DecoderLayerImpl(const LayerOptions& options);
+  // Teacher-forced: x [b, t, d], self_mask [b, 1, t, t], memory_kv projected encoder output,
+  // memory_mask [b, 1, 1, s] -> [b, t, d]. With `cache`, x is the new step and K/V are appended.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& self_mask, const SelfKV& memory_kv,
+                        const torch::Tensor& memory_mask, SelfKV* cache = nullptr);
+  LayerOptions options;
+  SelfAttention self_attn{nullptr};
+  CrossAttention cross_attn{nullptr};
+  FeedForward ffn{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+}  // namespace mtx::model

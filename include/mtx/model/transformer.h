@@ -1,0 +1,94 @@
+// The encoder-decoder Transformer (Options / Impl / TORCH_MODULE). Offers the teacher-forced pass
+// for training and one incremental decoder step over a cache for search (search lives in decode/).
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <vector>
+
+#include "mtx/config/config.h"
+#include "mtx/model/layers.h"
+
+namespace mtx::model {
+
+struct TransformerOptions {
+  TransformerOptions(int64_t src_vocab, int64_t tgt_vocab) : src_vocab_(src_vocab), tgt_vocab_(tgt_vocab) {}
+  TORCH_ARG(int64_t, src_vocab);
+  TORCH_ARG(int64_t, tgt_vocab);
+  TORCH_ARG(int64_t, d_model) = 512;
+  TORCH_ARG(int64_t, heads) = 8;
+  TORCH_ARG(int64_t, encoder_layers) = 6;
+  TORCH_ARG(int64_t, decoder_layers) = 6;
+  TORCH_ARG(int64_t, ffn_dim) = 2048;
+  TORCH_ARG(double, dropout) = 0.1;
+  TORCH_ARG(double, attention_dropout) = 0.0;
+  TORCH_ARG(double, activation_dropout) = 0.0;
+  TORCH_ARG(int64_t, max_len) = 256;
+  TORCH_ARG(bool, pre_norm) = false;           // pre-norm with final LayerNorms; false: post-norm
+  TORCH_ARG(bool, learned_positions) = false;  // false: sinusoidal
+  TORCH_ARG(bool, gelu) = false;               // false: relu
+  TORCH_ARG(bool, kaiming_init) = false;       // false: xavier-uniform
+  TORCH_ARG(bool, tie_output) = true;          // output projection = target embedding
+  TORCH_ARG(bool, share_embeddings) = false;   // one embedding for source and target (joint vocabulary)
+  TORCH_ARG(int64_t, pad_id) = 0;
+  TORCH_ARG(bool, use_sdpa) = true;            // scaled_dot_product_attention when LibTorch has it
+};
+
+// Builds options from the config section and the tokenizer's vocabulary sizes.
+TransformerOptions options_from_config(const config::ModelConfig& config, int64_t src_vocab, int64_t tgt_vocab,
+                                       int64_t pad_id);
+
+// What the encoder hands the decoder.
+struct Memory {
+  torch::Tensor states;  // [batch, src_len, d_model]
+  torch::Tensor mask;    // [batch, 1, 1, src_len] bool, true = real token
+};
+
+// Incremental decoding state for a batch of hypotheses.
+struct DecoderCache {
+  std::vector<DecoderLayerCache> layers;
+  torch::Tensor memory_mask;  // [batch, 1, 1, src_len]
+  int64_t steps = 0;          // target positions decoded so far
+  // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step.
+  void reorder(const torch::Tensor& indices);
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const TransformerOptions& options);
+
+  Memory encode(const torch::Tensor& src);  // src [batch, src_len] -> memory
+  // Teacher-forced decoder: tgt_in [batch, tgt_len] -> logits [batch, tgt_len, tgt_vocab].
+  torch::Tensor decode(const torch::Tensor& tgt_in, const Memory& memory);
+  torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);  // -> logits
+
+  // Projects the encoder output once per layer and returns an empty cache.
+  DecoderCache start_decoding(const Memory& memory);
+  // One step: tokens [batch] (the previous outputs; BOS first) -> logits [batch, tgt_vocab].
+  torch::Tensor decode_step(const torch::Tensor& tokens, DecoderCache& cache);
+
+  int64_t parameter_count() const;
+  void reset_parameters();
+
+  TransformerOptions options;
+  torch::nn::Embedding src_embed{nullptr};
+  torch::nn::Embedding tgt_embed{nullptr};  // the same module as src_embed when share_embeddings
+  PositionalEncoding positions{nullptr};
+  torch::nn::ModuleList encoder{nullptr};
+  torch::nn::ModuleList decoder{nullptr};
+  torch::nn::LayerNorm encoder_norm{nullptr};  // pre-norm only
+  torch::nn::LayerNorm decoder_norm{nullptr};  // pre-norm only
+  torch::nn::Linear output{nullptr};           // untied output projection only
+
+ private:
+  torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset);
+  torch::Tensor project(const torch::Tensor& hidden);  // [.., d] -> [.., vocab]
+};
+TORCH_MODULE(Transformer);
+
+}  // namespace mtx::model

@@ -1,0 +1,96 @@
+#include "mtx/model/layers.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace mtx::model {
+namespace {
+
+AttentionOptions attention_options(const LayerOptions& o) {
+  return AttentionOptions(o.d_model(), o.heads()).dropout(o.attention_dropout()).use_sdpa(o.use_sdpa());
+}
+
+torch::nn::LayerNorm layer_norm(int64_t d) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})); }
+
+}  // namespace
+
+PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model, bool learned_)
+    : max_len(max_len_), learned(learned_) {
+  if (learned) {
+    embedding = register_module("embedding", torch::nn::Embedding(max_len, d_model));
+    return;
+  }
+  torch::Tensor pos = torch::arange(max_len, torch::kFloat).unsqueeze(1);                   // [max_len, 1]
+  torch::Tensor div = torch::exp(torch::arange(0, d_model, 2, torch::kFloat) * (-std::log(10000.0) / double(d_model)));  // [d/2]
+  torch::Tensor t = torch::zeros({max_len, d_model});                                        // [max_len, d]
+  t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * div));
+  t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
+               torch::cos(pos * div).index({torch::indexing::Slice(), torch::indexing::Slice(0, d_model / 2)}));
+  table = register_buffer("table", t);
+}
+
+torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t offset) {
+  const int64_t t = x.size(1);
+  TORCH_CHECK(offset + t <= max_len, "sequence of ", offset + t, " positions exceeds model.max_len ", max_len);
+  if (learned) {
+    const torch::Tensor positions = torch::arange(offset, offset + t, x.options().dtype(torch::kLong));  // [t]
+    return x + embedding->forward(positions).unsqueeze(0).to(x.scalar_type());  // [b, t, d]
+  }
+  return x + table.narrow(0, offset, t).unsqueeze(0).to(x.scalar_type());  // [b, t, d]
+}
+
+FeedForwardImpl::FeedForwardImpl(const LayerOptions& o) : options(o) {
+  in = register_module("in", torch::nn::Linear(o.d_model(), o.ffn_dim()));
+  out = register_module("out", torch::nn::Linear(o.ffn_dim(), o.d_model()));
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  torch::Tensor h = in->forward(x);  // [b, t, ffn]
+  h = options.gelu() ? torch::gelu(h) : torch::relu(h);
+  if (options.activation_dropout() > 0) h = torch::dropout(h, options.activation_dropout(), is_training());
+  return out->forward(h);  // [b, t, d]
+}
+
+EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) {
+  self_attn = register_module("self_attn", SelfAttention(attention_options(o)));
+  ffn = register_module("ffn", FeedForward(o));
+  norm1 = register_module("norm1", layer_norm(o.d_model()));
+  norm2 = register_module("norm2", layer_norm(o.d_model()));
+}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+  const double p = options.dropout();
+  const bool train = is_training();
+  if (options.pre_norm()) {
+    torch::Tensor h = x + torch::dropout(self_attn->forward(norm1->forward(x), mask), p, train);  // [b, s, d]
+    return h + torch::dropout(ffn->forward(norm2->forward(h)), p, train);
+  }
+  torch::Tensor h = norm1->forward(x + torch::dropout(self_attn->forward(x, mask), p, train));  // [b, s, d]
+  return norm2->forward(h + torch::dropout(ffn->forward(h), p, train));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& o) : options(o) {
+  self_attn = register_module("self_attn", SelfAttention(attention_options(o)));
+  cross_attn = register_module("cross_attn", CrossAttention(attention_options(o)));
+  ffn = register_module("ffn", FeedForward(o));
+  norm1 = register_module("norm1", layer_norm(o.d_model()));
+  norm2 = register_module("norm2", layer_norm(o.d_model()));
+  norm3 = register_module("norm3", layer_norm(o.d_model()));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& self_mask, const SelfKV& memory_kv,
+                                        const torch::Tensor& memory_mask, SelfKV* cache) {
+  const double p = options.dropout();
+  const bool train = is_training();
+  if (options.pre_norm()) {
+    torch::Tensor h = x + torch::dropout(self_attn->forward(norm1->forward(x), self_mask, cache), p, train);
+    h = h + torch::dropout(cross_attn->forward(norm2->forward(h), memory_kv, memory_mask), p, train);
+    return h + torch::dropout(ffn->forward(norm3->forward(h)), p, train);  // [b, t, d]
+  }
+  torch::Tensor h = norm1->forward(x + torch::dropout(self_attn->forward(x, self_mask, cache), p, train));
+  h = norm2->forward(h + torch::dropout(cross_attn->forward(h, memory_kv, memory_mask), p, train));
+  return norm3->forward(h + torch::dropout(ffn->forward(h), p, train));  // [b, t, d]
+}
+
+}  // namespace mtx::model

@@ -1,0 +1,91 @@
+#include "mtx/model/transformer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+using namespace mtx::model;
+
+namespace {
+
+TransformerOptions small(bool pre_norm, bool learned, bool shared) {
+  return TransformerOptions(50, 50)
+      .d_model(32)
+      .heads(4)
+      .encoder_layers(2)
+      .decoder_layers(2)
+      .ffn_dim(64)
+      .max_len(32)
+      .pre_norm(pre_norm)
+      .learned_positions(learned)
+      .share_embeddings(shared);
+}
+
+}  // namespace
+
+TEST(Transformer, StepByStepDecodingEqualsTheTeacherForcedPass) {
+  for (bool pre : {false, true}) {
+    for (bool learned : {false, true}) {
+      torch::manual_seed(7);
+      Transformer model(small(pre, learned, true).gelu(learned));
+      model->eval();
+      torch::NoGradGuard no_grad;
+      // Two sources of different lengths (the second padded), two target prefixes.
+      const torch::Tensor src = torch::tensor({5, 6, 7, 8, 3, 9, 10, 3, 0, 0}, torch::kLong).view({2, 5});
+      const torch::Tensor tgt = torch::tensor({2, 11, 12, 13, 14, 2, 15, 16, 17, 18}, torch::kLong).view({2, 5});
+      const Memory memory = model->encode(src);
+      const torch::Tensor full = model->decode(tgt, memory);  // [2, 5, 50]
+      DecoderCache cache = model->start_decoding(memory);
+      for (int64_t t = 0; t < 5; ++t) {
+        const torch::Tensor step = model->decode_step(tgt.select(1, t), cache);  // [2, 50]
+        EXPECT_TRUE(torch::allclose(step, full.select(1, t), 1e-5, 1e-5))
+            << "pre_norm=" << pre << " learned=" << learned << " step " << t << " max diff "
+            << (step - full.select(1, t)).abs().max().item<float>();
+      }
+    }
+  }
+}
+
+TEST(Transformer, PaddingDoesNotChangeOtherRows) {
+  torch::manual_seed(8);
+  Transformer model(small(false, false, true));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor alone = model->forward(torch::tensor({{5, 6, 3}}, torch::kLong), torch::tensor({{2, 9}}, torch::kLong));
+  const torch::Tensor batched = model->forward(torch::tensor({{5, 6, 3, 0, 0}, {7, 8, 9, 10, 3}}, torch::kLong),
+                                               torch::tensor({{2, 9, 0}, {2, 11, 12}}, torch::kLong));
+  EXPECT_TRUE(torch::allclose(alone[0], batched[0].narrow(0, 0, 2), 1e-5, 1e-5));
+}
+
+TEST(Transformer, ReorderingTheCacheFollowsTheChosenRows) {
+  torch::manual_seed(9);
+  Transformer model(small(true, false, true));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor src = torch::tensor({{5, 6, 3}, {7, 8, 3}}, torch::kLong);
+  DecoderCache cache = model->start_decoding(model->encode(src));
+  model->decode_step(torch::tensor({2, 2}, torch::kLong), cache);
+  cache.reorder(torch::tensor({1, 1, 0}, torch::kLong));  // row 1 twice, then row 0
+  const torch::Tensor next = model->decode_step(torch::tensor({9, 9, 9}, torch::kLong), cache);
+  EXPECT_TRUE(torch::allclose(next[0], next[1]));
+  DecoderCache fresh = model->start_decoding(model->encode(src));
+  model->decode_step(torch::tensor({2, 2}, torch::kLong), fresh);
+  const torch::Tensor ref = model->decode_step(torch::tensor({9, 9}, torch::kLong), fresh);
+  EXPECT_TRUE(torch::allclose(next[2], ref[0], 1e-6, 1e-6));
+  EXPECT_TRUE(torch::allclose(next[0], ref[1], 1e-6, 1e-6));
+}
+
+TEST(Transformer, SharedEmbeddingsAreCountedOnceAndTiedToTheOutput) {
+  Transformer shared(small(false, false, true));
+  Transformer separate(small(false, false, false));
+  EXPECT_EQ(separate->parameter_count() - shared->parameter_count(), 50 * 32);
+  EXPECT_EQ(shared->src_embed.get(), shared->tgt_embed.get());
+  EXPECT_FALSE(shared->output);  // tied: no separate projection
+  Transformer untied(small(false, false, true).tie_output(false));
+  EXPECT_EQ(untied->parameter_count() - shared->parameter_count(), 50 * 32 + 50);
+  EXPECT_EQ(shared->src_embed->weight[0].abs().sum().item<float>(), 0.0f) << "pad row starts at zero";
+}
+
+TEST(Transformer, LongerThanMaxLenIsRefused) {
+  Transformer model(small(false, false, true));
+  EXPECT_THROW(model->encode(torch::ones({1, 40}, torch::kLong)), c10::Error);
+}
