@@ -8,17 +8,45 @@
 #include "mtx/config/config.h"
 #include "mtx/data/prepare.h"
 #include "mtx/tokenizer/tokenizer.h"
+#include "mtx/train/checkpoint.h"
+#include "mtx/util/errors.h"
 #include "mtx/util/system.h"
 
 namespace mtx::cli {
 
 struct InfoArgs {
   ConfigArgs config;
+  std::string ckpt;
 };
 
 namespace {
 
+nlohmann::json checkpoint_info(const std::string& path) {
+  train::CheckpointContent c = train::load_checkpoint(path);
+  const std::string actual = train::weights_sha256(c.model);
+  if (actual != c.weights_sha256) {
+    throw DataError(path + ": weights do not match their recorded sha256 (corrupt file?)");
+  }
+  const auto best = c.state.best_metric;
+  return {{"checkpoint", path},
+          {"params", c.model->parameter_count()},
+          {"step", c.state.step},
+          {"epoch", c.state.epoch},
+          {"tgt_tokens", c.state.tgt_tokens},
+          {"elapsed_s", c.state.elapsed_s},
+          {"best_metric", std::isfinite(best) ? nlohmann::json(best) : nlohmann::json()},
+          {"best_metric_name", "val_loss"},
+          {"best_step", c.state.best_step},
+          {"weights_sha256", actual},
+          {"tokenizer", c.tokenizer->describe()},
+          {"config", config::to_json(c.config)}};
+}
+
 int run_info(const InfoArgs& args) {
+  if (!args.ckpt.empty()) {
+    std::cout << checkpoint_info(args.ckpt).dump(2) << std::endl;
+    return 0;
+  }
   set_threads(0);
   const RuntimeInfo r = runtime_info();
   nlohmann::json out = {{"mtx_version", r.mtx_version},
@@ -46,8 +74,9 @@ int run_info(const InfoArgs& args) {
 
 Command add_info(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
-  auto* cmd = app.add_subcommand("info", "Print runtime facts and, with --config, the resolved config (JSON)");
+  auto* cmd = app.add_subcommand("info", "Print runtime facts, a resolved config (--config) or a checkpoint (--ckpt) as JSON");
   add_config_flags(*cmd, args->config, false);
+  cmd->add_option("--ckpt", args->ckpt, "Describe a checkpoint: parameters, step, epoch, best metric, weights sha256, config");
   return {cmd, [args] { return run_info(*args); }};
 }
 

@@ -142,6 +142,17 @@ void visit(TrainConfig& c, V&& v) {
   v("warmup_steps", c.warmup_steps);
   v("clip_norm", c.clip_norm);
   v("label_smoothing", c.label_smoothing);
+  v("momentum", c.momentum);
+  v("decay_factor", c.decay_factor);
+  v("decay_steps", c.decay_steps);
+  v("plateau_patience", c.plateau_patience);
+  v("accum_steps", c.accum_steps);
+  v("validate_every", c.validate_every);
+  v("log_every", c.log_every);
+  v("keep_last", c.keep_last);
+  v("patience", c.patience);
+  v("max_bad_steps", c.max_bad_steps);
+  v("bf16", c.bf16);
 }
 
 template <class V>
@@ -364,6 +375,16 @@ void validate(const Config& c) {
   check(tr.schedule != Schedule::noam || tr.warmup_steps > 0, "train.warmup_steps: the noam schedule needs > 0");
   check(tr.clip_norm >= 0, "train.clip_norm: must be >= 0 (0 = off)");
   check(tr.label_smoothing >= 0 && tr.label_smoothing < 1, "train.label_smoothing: must be in [0, 1)");
+  check(tr.momentum >= 0 && tr.momentum < 1, "train.momentum: must be in [0, 1)");
+  check(tr.decay_factor > 0 && tr.decay_factor <= 1, "train.decay_factor: must be in (0, 1]");
+  check_range("train.decay_steps", tr.decay_steps, 1, kBig);
+  check_range("train.plateau_patience", tr.plateau_patience, 0, kBig);
+  check_range("train.accum_steps", tr.accum_steps, 1, 4096);
+  check_range("train.validate_every", tr.validate_every, 0, kBig);
+  check_range("train.log_every", tr.log_every, 1, kBig);
+  check_range("train.keep_last", tr.keep_last, 0, 1000);
+  check_range("train.patience", tr.patience, 0, kBig);
+  check_range("train.max_bad_steps", tr.max_bad_steps, 1, kBig);
 
   const auto& de = c.decode;
   check_range("decode.beam", de.beam, 1, 1024);
@@ -435,6 +456,20 @@ Config load(const fs::path& file, const std::vector<std::string>& overrides) {
   } catch (const ConfigError& e) {
     throw ConfigError(file.string() + ": " + e.what());
   }
+}
+
+std::vector<std::string> differences(const Config& a, const Config& b) {
+  const json ja = to_json(a), jb = to_json(b);
+  std::vector<std::string> out;
+  for (const auto& section : ja.items()) {
+    for (const auto& item : section.value().items()) {
+      const json& other = jb.at(section.key()).at(item.key());
+      if (item.value() != other) {
+        out.push_back(section.key() + "." + item.key() + ": " + item.value().dump() + " vs " + other.dump());
+      }
+    }
+  }
+  return out;
 }
 
 void write_resolved(const Config& config, const fs::path& path) {

@@ -157,8 +157,10 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
   const json train_id = file_identity(files.train);
 
   fs::path tok_dir;
-  bool tok_reused = false;
-  tokenizer::Tokenizer tok = obtain_tokenizer(cfg, files.train, train_id, options.force, tok_dir, tok_reused);
+  bool tok_reused = true;
+  tokenizer::Tokenizer tok = options.tokenizer
+                                 ? *options.tokenizer
+                                 : obtain_tokenizer(cfg, files.train, train_id, options.force, tok_dir, tok_reused);
 
   const json key_doc = {
       {"version", kCacheVersion},

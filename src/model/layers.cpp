@@ -41,15 +41,15 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
 }
 
 FeedForwardImpl::FeedForwardImpl(const LayerOptions& o) : options(o) {
-  in = register_module("in", torch::nn::Linear(o.d_model(), o.ffn_dim()));
-  out = register_module("out", torch::nn::Linear(o.ffn_dim(), o.d_model()));
+  fc1 = register_module("fc1", torch::nn::Linear(o.d_model(), o.ffn_dim()));
+  fc2 = register_module("fc2", torch::nn::Linear(o.ffn_dim(), o.d_model()));
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = in->forward(x);  // [b, t, ffn]
+  torch::Tensor h = fc1->forward(x);  // [b, t, ffn]
   h = options.gelu() ? torch::gelu(h) : torch::relu(h);
   if (options.activation_dropout() > 0) h = torch::dropout(h, options.activation_dropout(), is_training());
-  return out->forward(h);  // [b, t, d]
+  return fc2->forward(h);  // [b, t, d]
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) {

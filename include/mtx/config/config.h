@@ -82,6 +82,17 @@ struct TrainConfig {
   int warmup_steps = 4000;        // linear warm-up updates
   double clip_norm = 1.0;         // clip the gradient's global L2 norm (0 = off)
   double label_smoothing = 0.1;
+  double momentum = 0.9;          // sgd only
+  double decay_factor = 0.5;      // plateau/step: multiply the learning rate by this at each decay
+  int decay_steps = 10000;        // step: updates between decays
+  int plateau_patience = 0;       // plateau: validations without improvement before a decay
+  int accum_steps = 1;            // batches per update (gradient accumulation)
+  int validate_every = 0;         // also validate (and checkpoint) every N updates (0 = per epoch only)
+  int log_every = 50;             // a metrics.jsonl row (and a log line off-terminal) every N updates
+  int keep_last = 5;              // keep the last K step-<N>.pt checkpoints (0 = only last.pt/best.pt)
+  int patience = 0;               // early stopping: validations without improvement (0 = off)
+  int max_bad_steps = 10;         // stop after this many non-finite losses in a row
+  bool bf16 = false;              // CUDA only: bf16 autocast for the forward pass
 };
 
 struct DecodeConfig {
@@ -112,6 +123,8 @@ nlohmann::json to_json(const Config& config);
 void validate(const Config& config);
 // Applies one "section.key=value" to a document; value is JSON (3, 0.1, true, "x") or a bare string.
 void apply_override(nlohmann::json& document, const std::string& assignment);
+// Settings that differ between two configs, as "section.key: A vs B", in key order.
+std::vector<std::string> differences(const Config& a, const Config& b);
 // Writes to_json(config) to `path` atomically, pretty-printed.
 void write_resolved(const Config& config, const std::filesystem::path& path);
 

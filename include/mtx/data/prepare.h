@@ -46,6 +46,9 @@ struct PreparedData {
 struct PrepareOptions {
   bool force = false;  // re-train and re-encode even when the caches are valid
   int threads = 0;     // encoding/training threads (0 = all cores)
+  // Use this tokenizer (e.g. the one embedded in a checkpoint being resumed) instead of training or
+  // loading one; the encoded-corpus cache is still keyed by its hash.
+  std::optional<tokenizer::Tokenizer> tokenizer;
 };
 
 PreparedData prepare_data(const config::Config& config, const PrepareOptions& options = {});

@@ -44,7 +44,7 @@ class FeedForwardImpl : public torch::nn::Module {
   explicit FeedForwardImpl(const LayerOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // [b, t, d] -> [b, t, d]
   LayerOptions options;
-  torch::nn::Linear in{nullptr}, out{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 TORCH_MODULE(FeedForward);
 

@@ -1,0 +1,68 @@
+// Self-contained checkpoints: weights, resolved config, tokenizer models and special ids, and the
+// full training state (optimizer, schedule, step, epoch, batcher position, RNG, best metric,
+// patience). Written atomically; a checkpoint with non-finite weights is never written.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mtx/config/config.h"
+#include "mtx/data/batcher.h"
+#include "mtx/model/transformer.h"
+#include "mtx/tokenizer/tokenizer.h"
+
+namespace mtx::train {
+
+struct TrainState {
+  int64_t step = 0;                    // updates done
+  int64_t epoch = 1;                   // current epoch (from 1)
+  data::BatchPosition position;        // next training batch
+  int64_t tgt_tokens = 0;              // target tokens trained on so far
+  double elapsed_s = 0;                // training wall-clock so far
+  double best_metric = std::numeric_limits<double>::infinity();  // best validation loss
+  int64_t best_step = 0;
+  int bad_validations = 0;             // early stopping counter
+  nlohmann::json schedule = nlohmann::json::object();
+};
+
+nlohmann::json to_json(const TrainState& state);
+TrainState train_state_from_json(const nlohmann::json& j);
+
+struct CheckpointContent {
+  config::Config config;
+  std::optional<tokenizer::Tokenizer> tokenizer;
+  model::Transformer model{nullptr};
+  TrainState state;
+  std::string weights_sha256;
+  // Optimizer state as saved; restore with restore_optimizer().
+  std::shared_ptr<torch::serialize::InputArchive> archive;
+};
+
+// Writes `path` atomically. Throws Error (and writes nothing) if any weight is NaN/Inf.
+void save_checkpoint(const std::filesystem::path& path, const config::Config& config,
+                     const tokenizer::Tokenizer& tokenizer, model::Transformer& model,
+                     torch::optim::Optimizer* optimizer, const TrainState& state);
+
+// Reads a checkpoint and rebuilds its model on `device` (weights loaded). Throws DataError naming
+// the file when it is missing or not an mtx checkpoint.
+CheckpointContent load_checkpoint(const std::filesystem::path& path,
+                                  const torch::Device& device = torch::Device(torch::kCPU));
+
+// Loads the optimizer state saved in `content` into `optimizer` (same parameters, same order).
+void restore_optimizer(const CheckpointContent& content, torch::optim::Optimizer& optimizer);
+// Restores torch's CPU (and CUDA, when saved and available) random generator state.
+void restore_rng(const CheckpointContent& content);
+
+// sha256 over every parameter and buffer (name, shape, float bytes), in name order.
+std::string weights_sha256(model::Transformer& model);
+bool weights_finite(model::Transformer& model);
+
+// Builds a fresh model for a config and tokenizer (seeded init happens before this call).
+model::Transformer build_model(const config::Config& config, const tokenizer::Tokenizer& tokenizer);
+
+}  // namespace mtx::train

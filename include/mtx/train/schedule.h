@@ -1,0 +1,33 @@
+// Learning-rate schedules of the classic recipes: Noam, inverse square root, reduce-on-plateau,
+// step decay and constant (each but Noam with optional linear warm-up). State is JSON for resume.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+
+#include "mtx/config/config.h"
+
+namespace mtx::train {
+
+class LrSchedule {
+ public:
+  LrSchedule(const config::TrainConfig& config, int64_t d_model);
+  // Learning rate for update number `step` (counting from 1).
+  double lr(int64_t step) const;
+  // Reduce-on-plateau: reports a validation loss (lower is better); other schedules ignore it.
+  void on_validation(double loss);
+
+  nlohmann::json state() const;
+  void load_state(const nlohmann::json& state);
+
+ private:
+  config::TrainConfig config_;
+  int64_t d_model_;
+  double scale_ = 1.0;      // plateau: product of the reductions so far
+  double best_ = 0;         // plateau: best validation loss seen
+  bool has_best_ = false;
+  int bad_ = 0;             // plateau: validations since the last improvement
+};
+
+}  // namespace mtx::train

@@ -1,0 +1,35 @@
+// The training loop: token-budget batches, label-smoothed loss, accumulation, clipping, schedules,
+// validation (loss/perplexity) with the tutorial's epoch line, checkpoints (best/last/step-N),
+// early stopping, NaN skipping, SIGINT/SIGTERM, metrics.jsonl and a curve image; exact resume.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "mtx/config/config.h"
+#include "mtx/train/checkpoint.h"
+
+namespace mtx::train {
+
+struct TrainSummary {
+  int64_t steps = 0;
+  int64_t epoch = 0;          // epoch the run ended in
+  double best_val_loss = 0;
+  double last_val_loss = 0;
+  std::string stop_reason;    // "max_steps", "max_epochs", "max_minutes", "early_stopping", "signal"
+  int signal = 0;             // the signal that stopped training, if any
+};
+
+// Trains into `run_dir` (best.pt, last.pt, step-N.pt, config.json, metrics.jsonl, curve.svg).
+// With `resume`, continues the run saved in it exactly (same batches, RNG, optimizer state).
+TrainSummary run_training(const config::Config& config, const std::filesystem::path& run_dir,
+                          std::optional<CheckpointContent> resume = std::nullopt);
+
+// Asks a running training to stop after the current update (async-signal-safe).
+void request_stop(int signal);
+
+// Picks the device for a config value; throws ConfigError when CUDA is asked for but absent.
+torch::Device select_device(config::Device device);
+
+}  // namespace mtx::train

@@ -1,0 +1,88 @@
+// mtx train: train from a config into a run directory, or continue one exactly (--resume).
+#include <csignal>
+
+#include "commands.h"
+#include "mtx/config/config.h"
+#include "mtx/train/trainer.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/logging.h"
+#include "mtx/util/strings.h"
+
+namespace fs = std::filesystem;
+
+namespace mtx::cli {
+
+struct TrainArgs {
+  ConfigArgs config;
+  std::string out;     // run directory (default: runs/<config name>)
+  std::string resume;  // run directory to continue
+};
+
+namespace {
+
+// On resume only the stop criteria may change.
+const std::vector<std::string> kResumable = {"train.max_steps", "train.max_epochs", "train.max_minutes"};
+
+void on_signal(int sig) { train::request_stop(sig); }
+
+int exit_code_for(int sig) { return sig == SIGINT ? kExitInterrupted : sig == SIGTERM ? kExitTerminated : 128 + sig; }
+
+int run_train(const TrainArgs& args) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  train::TrainSummary summary;
+  if (!args.resume.empty()) {
+    const fs::path dir = args.resume;
+    const fs::path last = dir / "last.pt";
+    if (!fs::exists(last)) throw DataError("--resume: '" + last.string() + "' not found (not a run directory?)");
+    train::CheckpointContent ckpt = train::load_checkpoint(last);
+    // The run's own config, with --set applied on top; --config, if given, must describe the same run.
+    nlohmann::json doc = config::to_json(ckpt.config);
+    for (const auto& o : args.config.overrides) config::apply_override(doc, o);
+    const config::Config cfg = config::from_json(doc);
+    std::vector<std::string> changed;
+    for (const auto& d : config::differences(ckpt.config, cfg)) {
+      const std::string key = d.substr(0, d.find(':'));
+      if (std::find(kResumable.begin(), kResumable.end(), key) == kResumable.end()) changed.push_back(d);
+    }
+    if (!args.config.config.empty()) {
+      for (const auto& d : config::differences(ckpt.config, config::load(args.config.config, args.config.overrides))) {
+        const std::string key = d.substr(0, d.find(':'));
+        if (std::find(kResumable.begin(), kResumable.end(), key) == kResumable.end()) changed.push_back(d);
+      }
+    }
+    if (!changed.empty()) {
+      throw ConfigError("--resume " + dir.string() + ": only " + join(kResumable, ", ") +
+                        " may change on resume; checkpoint vs requested: " + join(changed, "; "));
+    }
+    summary = train::run_training(cfg, dir, std::move(ckpt));
+  } else {
+    const config::Config cfg = config::load(args.config.config, args.config.overrides);
+    const fs::path out = args.out.empty() ? fs::path("runs") / fs::path(args.config.config).stem() : fs::path(args.out);
+    if (fs::exists(out / "last.pt")) {
+      throw ConfigError("--out " + out.string() + " already holds a run (last.pt): continue it with --resume " +
+                        out.string() + " or choose another --out");
+    }
+    summary = train::run_training(cfg, out);
+  }
+  return summary.signal ? exit_code_for(summary.signal) : 0;
+}
+
+}  // namespace
+
+Command add_train(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  auto* cmd = app.add_subcommand("train", "Train a Transformer: checkpoints, metrics and curves in a run directory");
+  add_config_flags(*cmd, args->config, false);
+  cmd->add_option("--out", args->out, "Run directory (default: runs/<config name>)");
+  cmd->add_option("--resume", args->resume, "Continue the run in this directory exactly (only stop criteria may change)");
+  cmd->callback([cmd, args] {
+    if (args->resume.empty() && args->config.config.empty()) {
+      throw CLI::ValidationError("train", "--config is required (or --resume RUN_DIR)");
+    }
+    (void)cmd;
+  });
+  return {cmd, [args] { return run_train(*args); }};
+}
+
+}  // namespace mtx::cli

@@ -1,0 +1,179 @@
+#include "mtx/train/checkpoint.h"
+
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/hash.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mtx::train {
+namespace {
+
+constexpr const char* kFormat = "mtx-checkpoint-1";
+
+torch::Tensor bytes_tensor(const std::string& bytes) {
+  torch::Tensor t = torch::empty({int64_t(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kCPU).contiguous();
+  return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()), size_t(c.numel()));
+}
+
+void write_string(torch::serialize::OutputArchive& a, const std::string& key, const std::string& value) {
+  a.write(key, bytes_tensor(value), /*is_buffer=*/true);
+}
+
+std::string read_string(torch::serialize::InputArchive& a, const std::string& key, const fs::path& path) {
+  torch::Tensor t;
+  if (!a.try_read(key, t, /*is_buffer=*/true)) {
+    throw DataError(path.string() + ": not an mtx checkpoint (no '" + key + "')");
+  }
+  return tensor_bytes(t);
+}
+
+}  // namespace
+
+json to_json(const TrainState& s) {
+  return {{"step", s.step},
+          {"epoch", s.epoch},
+          {"position", {{"epoch", s.position.epoch}, {"index", s.position.index}}},
+          {"tgt_tokens", s.tgt_tokens},
+          {"elapsed_s", s.elapsed_s},
+          {"best_metric", std::isfinite(s.best_metric) ? json(s.best_metric) : json()},
+          {"best_step", s.best_step},
+          {"bad_validations", s.bad_validations},
+          {"schedule", s.schedule}};
+}
+
+TrainState train_state_from_json(const json& j) {
+  TrainState s;
+  s.step = j.at("step");
+  s.epoch = j.at("epoch");
+  s.position = {j.at("position").at("epoch"), j.at("position").at("index")};
+  s.tgt_tokens = j.at("tgt_tokens");
+  s.elapsed_s = j.at("elapsed_s");
+  s.best_metric = j.at("best_metric").is_null() ? std::numeric_limits<double>::infinity() : j.at("best_metric").get<double>();
+  s.best_step = j.at("best_step");
+  s.bad_validations = j.at("bad_validations");
+  s.schedule = j.at("schedule");
+  return s;
+}
+
+model::Transformer build_model(const config::Config& config, const tokenizer::Tokenizer& tok) {
+  return model::Transformer(model::options_from_config(config.model, tok.src().vocab_size(), tok.tgt().vocab_size(),
+                                                       tok.special_ids().pad));
+}
+
+std::string weights_sha256(model::Transformer& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
+  for (const auto& b : model->named_buffers()) named.emplace_back(b.key(), b.value());
+  std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  Sha256 h;
+  for (const auto& [name, t] : named) {
+    const torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    std::ostringstream shape;
+    shape << name << c.sizes() << "\n";
+    h.update(shape.str());
+    h.update(c.data_ptr<float>(), size_t(c.numel()) * sizeof(float));
+  }
+  return h.hex();
+}
+
+bool weights_finite(model::Transformer& model) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : model->parameters()) {
+    if (!torch::isfinite(p).all().item<bool>()) return false;
+  }
+  return true;
+}
+
+void save_checkpoint(const fs::path& path, const config::Config& config, const tokenizer::Tokenizer& tok,
+                     model::Transformer& model, torch::optim::Optimizer* optimizer, const TrainState& state) {
+  if (!weights_finite(model)) {
+    throw Error("refusing to write " + path.string() + ": the model has non-finite weights");
+  }
+  torch::serialize::OutputArchive archive;
+  write_string(archive, "mtx_format", kFormat);
+  write_string(archive, "mtx_config", config::to_json(config).dump());
+  write_string(archive, "mtx_state", to_json(state).dump());
+  write_string(archive, "mtx_tokenizer_src", tok.src().bytes());
+  write_string(archive, "mtx_tokenizer_tgt", tok.joint() ? std::string() : tok.tgt().bytes());
+  write_string(archive, "mtx_tokenizer_sha256", tok.hash());
+  write_string(archive, "mtx_weights_sha256", weights_sha256(model));
+  torch::serialize::OutputArchive weights;
+  model->save(weights);
+  archive.write("model", weights);
+  if (optimizer) {
+    torch::serialize::OutputArchive opt;
+    optimizer->save(opt);
+    archive.write("optimizer", opt);
+  }
+  archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
+  if (torch::cuda::is_available()) {
+    archive.write("rng_cuda", at::globalContext().defaultGenerator(at::kCUDA).get_state(), /*is_buffer=*/true);
+  }
+  write_file_atomic(path, [&](std::ostream& out) { archive.save_to(out); });
+}
+
+CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& device) {
+  if (!fs::exists(path)) throw DataError("checkpoint '" + path.string() + "' not found");
+  auto archive = std::make_shared<torch::serialize::InputArchive>();
+  try {
+    archive->load_from(path.string(), torch::Device(torch::kCPU));
+  } catch (const c10::Error& e) {
+    throw DataError(path.string() + ": not a readable checkpoint (" + std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+  }
+  if (read_string(*archive, "mtx_format", path) != kFormat) {
+    throw DataError(path.string() + ": unsupported checkpoint format (expected " + kFormat + ")");
+  }
+  CheckpointContent c;
+  c.config = config::from_json(json::parse(read_string(*archive, "mtx_config", path)));
+  c.state = train_state_from_json(json::parse(read_string(*archive, "mtx_state", path)));
+  c.tokenizer = tokenizer::Tokenizer::from_bytes(read_string(*archive, "mtx_tokenizer_src", path),
+                                                 read_string(*archive, "mtx_tokenizer_tgt", path));
+  if (c.tokenizer->hash() != read_string(*archive, "mtx_tokenizer_sha256", path)) {
+    throw DataError(path.string() + ": embedded tokenizer does not match its recorded hash (corrupt file?)");
+  }
+  c.model = build_model(c.config, *c.tokenizer);
+  torch::serialize::InputArchive weights;
+  if (!archive->try_read("model", weights)) throw DataError(path.string() + ": checkpoint has no weights");
+  c.model->load(weights);
+  c.weights_sha256 = read_string(*archive, "mtx_weights_sha256", path);
+  c.model->to(device);
+  c.archive = archive;
+  return c;
+}
+
+void restore_optimizer(const CheckpointContent& content, torch::optim::Optimizer& optimizer) {
+  torch::serialize::InputArchive opt;
+  if (!content.archive->try_read("optimizer", opt)) throw DataError("checkpoint has no optimizer state to resume from");
+  optimizer.load(opt);
+}
+
+void restore_rng(const CheckpointContent& content) {
+  torch::Tensor state;
+  if (content.archive->try_read("rng_cpu", state, true)) {
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    cpu.set_state(state);
+  }
+  if (torch::cuda::is_available() && content.archive->try_read("rng_cuda", state, true)) {
+    at::Generator cuda = at::globalContext().defaultGenerator(at::kCUDA);
+    std::lock_guard<std::mutex> lock(cuda.mutex());
+    cuda.set_state(state);
+  }
+}
+
+}  // namespace mtx::train

@@ -1,0 +1,56 @@
+#include "mtx/train/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mtx::train {
+
+LrSchedule::LrSchedule(const config::TrainConfig& config, int64_t d_model) : config_(config), d_model_(d_model) {}
+
+double LrSchedule::lr(int64_t step) const {
+  const double s = double(std::max<int64_t>(step, 1));
+  const double w = double(config_.warmup_steps);
+  const double warm = w > 0 ? std::min(1.0, s / w) : 1.0;  // linear warm-up factor
+  switch (config_.schedule) {
+    case config::Schedule::noam:
+      return config_.lr_factor * std::pow(double(d_model_), -0.5) * std::min(std::pow(s, -0.5), s * std::pow(w, -1.5));
+    case config::Schedule::inverse_sqrt:
+      return config_.lr * (s < w ? s / w : std::sqrt(std::max(w, 1.0) / s));
+    case config::Schedule::plateau:
+      return config_.lr * warm * scale_;
+    case config::Schedule::step: {
+      const double decays = std::floor(s / double(std::max(config_.decay_steps, 1)));
+      return config_.lr * warm * std::pow(config_.decay_factor, decays);
+    }
+    case config::Schedule::constant:
+      return config_.lr * warm;
+  }
+  return config_.lr;
+}
+
+void LrSchedule::on_validation(double loss) {
+  if (config_.schedule != config::Schedule::plateau) return;
+  if (!has_best_ || loss < best_) {
+    best_ = loss;
+    has_best_ = true;
+    bad_ = 0;
+    return;
+  }
+  if (++bad_ > config_.plateau_patience) {
+    scale_ *= config_.decay_factor;
+    bad_ = 0;
+  }
+}
+
+nlohmann::json LrSchedule::state() const {
+  return {{"scale", scale_}, {"best", best_}, {"has_best", has_best_}, {"bad", bad_}};
+}
+
+void LrSchedule::load_state(const nlohmann::json& s) {
+  scale_ = s.at("scale");
+  best_ = s.at("best");
+  has_best_ = s.at("has_best");
+  bad_ = s.at("bad");
+}
+
+}  // namespace mtx::train

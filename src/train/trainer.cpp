@@ -1,0 +1,414 @@
+#include "mtx/train/trainer.h"
+
+#include <unistd.h>
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <fstream>
+
+#include "mtx/data/batch.h"
+#include "mtx/data/batcher.h"
+#include "mtx/data/prepare.h"
+#include "mtx/train/curve.h"
+#include "mtx/train/loss.h"
+#include "mtx/train/schedule.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/logging.h"
+#include "mtx/util/strings.h"
+#include "mtx/util/system.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace mtx::train {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::TrainConfig& c,
+                                                        const std::vector<torch::Tensor>& params) {
+  switch (c.optimizer) {
+    case config::Optimizer::adam:
+      return std::make_unique<torch::optim::Adam>(
+          params, torch::optim::AdamOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(c.weight_decay));
+    case config::Optimizer::adamw:
+      return std::make_unique<torch::optim::AdamW>(
+          params, torch::optim::AdamWOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(c.weight_decay));
+    case config::Optimizer::sgd:
+      return std::make_unique<torch::optim::SGD>(
+          params, torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
+  }
+  throw Error("unknown optimizer");
+}
+
+void set_lr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
+}
+
+// bf16 autocast for the forward pass on CUDA (a scope guard; no-op when disabled).
+class Autocast {
+ public:
+  explicit Autocast(bool on) : on_(on) {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(true);
+#endif
+  }
+  ~Autocast() {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+    at::autocast::set_enabled(false);
+#endif
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool on_;
+};
+
+struct Validation {
+  double loss = 0;  // nll per target token
+  double ppl = 0;
+  int64_t tokens = 0;
+};
+
+Validation validate(model::Transformer& model, const data::EncodedCorpus& corpus, const tokenizer::SpecialIds& ids,
+                    int64_t max_tokens, const torch::Device& device, bool bf16) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  data::BatcherOptions o;
+  o.max_tokens = max_tokens;
+  o.shuffle = false;
+  const data::Batcher batcher = data::Batcher::for_corpus(corpus, o);
+  double nll = 0;
+  int64_t tokens = 0;
+  for (const auto& indices : batcher.plan(1)) {
+    const data::Batch b = data::make_batch(corpus, indices, ids).to(device);
+    Autocast autocast(bf16);
+    const LossTerms t = label_smoothed_loss(model->forward(b.src, b.tgt_in), b.tgt_out, ids.pad, 0.0);
+    nll += t.nll_sum.item<double>();
+    tokens += t.tokens;
+  }
+  model->train();
+  Validation v;
+  v.tokens = tokens;
+  v.loss = tokens ? nll / double(tokens) : 0.0;
+  v.ppl = std::exp(std::min(v.loss, 700.0));
+  return v;
+}
+
+std::string minutes_seconds(double s) {
+  const long total = long(s);
+  return fmt::format("{}m {}s", total / 60, total % 60);
+}
+
+// Rewrites metrics.jsonl keeping rows up to `step` (a resumed run continues from there) and
+// returns the loss curves they hold.
+void load_metrics(const fs::path& path, int64_t step, std::vector<CurvePoint>& train, std::vector<CurvePoint>& valid) {
+  if (!fs::exists(path)) return;
+  std::ifstream in(path);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    json row;
+    try {
+      row = json::parse(line);
+    } catch (const json::exception&) {
+      continue;
+    }
+    if (row.value("step", int64_t(0)) > step) continue;
+    kept += line + "\n";
+    if (row.value("type", "") == "train") train.push_back({row["step"].get<double>(), row["nll"].get<double>()});
+    if (row.value("type", "") == "valid") valid.push_back({row["step"].get<double>(), row["val_loss"].get<double>()});
+  }
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  out << kept;
+}
+
+}  // namespace
+
+void request_stop(int signal) { g_stop_signal.store(signal); }
+
+torch::Device select_device(config::Device device) {
+  const bool cuda = torch::cuda::is_available();
+  if (device == config::Device::cuda && !cuda) {
+    throw ConfigError("train.device: cuda was asked for, but this LibTorch sees no CUDA device");
+  }
+  if (device == config::Device::cuda || (device == config::Device::auto_ && cuda)) return torch::Device(torch::kCUDA);
+  return torch::Device(torch::kCPU);
+}
+
+TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, std::optional<CheckpointContent> resume) {
+  const auto& tc = cfg.train;
+  const torch::Device device = select_device(tc.device);
+  const bool bf16 = tc.bf16 && device.is_cuda();
+  if (tc.bf16 && !device.is_cuda()) log::warn("train.bf16 applies to CUDA only; training in fp32 on the CPU");
+  set_threads(tc.threads);
+  g_stop_signal.store(0);
+
+  data::PrepareOptions prep;
+  prep.threads = tc.threads;
+  if (resume) prep.tokenizer = resume->tokenizer;
+  const data::PreparedData data = data::prepare_data(cfg, prep);
+  if (!data.valid) throw ConfigError("data.valid: training needs a validation split");
+  const tokenizer::SpecialIds ids = data.tokenizer.special_ids();
+  fs::create_directories(run_dir);
+  config::write_resolved(cfg, run_dir / "config.json");
+
+  torch::manual_seed(uint64_t(tc.seed));
+  model::Transformer model = resume ? resume->model : build_model(cfg, data.tokenizer);
+  model->to(device);
+  model->train();
+  auto optimizer = make_optimizer(tc, model->parameters());
+  LrSchedule schedule(tc, cfg.model.d_model);
+  TrainState state;
+  if (resume) {
+    restore_optimizer(*resume, *optimizer);
+    state = resume->state;
+    schedule.load_state(state.schedule);
+  }
+  data::BatcherOptions bo;
+  bo.max_tokens = tc.max_tokens;
+  bo.sort_window = tc.sort_window;
+  bo.seed = uint64_t(tc.seed);
+  data::Batcher batcher = data::Batcher::for_corpus(data.train, bo);
+  batcher.restore(state.position);
+  const int64_t batches_per_epoch = int64_t(batcher.plan(state.position.epoch).size());
+
+  std::vector<CurvePoint> train_curve, valid_curve;
+  const fs::path metrics_path = run_dir / "metrics.jsonl";
+  if (resume) load_metrics(metrics_path, state.step, train_curve, valid_curve);
+  else fs::remove(metrics_path);
+  std::ofstream metrics(metrics_path, std::ios::app);
+
+  log::info("training {} parameters on {} ({} threads): {} pairs, {} batches per epoch, {}{}",
+            model->parameter_count(), device.str(), runtime_info().threads, data.train.size(), batches_per_epoch,
+            resume ? fmt::format("resuming at step {} (epoch {})", state.step, state.epoch) : "from scratch",
+            bf16 ? ", bf16 autocast" : "");
+  if (resume) restore_rng(*resume);  // last: nothing above may consume random numbers after this
+
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  const auto run_start = Clock::now();
+  const double elapsed_before = state.elapsed_s;
+  auto elapsed = [&] { return elapsed_before + std::chrono::duration<double>(Clock::now() - run_start).count(); };
+  auto last_progress = Clock::now();
+  const int64_t steps_at_start = state.step;
+
+  // Running sums for the epoch line and the metrics rows.
+  double epoch_nll = 0, window_loss = 0, window_nll = 0;
+  int64_t epoch_tokens = 0, window_tokens = 0, window_steps = 0;
+  auto epoch_start = Clock::now();
+  int bad_steps = 0;
+  TrainSummary summary;
+
+  auto save_all = [&](const Validation& v, bool count_for_patience) {
+    state.position = batcher.position();
+    state.elapsed_s = elapsed();
+    const bool improved = v.loss < state.best_metric;
+    if (improved) {
+      state.best_metric = v.loss;
+      state.best_step = state.step;
+    }
+    if (count_for_patience) {
+      schedule.on_validation(v.loss);
+      state.bad_validations = improved ? 0 : state.bad_validations + 1;
+    }
+    state.schedule = schedule.state();
+    save_checkpoint(run_dir / "last.pt", cfg, data.tokenizer, model, optimizer.get(), state);
+    if (improved) fs::copy_file(run_dir / "last.pt", run_dir / "best.pt", fs::copy_options::overwrite_existing);
+    if (tc.keep_last > 0) {
+      fs::copy_file(run_dir / "last.pt", run_dir / fmt::format("step-{}.pt", state.step),
+                    fs::copy_options::overwrite_existing);
+      std::vector<std::pair<int64_t, fs::path>> kept;
+      for (const auto& e : fs::directory_iterator(run_dir)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("step-", 0) == 0 && e.path().extension() == ".pt") {
+          kept.emplace_back(std::stoll(name.substr(5)), e.path());
+        }
+      }
+      std::sort(kept.begin(), kept.end());
+      for (size_t i = 0; i + size_t(tc.keep_last) < kept.size(); ++i) fs::remove(kept[i].second);
+    }
+    valid_curve.push_back({double(state.step), v.loss});
+    metrics << json{{"type", "valid"}, {"step", state.step}, {"epoch", state.epoch}, {"val_loss", v.loss},
+                    {"val_ppl", v.ppl}, {"best", improved}, {"elapsed_s", state.elapsed_s}}
+                   .dump()
+            << std::endl;
+    write_curve_svg(run_dir / "curve.svg", train_curve, valid_curve,
+                    fmt::format("mtx: {} (best val. loss {:.3f} at update {})", run_dir.filename().string(),
+                                state.best_metric, state.best_step));
+  };
+
+  auto clear_progress = [&] {
+    if (tty) std::fprintf(stderr, "\r\033[K");
+  };
+
+  std::vector<uint32_t> indices;
+  while (true) {
+    // ---- stop criteria checked between updates ----
+    if (tc.max_steps > 0 && state.step >= tc.max_steps) { summary.stop_reason = "max_steps"; break; }
+    if (tc.max_minutes > 0 && elapsed() >= tc.max_minutes * 60) { summary.stop_reason = "max_minutes"; break; }
+    if (const int sig = g_stop_signal.load()) { summary.stop_reason = "signal"; summary.signal = sig; break; }
+
+    // ---- one update over accum_steps batches ----
+    std::vector<data::Batch> group;
+    bool epoch_ended = false;
+    while (int(group.size()) < tc.accum_steps) {
+      if (!batcher.next(indices)) { epoch_ended = true; break; }
+      group.push_back(data::make_batch(data.train, indices, ids));
+    }
+    if (!group.empty()) {
+      int64_t tokens = 0;
+      for (const auto& b : group) tokens += b.tgt_tokens;
+      optimizer->zero_grad();
+      double loss_sum = 0, nll_sum = 0;
+      for (const auto& cpu_batch : group) {
+        const data::Batch b = cpu_batch.to(device);
+        LossTerms t;
+        {
+          Autocast autocast(bf16);
+          t = label_smoothed_loss(model->forward(b.src, b.tgt_in), b.tgt_out, ids.pad, tc.label_smoothing);
+        }
+        (t.smoothed_sum / double(tokens)).backward();
+        loss_sum += t.smoothed_sum.item<double>();
+        nll_sum += t.nll_sum.item<double>();
+      }
+      double grad_norm = 0;
+      bool finite = std::isfinite(loss_sum);
+      if (finite && tc.clip_norm > 0) {
+        grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip_norm);
+        finite = std::isfinite(grad_norm);
+      }
+      if (!finite) {
+        optimizer->zero_grad();
+        ++bad_steps;
+        clear_progress();
+        log::warn("non-finite loss or gradient at update {} (epoch {}): update skipped ({} in a row)", state.step + 1,
+                  state.epoch, bad_steps);
+        if (bad_steps >= tc.max_bad_steps) {
+          throw Error(fmt::format("training diverged: {} non-finite updates in a row at update {}; lower train.lr / "
+                                  "train.lr_factor or raise train.warmup_steps (last good checkpoint: {})",
+                                  bad_steps, state.step, (run_dir / "last.pt").string()));
+        }
+      } else {
+        bad_steps = 0;
+        const double lr = schedule.lr(state.step + 1);
+        set_lr(*optimizer, lr);
+        optimizer->step();
+        ++state.step;
+        state.tgt_tokens += tokens;
+        epoch_nll += nll_sum;
+        epoch_tokens += tokens;
+        window_loss += loss_sum;
+        window_nll += nll_sum;
+        window_tokens += tokens;
+        ++window_steps;
+        const double now = elapsed();
+        const double run_s = now - elapsed_before;
+        const double tok_per_s = run_s > 0 ? double(state.tgt_tokens - (resume ? resume->state.tgt_tokens : 0)) / run_s : 0;
+        if (state.step % tc.log_every == 0) {
+          const json row = {{"type", "train"},
+                            {"step", state.step},
+                            {"epoch", state.epoch},
+                            {"loss", window_loss / double(window_tokens)},
+                            {"nll", window_nll / double(window_tokens)},
+                            {"lr", lr},
+                            {"grad_norm", grad_norm},
+                            {"tgt_tokens", state.tgt_tokens},
+                            {"tokens_per_s", tok_per_s},
+                            {"elapsed_s", now}};
+          metrics << row.dump() << std::endl;
+          train_curve.push_back({double(state.step), window_nll / double(window_tokens)});
+          if (!tty) {
+            log::info("epoch {} update {} | loss {:.3f} | lr {:.3g} | {:.0f} tgt tok/s", state.epoch, state.step,
+                      window_loss / double(window_tokens), lr, tok_per_s);
+          }
+          window_loss = window_nll = 0;
+          window_tokens = window_steps = 0;
+        }
+        if (tty && std::chrono::duration<double>(Clock::now() - last_progress).count() > 0.5) {
+          last_progress = Clock::now();
+          const double steps_per_s = double(state.step - steps_at_start) / std::max(run_s, 1e-9);
+          double remaining = 1e300;
+          if (tc.max_steps > 0) remaining = std::min(remaining, double(tc.max_steps - state.step) / steps_per_s);
+          if (tc.max_epochs > 0) {
+            const double left = double(tc.max_epochs - state.epoch + 1) * double(batches_per_epoch) / tc.accum_steps -
+                                double(batcher.position().index) / tc.accum_steps;
+            remaining = std::min(remaining, std::max(0.0, left) / steps_per_s);
+          }
+          if (tc.max_minutes > 0) remaining = std::min(remaining, tc.max_minutes * 60 - now);
+          std::fprintf(stderr, "\r\033[Kepoch %lld | update %lld | batch %lld/%lld | loss %.3f | lr %.3g | %.0f tgt tok/s | ETA %s",
+                       static_cast<long long>(state.epoch), static_cast<long long>(state.step),
+                       static_cast<long long>(batcher.position().index), static_cast<long long>(batches_per_epoch),
+                       loss_sum / double(tokens), lr, tok_per_s,
+                       remaining < 1e299 ? format_duration(std::max(0.0, remaining)).c_str() : "?");
+          std::fflush(stderr);
+        }
+        if (tc.validate_every > 0 && state.step % tc.validate_every == 0) {
+          const Validation v = validate(model, *data.valid, ids, tc.max_tokens, device, bf16);
+          clear_progress();
+          log::info("| Update: {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |", state.step, v.loss, v.ppl);
+          save_all(v, true);
+        }
+      }
+    }
+    if (epoch_ended) {
+      const Validation v = validate(model, *data.valid, ids, tc.max_tokens, device, bf16);
+      const double train_loss = epoch_tokens ? epoch_nll / double(epoch_tokens) : 0.0;
+      clear_progress();
+      log::info("| Epoch: {:03d} | Time: {}| Train Loss: {:.3f} | Train PPL: {:7.3f} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |",
+                state.epoch, minutes_seconds(std::chrono::duration<double>(Clock::now() - epoch_start).count()),
+                train_loss, std::exp(std::min(train_loss, 700.0)), v.loss, v.ppl);
+      epoch_nll = 0;
+      epoch_tokens = 0;
+      epoch_start = Clock::now();
+      save_all(v, true);
+      ++state.epoch;
+      summary.last_val_loss = v.loss;
+      if (tc.patience > 0 && state.bad_validations >= tc.patience) {
+        summary.stop_reason = "early_stopping";
+        log::info("early stopping: no improvement in {} validations (best {:.3f} at update {})", state.bad_validations,
+                  state.best_metric, state.best_step);
+        break;
+      }
+      if (tc.max_epochs > 0 && state.epoch > tc.max_epochs) { summary.stop_reason = "max_epochs"; break; }
+    }
+  }
+  clear_progress();
+
+  // Whatever stopped training: a final validation and fresh last.pt/best.pt (unless an epoch end just did it).
+  const bool just_saved = summary.stop_reason == "max_epochs" || summary.stop_reason == "early_stopping";
+  if (!just_saved) {
+    const Validation v = validate(model, *data.valid, ids, tc.max_tokens, device, bf16);
+    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |", state.step, v.loss, v.ppl);
+    // Not counted for the schedule or patience, so a resumed run continues exactly as an unbroken one.
+    save_all(v, false);
+    summary.last_val_loss = v.loss;
+  }
+  summary.steps = state.step;
+  summary.epoch = state.epoch;
+  summary.best_val_loss = state.best_metric;
+  log::info("stopped ({}) at update {} after {}; best val. loss {:.3f} (ppl {:.2f}) at update {}; {}",
+            summary.stop_reason, state.step, format_duration(elapsed()), state.best_metric,
+            std::exp(std::min(state.best_metric, 700.0)), state.best_step, (run_dir / "best.pt").string());
+  if (summary.signal) {
+    log::info("interrupted by signal {}: last.pt is saved; continue with: mtx train --resume {}", summary.signal,
+              run_dir.string());
+  }
+  return summary;
+}
+
+}  // namespace mtx::train
