@@ -5,6 +5,9 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "test_utils.h"
 
@@ -16,7 +19,8 @@ struct Result {
 };
 
 Result run_mtx(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + (env.empty() ? "" : " ") + std::string(MTX_BINARY) + " " + args + " 2>&1";
+  // args may hold further shell after the mtx command: the group captures all of its output.
+  const std::string cmd = "{ " + env + (env.empty() ? "" : " ") + std::string(MTX_BINARY) + " " + args + "; } 2>&1";
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -124,4 +128,62 @@ TEST(Cli, PendingSubcommandsParseTheirFlagsAndSaySoPlainly) {
     EXPECT_NE(r.output.find("is not available in mtx"), std::string::npos) << r.output;
     EXPECT_EQ(count_lines(r.output), 1u) << r.output;
   }
+}
+
+TEST(Cli, TrainsTinyOnMulti30kAndLossFalls) {
+  MTX_REQUIRE_MULTI30K();
+  mtx::test::TempDir tmp;
+  const std::string run = (tmp / "run").string();
+  const Result r = run_mtx("train --config " MTX_SOURCE_DIR "/configs/tiny.json --set data.dir=" +
+                           mtx::test::multi30k_dir().string() + " --set data.cache_dir=" + (tmp / "cache").string() +
+                           " --set train.max_steps=80 --set train.log_every=10 --out " + run);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(tmp / "run" / "best.pt"));
+  EXPECT_NE(r.output.find("stopped (max_steps) at update 80"), std::string::npos) << r.output;
+  std::ifstream in(tmp / "run" / "metrics.jsonl");
+  std::string line;
+  std::vector<double> losses;
+  while (std::getline(in, line)) {
+    const auto row = nlohmann::json::parse(line);
+    if (row["type"] == "train") losses.push_back(row["loss"]);
+  }
+  ASSERT_GE(losses.size(), 8u);
+  EXPECT_LT(losses.back(), losses.front() - 1.0) << "loss falls";
+
+  const Result info = run_mtx("info --ckpt " + run + "/best.pt");
+  ASSERT_EQ(info.code, 0) << info.output;
+  const auto j = nlohmann::json::parse(info.output);
+  for (const char* k : {"params", "step", "epoch", "weights_sha256", "config", "best_metric", "tokenizer"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["step"], 80);
+  EXPECT_EQ(j["config"]["model"]["d_model"], 64);
+  EXPECT_EQ(j["weights_sha256"].get<std::string>().size(), 64u);
+}
+
+TEST(Cli, InterruptSavesLastCheckpointAndResumeRefusesOtherChanges) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = mtx::test::toy_setup(tmp);
+  c.train.max_epochs = 0;  // until interrupted
+  mtx::config::write_resolved(c, tmp / "toy.json");
+  const std::string run = (tmp / "run").string();
+  const Result r = run_mtx("train --config " + (tmp / "toy.json").string() + " --out " + run + " & pid=$!; sleep 4; kill -INT $pid; wait $pid; echo rc=$?",
+                           "");
+  EXPECT_NE(r.output.find("rc=130"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mtx train --resume " + run), std::string::npos) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(tmp / "run" / "last.pt"));
+
+  const Result changed = run_mtx("train --resume " + run + " --set model.d_model=64 --set train.max_steps=1");
+  EXPECT_EQ(changed.code, 2) << changed.output;
+  EXPECT_NE(changed.output.find("model.d_model: 32 vs 64"), std::string::npos) << changed.output;
+  const Result again = run_mtx("train --config " + (tmp / "toy.json").string() + " --out " + run);
+  EXPECT_EQ(again.code, 2) << again.output;
+  EXPECT_NE(again.output.find("--resume"), std::string::npos) << again.output;
+
+  const Result info = run_mtx("info --ckpt " + run + "/last.pt");
+  ASSERT_EQ(info.code, 0) << info.output;
+  const int64_t step = nlohmann::json::parse(info.output)["step"];
+  const Result resumed = run_mtx("train --resume " + run + " --set train.max_steps=" + std::to_string(step + 3));
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming at step " + std::to_string(step)), std::string::npos) << resumed.output;
 }

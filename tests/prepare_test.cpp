@@ -11,36 +11,7 @@ namespace data = mtx::data;
 
 namespace {
 
-// A small German/English corpus in `dir` (gzip train, plain val) and a config pointing at it.
-mtx::config::Config small_setup(const mtx::test::TempDir& tmp) {
-  const char* de[] = {"ein Hund läuft", "zwei Männer spielen Fußball", "eine Frau liest ein Buch",
-                      "Kinder spielen im Park", "ein Mann fährt Fahrrad"};
-  const char* en[] = {"a dog runs", "two men play soccer", "a woman reads a book", "children play in the park",
-                      "a man rides a bike"};
-  std::string tde, ten, vde, ven;
-  for (int i = 0; i < 300; ++i) {
-    tde += std::string(de[i % 5]) + (i % 7 == 0 ? " heute" : "") + "\n";
-    ten += std::string(en[i % 5]) + (i % 7 == 0 ? " today" : "") + "\n";
-  }
-  for (int i = 0; i < 20; ++i) {
-    vde += std::string(de[(i + 2) % 5]) + "\n";
-    ven += std::string(en[(i + 2) % 5]) + "\n";
-  }
-  tde += "ein sehr sehr sehr sehr sehr sehr langer Satz\n";  // dropped by the filter below
-  ten += "a long one\n";
-  mtx::test::write_gzip(tmp / "data" / "train.de.gz", tde);
-  mtx::test::write_gzip(tmp / "data" / "train.en.gz", ten);
-  mtx::test::write_text(tmp / "data" / "val.de", vde);
-  mtx::test::write_text(tmp / "data" / "val.en", ven);
-  mtx::config::Config c;
-  c.data.dir = (tmp / "data").string();
-  c.data.cache_dir = (tmp / "cache").string();
-  c.data.test = "";
-  c.data.filter_max_tokens = 6;
-  c.tokenizer.vocab_size = 300;
-  c.model.max_len = 64;
-  return c;
-}
+mtx::config::Config small_setup(const mtx::test::TempDir& tmp) { return mtx::test::toy_setup(tmp); }
 
 }  // namespace
 

@@ -53,4 +53,41 @@ bool have_multi30k() {
   return true;
 }
 
+mtx::config::Config toy_setup(const TempDir& tmp) {
+  const char* de[] = {"ein Hund läuft", "zwei Männer spielen Fußball", "eine Frau liest ein Buch",
+                      "Kinder spielen im Park", "ein Mann fährt Fahrrad"};
+  const char* en[] = {"a dog runs", "two men play soccer", "a woman reads a book", "children play in the park",
+                      "a man rides a bike"};
+  std::string tde, ten, vde, ven;
+  for (int i = 0; i < 300; ++i) {
+    tde += std::string(de[i % 5]) + (i % 7 == 0 ? " heute" : "") + "\n";
+    ten += std::string(en[i % 5]) + (i % 7 == 0 ? " today" : "") + "\n";
+  }
+  for (int i = 0; i < 20; ++i) {
+    vde += std::string(de[(i + 2) % 5]) + "\n";
+    ven += std::string(en[(i + 2) % 5]) + "\n";
+  }
+  tde += "ein sehr sehr sehr sehr sehr sehr langer Satz\n";  // dropped by the filter below
+  ten += "a long one\n";
+  mtx::test::write_gzip(tmp / "data" / "train.de.gz", tde);
+  mtx::test::write_gzip(tmp / "data" / "train.en.gz", ten);
+  mtx::test::write_text(tmp / "data" / "val.de", vde);
+  mtx::test::write_text(tmp / "data" / "val.en", ven);
+  mtx::config::Config c;
+  c.data.dir = (tmp / "data").string();
+  c.data.cache_dir = (tmp / "cache").string();
+  c.data.test = "";
+  c.data.filter_max_tokens = 6;
+  c.tokenizer.vocab_size = 300;
+  c.model.max_len = 64;
+  c.model.d_model = 32;
+  c.model.heads = 4;
+  c.model.encoder_layers = 1;
+  c.model.decoder_layers = 1;
+  c.model.ffn_dim = 64;
+  c.train.max_tokens = 256;
+  c.train.threads = 2;
+  return c;
+}
+
 }  // namespace mtx::test

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "mtx/config/config.h"
+
 namespace mtx::test {
 
 // A fresh directory under the system temp dir, removed when the object goes away.
@@ -28,6 +30,10 @@ void write_gzip(const std::filesystem::path& path, const std::string& content);
 // a message saying how to fetch it, unless MTX_ALLOW_MISSING_DATA=1 (then they skip).
 std::filesystem::path multi30k_dir();
 bool have_multi30k();
+
+// A small German/English corpus under tmp/data (gzip train of 301 pairs, one dropped by the length
+// filter; plain val of 20) and a config for it with a tiny model and its cache under tmp/cache.
+mtx::config::Config toy_setup(const TempDir& tmp);
 
 // The message of the E that `fn` throws ("" when it throws none). Every mtx error at a config or
 // I/O boundary must be one line and exit with code 2; this checks both.

@@ -1,0 +1,63 @@
+#include "mtx/train/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using mtx::train::LrSchedule;
+namespace cfg = mtx::config;
+
+TEST(Schedule, NoamValues) {
+  cfg::TrainConfig c;
+  c.schedule = cfg::Schedule::noam;
+  c.lr_factor = 1.0;
+  c.warmup_steps = 2000;
+  const LrSchedule s(c, 512);
+  EXPECT_NEAR(s.lr(1), 1.0 / std::sqrt(512.0) * 1 * std::pow(2000.0, -1.5), 1e-12);
+  EXPECT_NEAR(s.lr(1000), std::pow(512.0, -0.5) * 1000 * std::pow(2000.0, -1.5), 1e-12);
+  EXPECT_NEAR(s.lr(2000), std::pow(512.0, -0.5) * std::pow(2000.0, -0.5), 1e-12);  // the peak
+  EXPECT_NEAR(s.lr(2000), 0.000988211768802618, 1e-15);
+  EXPECT_NEAR(s.lr(8000), std::pow(512.0, -0.5) * std::pow(8000.0, -0.5), 1e-12);
+  EXPECT_LT(s.lr(1999), s.lr(2000));
+  EXPECT_LT(s.lr(2001), s.lr(2000));
+  cfg::TrainConfig twice = c;
+  twice.lr_factor = 2.0;
+  EXPECT_NEAR(LrSchedule(twice, 512).lr(300), 2 * s.lr(300), 1e-15);
+}
+
+TEST(Schedule, InverseSqrtStepAndConstant) {
+  cfg::TrainConfig c;
+  c.lr = 1e-3;
+  c.warmup_steps = 100;
+  c.schedule = cfg::Schedule::inverse_sqrt;
+  EXPECT_NEAR(LrSchedule(c, 256).lr(50), 5e-4, 1e-15);
+  EXPECT_NEAR(LrSchedule(c, 256).lr(100), 1e-3, 1e-15);
+  EXPECT_NEAR(LrSchedule(c, 256).lr(400), 5e-4, 1e-15);
+  c.schedule = cfg::Schedule::step;
+  c.warmup_steps = 0;
+  c.decay_steps = 10;
+  c.decay_factor = 0.5;
+  EXPECT_NEAR(LrSchedule(c, 256).lr(9), 1e-3, 1e-15);
+  EXPECT_NEAR(LrSchedule(c, 256).lr(25), 2.5e-4, 1e-15);
+  c.schedule = cfg::Schedule::constant;
+  EXPECT_NEAR(LrSchedule(c, 256).lr(12345), 1e-3, 1e-15);
+}
+
+TEST(Schedule, PlateauReducesAfterPatienceAndRoundTripsItsState) {
+  cfg::TrainConfig c;
+  c.schedule = cfg::Schedule::plateau;
+  c.lr = 1e-3;
+  c.warmup_steps = 0;
+  c.plateau_patience = 1;
+  c.decay_factor = 0.1;
+  LrSchedule s(c, 256);
+  s.on_validation(3.0);
+  s.on_validation(2.5);  // better
+  s.on_validation(2.6);  // 1 bad: within patience
+  EXPECT_NEAR(s.lr(10), 1e-3, 1e-15);
+  s.on_validation(2.7);  // 2 bad: reduce
+  EXPECT_NEAR(s.lr(10), 1e-4, 1e-15);
+  LrSchedule restored(c, 256);
+  restored.load_state(s.state());
+  EXPECT_NEAR(restored.lr(10), 1e-4, 1e-15);
+}

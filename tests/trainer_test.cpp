@@ -1,0 +1,170 @@
+#include "mtx/train/trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "test_utils.h"
+
+namespace fs = std::filesystem;
+namespace train = mtx::train;
+
+namespace {
+
+mtx::config::Config toy_training(const mtx::test::TempDir& tmp) {
+  mtx::config::Config c = mtx::test::toy_setup(tmp);
+  c.model.dropout = 0.1;  // dropout on: exact resume must restore the RNG
+  c.model.attention_dropout = 0.1;
+  c.train.max_epochs = 0;
+  c.train.warmup_steps = 10;
+  c.train.log_every = 5;
+  c.train.keep_last = 2;
+  return c;
+}
+
+bool same_weights(train::CheckpointContent& a, train::CheckpointContent& b) {
+  const auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
+  if (pa.size() != pb.size()) return false;
+  for (const auto& p : pa) {
+    if (!torch::equal(p.value(), pb[p.key()])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(Trainer, ResumeContinuesBitwiseIdentically) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.accum_steps = 2;
+  c.train.validate_every = 7;
+
+  c.train.max_steps = 24;  // crosses an epoch boundary (5 batches per epoch)
+  train::run_training(c, tmp / "one");
+
+  c.train.max_steps = 11;
+  train::run_training(c, tmp / "two");
+  c.train.max_steps = 24;
+  train::run_training(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
+
+  auto a = train::load_checkpoint(tmp / "one" / "last.pt");
+  auto b = train::load_checkpoint(tmp / "two" / "last.pt");
+  EXPECT_EQ(a.state.step, 24);
+  EXPECT_EQ(b.state.step, 24);
+  EXPECT_TRUE(same_weights(a, b)) << "N+M in one run and N + resume + M must give identical weights";
+  EXPECT_EQ(a.weights_sha256, b.weights_sha256);
+  EXPECT_EQ(a.state.position, b.state.position);
+  EXPECT_EQ(a.state.tgt_tokens, b.state.tgt_tokens);
+}
+
+TEST(Trainer, RunDirectoryHoldsCheckpointsMetricsAndCurve) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_epochs = 3;
+  const train::TrainSummary s = train::run_training(c, tmp / "run");
+  EXPECT_EQ(s.stop_reason, "max_epochs");
+  for (const char* f : {"best.pt", "last.pt", "config.json", "metrics.jsonl", "curve.svg"}) {
+    EXPECT_TRUE(fs::exists(tmp / "run" / f)) << f;
+  }
+  size_t step_files = 0;
+  for (const auto& e : fs::directory_iterator(tmp / "run")) step_files += e.path().filename().string().rfind("step-", 0) == 0;
+  EXPECT_EQ(step_files, 2u) << "keep_last = 2";
+
+  std::ifstream in(tmp / "run" / "metrics.jsonl");
+  std::string line;
+  int train_rows = 0, valid_rows = 0;
+  double first_loss = -1, last_loss = -1;
+  int64_t last_tokens = 0;
+  while (std::getline(in, line)) {
+    const auto row = nlohmann::json::parse(line);
+    if (row["type"] == "train") {
+      ++train_rows;
+      for (const char* k : {"step", "epoch", "loss", "lr", "tgt_tokens", "elapsed_s"}) EXPECT_TRUE(row.contains(k)) << k;
+      EXPECT_GE(row["tgt_tokens"].get<int64_t>(), last_tokens) << "cumulative";
+      last_tokens = row["tgt_tokens"];
+    } else {
+      ++valid_rows;
+      if (first_loss < 0) first_loss = row["val_loss"];
+      last_loss = row["val_loss"];
+    }
+  }
+  EXPECT_GT(train_rows, 0);
+  EXPECT_EQ(valid_rows, 3);
+  EXPECT_LT(last_loss, first_loss) << "validation loss falls";
+  const std::string svg = mtx::read_file(tmp / "run" / "curve.svg");
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("polyline"), std::string::npos);
+
+  auto best = train::load_checkpoint(tmp / "run" / "best.pt");
+  EXPECT_NEAR(best.state.best_metric, s.best_val_loss, 1e-12);
+  EXPECT_TRUE(best.tokenizer.has_value());
+  EXPECT_EQ(mtx::config::to_json(best.config), mtx::config::to_json(c));
+}
+
+TEST(Trainer, EarlyStoppingHonoursPatience) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_epochs = 50;
+  c.train.patience = 1;
+  c.train.schedule = mtx::config::Schedule::constant;
+  c.train.lr = 0.05;  // far too high: validation stops improving quickly
+  c.train.warmup_steps = 0;
+  const train::TrainSummary s = train::run_training(c, tmp / "run");
+  EXPECT_EQ(s.stop_reason, "early_stopping");
+  EXPECT_LT(s.epoch, 50);
+}
+
+TEST(Trainer, NonFiniteLossesAreSkippedThenStop) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.schedule = mtx::config::Schedule::constant;
+  c.train.lr = 1e30;  // the first update wrecks the weights: every later loss is NaN/Inf
+  c.train.warmup_steps = 0;
+  c.train.clip_norm = 0;
+  c.train.max_bad_steps = 3;
+  c.train.max_steps = 50;
+  try {
+    train::run_training(c, tmp / "run");
+    FAIL() << "expected the run to stop";
+  } catch (const mtx::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 non-finite updates in a row"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(tmp / "run" / "last.pt")) << "no checkpoint with non-finite weights";
+}
+
+TEST(Checkpoint, NonFiniteWeightsAreNeverWritten) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 2;
+  train::run_training(c, tmp / "run");
+  auto ckpt = train::load_checkpoint(tmp / "run" / "last.pt");
+  const std::string before = mtx::read_file(tmp / "run" / "last.pt");
+  {
+    torch::NoGradGuard g;
+    ckpt.model->parameters()[0][0].fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  EXPECT_THROW(train::save_checkpoint(tmp / "run" / "last.pt", ckpt.config, *ckpt.tokenizer, ckpt.model, nullptr,
+                                      ckpt.state),
+               mtx::Error);
+  EXPECT_EQ(mtx::read_file(tmp / "run" / "last.pt"), before) << "the old checkpoint is untouched";
+}
+
+TEST(Checkpoint, RoundTripKeepsWeightsAndTokenizerAndRejectsGarbage) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 3;
+  train::run_training(c, tmp / "run");
+  auto a = train::load_checkpoint(tmp / "run" / "last.pt");
+  train::save_checkpoint(tmp / "copy.pt", a.config, *a.tokenizer, a.model, nullptr, a.state);
+  auto b = train::load_checkpoint(tmp / "copy.pt");
+  EXPECT_TRUE(same_weights(a, b));
+  EXPECT_EQ(train::weights_sha256(b.model), a.weights_sha256);
+  EXPECT_EQ(b.tokenizer->hash(), a.tokenizer->hash());
+  EXPECT_EQ(b.state.step, 3);
+  mtx::test::write_text(tmp / "bad.pt", "not a checkpoint");
+  EXPECT_THROW(train::load_checkpoint(tmp / "bad.pt"), mtx::DataError);
+  EXPECT_THROW(train::load_checkpoint(tmp / "missing.pt"), mtx::DataError);
+}
