@@ -3,7 +3,9 @@
 
 #include "commands.h"
 #include "mtx/config/config.h"
+#include "mtx/data/batch.h"
 #include "mtx/data/batcher.h"
+#include "mtx/util/atomic_file.h"
 #include "mtx/data/prepare.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/system.h"
@@ -13,7 +15,41 @@ namespace mtx::cli {
 struct PrepareArgs {
   ConfigArgs config;
   bool force = false;
+  std::string export_batches;  // write the first training epoch's batches here (for scripts/bench)
+  int export_limit = 0;        // at most this many batches (0 = all)
 };
+
+namespace {
+
+// Binary batch file for the PyTorch peer in scripts/bench: int32 little-endian throughout.
+// Header: magic 0x6d747862 ("mtxb"), batch count, pad, bos, eos. Per batch: rows, src_len, tgt_len,
+// then src [rows*src_len], tgt_in [rows*tgt_len], tgt_out [rows*tgt_len], exactly as mtx trains on them.
+void export_batches(const data::EncodedCorpus& corpus, const data::Batcher& batcher,
+                    const tokenizer::SpecialIds& ids, const std::string& path, int limit) {
+  data::BatchPlan plan = batcher.plan(1);
+  if (limit > 0 && plan.size() > size_t(limit)) plan.resize(size_t(limit));
+  write_file_atomic(path, [&](std::ostream& out) {
+    auto put = [&](int32_t v) { out.write(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(0x6d747862);
+    put(int32_t(plan.size()));
+    put(ids.pad);
+    put(ids.bos);
+    put(ids.eos);
+    for (const auto& indices : plan) {
+      const data::Batch b = data::make_batch(corpus, indices, ids);
+      put(int32_t(b.src.size(0)));
+      put(int32_t(b.src.size(1)));
+      put(int32_t(b.tgt_in.size(1)));
+      for (const torch::Tensor& t : {b.src, b.tgt_in, b.tgt_out}) {
+        const torch::Tensor i32 = t.to(torch::kInt).contiguous();
+        out.write(reinterpret_cast<const char*>(i32.data_ptr<int32_t>()), std::streamsize(i32.numel() * 4));
+      }
+    }
+  });
+  log::info("exported {} training batches to {}", plan.size(), path);
+}
+
+}  // namespace
 
 namespace {
 
@@ -44,6 +80,9 @@ int run_prepare(const PrepareArgs& args) {
             "(real tokens / padded slots)",
             cfg.train.max_tokens, pad.batches, double(pad.examples) / double(std::max<int64_t>(pad.batches, 1)),
             100.0 * pad.efficiency());
+  if (!args.export_batches.empty()) {
+    export_batches(prepared.train, batcher, prepared.tokenizer.special_ids(), args.export_batches, args.export_limit);
+  }
   log::info("prepared: tokenizer {} ({}), corpus {} ({})", prepared.tokenizer_dir.string(),
             prepared.tokenizer_reused ? "reused" : "trained", prepared.corpus_dir.string(),
             prepared.corpus_reused ? "reused" : "encoded");
@@ -57,6 +96,8 @@ Command add_prepare(CLI::App& app) {
   auto* cmd = app.add_subcommand("prepare", "Train the tokenizer and encode the corpus (cached by content hash)");
   add_config_flags(*cmd, args->config, true);
   cmd->add_flag("--force", args->force, "Re-train and re-encode even if the cache is valid");
+  cmd->add_option("--export-batches", args->export_batches, "Write epoch 1's training batches to FILE (scripts/bench)");
+  cmd->add_option("--export-limit", args->export_limit, "Export at most N batches");
   return {cmd, [args] { return run_prepare(*args); }};
 }
 

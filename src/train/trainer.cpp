@@ -214,7 +214,9 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   int bad_steps = 0;
   TrainSummary summary;
 
+  int64_t last_saved_step = -1;
   auto save_all = [&](const Validation& v, bool count_for_patience) {
+    last_saved_step = state.step;
     state.position = batcher.position();
     state.elapsed_s = elapsed();
     const bool improved = v.loss < state.best_metric;
@@ -333,8 +335,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
           metrics << row.dump() << std::endl;
           train_curve.push_back({double(state.step), window_nll / double(window_tokens)});
           if (!tty) {
-            log::info("epoch {} update {} | loss {:.3f} | lr {:.3g} | {:.0f} tgt tok/s", state.epoch, state.step,
-                      window_loss / double(window_tokens), lr, tok_per_s);
+            log::info("epoch {} update {} | loss {:.3f} (nll {:.3f}) | lr {:.3g} | {:.0f} tgt tok/s", state.epoch,
+                      state.step, window_loss / double(window_tokens), window_nll / double(window_tokens), lr, tok_per_s);
           }
           window_loss = window_nll = 0;
           window_tokens = window_steps = 0;
@@ -389,9 +391,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   }
   clear_progress();
 
-  // Whatever stopped training: a final validation and fresh last.pt/best.pt (unless an epoch end just did it).
-  const bool just_saved = summary.stop_reason == "max_epochs" || summary.stop_reason == "early_stopping";
-  if (!just_saved) {
+  // Whatever stopped training: a final validation and fresh last.pt/best.pt (unless one just ran).
+  if (last_saved_step != state.step) {
     const Validation v = validate(model, *data.valid, ids, tc.max_tokens, device, bf16);
     log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |", state.step, v.loss, v.ppl);
     // Not counted for the schedule or patience, so a resumed run continues exactly as an unbroken one.
