@@ -1,5 +1,7 @@
 // mtx train: train from a config into a run directory, or continue one exactly (--resume).
+#include <atomic>
 #include <csignal>
+#include <cstdlib>
 
 #include "commands.h"
 #include "mtx/config/config.h"
@@ -23,7 +25,12 @@ namespace {
 // On resume only the stop criteria may change.
 const std::vector<std::string> kResumable = {"train.max_steps", "train.max_epochs", "train.max_minutes"};
 
-void on_signal(int sig) { train::request_stop(sig); }
+// First SIGINT/SIGTERM: finish the update, save, exit 130/143. A second one: leave at once.
+void on_signal(int sig) {
+  static std::atomic<int> received{0};
+  if (received.fetch_add(1) > 0) std::_Exit(128 + sig);
+  train::request_stop(sig);
+}
 
 int exit_code_for(int sig) { return sig == SIGINT ? kExitInterrupted : sig == SIGTERM ? kExitTerminated : 128 + sig; }
 
@@ -41,16 +48,14 @@ int run_train(const TrainArgs& args) {
     for (const auto& o : args.config.overrides) config::apply_override(doc, o);
     const config::Config cfg = config::from_json(doc);
     std::vector<std::string> changed;
-    for (const auto& d : config::differences(ckpt.config, cfg)) {
-      const std::string key = d.substr(0, d.find(':'));
-      if (std::find(kResumable.begin(), kResumable.end(), key) == kResumable.end()) changed.push_back(d);
-    }
-    if (!args.config.config.empty()) {
-      for (const auto& d : config::differences(ckpt.config, config::load(args.config.config, args.config.overrides))) {
+    auto collect = [&](const config::Config& requested) {
+      for (const auto& d : config::differences(ckpt.config, requested)) {
         const std::string key = d.substr(0, d.find(':'));
         if (std::find(kResumable.begin(), kResumable.end(), key) == kResumable.end()) changed.push_back(d);
       }
-    }
+    };
+    collect(cfg);
+    if (!args.config.config.empty()) collect(config::load(args.config.config, args.config.overrides));
     if (!changed.empty()) {
       throw ConfigError("--resume " + dir.string() + ": only " + join(kResumable, ", ") +
                         " may change on resume; checkpoint vs requested: " + join(changed, "; "));
@@ -76,11 +81,10 @@ Command add_train(CLI::App& app) {
   add_config_flags(*cmd, args->config, false);
   cmd->add_option("--out", args->out, "Run directory (default: runs/<config name>)");
   cmd->add_option("--resume", args->resume, "Continue the run in this directory exactly (only stop criteria may change)");
-  cmd->callback([cmd, args] {
+  cmd->callback([args] {
     if (args->resume.empty() && args->config.config.empty()) {
       throw CLI::ValidationError("train", "--config is required (or --resume RUN_DIR)");
     }
-    (void)cmd;
   });
   return {cmd, [args] { return run_train(*args); }};
 }

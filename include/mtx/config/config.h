@@ -89,7 +89,7 @@ struct TrainConfig {
   int accum_steps = 1;            // batches per update (gradient accumulation)
   int validate_every = 0;         // also validate (and checkpoint) every N updates (0 = per epoch only)
   int log_every = 50;             // a metrics.jsonl row (and a log line off-terminal) every N updates
-  int keep_last = 5;              // keep the last K step-<N>.pt checkpoints (0 = only last.pt/best.pt)
+  int keep_last = 3;              // keep the last K step-<N>.pt checkpoints (0 = only last.pt/best.pt)
   int patience = 0;               // early stopping: validations without improvement (0 = off)
   int max_bad_steps = 10;         // stop after this many non-finite losses in a row
   bool bf16 = false;              // CUDA only: bf16 autocast for the forward pass
