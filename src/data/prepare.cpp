@@ -11,6 +11,7 @@
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
 #include "mtx/util/logging.h"
+#include "mtx/util/system.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -20,10 +21,6 @@ namespace {
 
 // Bump when the encoded format or the encoding rules change: old caches are then ignored.
 constexpr int kCacheVersion = 1;
-
-int resolve_threads(int threads) {
-  return threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 json file_identity(const SplitFiles& f) {
   return json{{"src", sha256_file(f.src)}, {"tgt", sha256_file(f.tgt)}};

@@ -179,14 +179,12 @@ std::shared_ptr<const SpmModel> SpmModel::train(const std::vector<std::pair<std:
   char err[1024] = {0};
   mtx_spm* handle = shim().train(keys.data(), values.data(), keys.size(), text.data(), text.size(), err, sizeof err);
   if (!handle) throw Error(std::string("sentencepiece training failed: ") + err);
-  std::string bytes;
   size_t needed = 0;
-  if (shim().serialize(handle, nullptr, 0, &needed) == MTX_SPM_TOO_SMALL || needed == 0) {
-    bytes.resize(needed);
-    if (shim().serialize(handle, bytes.data(), bytes.size(), &needed) != MTX_SPM_OK) {
-      shim().free(handle);
-      throw Error("sentencepiece: cannot serialize the trained model");
-    }
+  shim().serialize(handle, nullptr, 0, &needed);  // size query
+  std::string bytes(needed, '\0');
+  if (shim().serialize(handle, bytes.data(), bytes.size(), &needed) != MTX_SPM_OK) {
+    shim().free(handle);
+    throw Error("sentencepiece: cannot serialize the trained model");
   }
   return std::shared_ptr<const SpmModel>(new SpmModel(handle, std::move(bytes)));
 }

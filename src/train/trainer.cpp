@@ -186,7 +186,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   bo.seed = uint64_t(tc.seed);
   data::Batcher batcher = data::Batcher::for_corpus(data.train, bo);
   batcher.restore(state.position);
-  const int64_t batches_per_epoch = int64_t(batcher.plan(state.position.epoch).size());
+  const int64_t batches_per_epoch = int64_t(batcher.epoch_batches());
 
   std::vector<CurvePoint> train_curve, valid_curve;
   const fs::path metrics_path = run_dir / "metrics.jsonl";
@@ -206,6 +206,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   auto elapsed = [&] { return elapsed_before + std::chrono::duration<double>(Clock::now() - run_start).count(); };
   auto last_progress = Clock::now();
   const int64_t steps_at_start = state.step;
+  const int64_t tokens_at_start = state.tgt_tokens;
 
   // Running sums for the epoch line and the metrics rows.
   double epoch_nll = 0, window_loss = 0, window_nll = 0;
@@ -320,7 +321,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         ++window_steps;
         const double now = elapsed();
         const double run_s = now - elapsed_before;
-        const double tok_per_s = run_s > 0 ? double(state.tgt_tokens - (resume ? resume->state.tgt_tokens : 0)) / run_s : 0;
+        const double tok_per_s = run_s > 0 ? double(state.tgt_tokens - tokens_at_start) / run_s : 0;
         if (state.step % tc.log_every == 0) {
           const json row = {{"type", "train"},
                             {"step", state.step},

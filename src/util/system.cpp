@@ -96,10 +96,13 @@ void warn_if_reference_blas() {
   });
 }
 
+int resolve_threads(int threads) {
+  return threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 void set_threads(int threads) {
-  // 0 = every core: Debian's LibTorch otherwise starts with OpenMP's default, which can be 1.
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(threads);
+  // Explicit even for 0: Debian's LibTorch otherwise starts with OpenMP's default, which can be 1.
+  at::set_num_threads(resolve_threads(threads));
 }
 
 int64_t peak_rss_bytes() {

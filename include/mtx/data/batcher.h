@@ -46,6 +46,8 @@ class Batcher {
   // next epoch, so `while (b.next(idx))` walks one epoch.
   bool next(std::vector<uint32_t>& indices);
   BatchPosition position() const { return position_; }
+  // Batches in the epoch the batcher stands in (its plan is built once and reused by next()).
+  size_t epoch_batches() { return current_plan().size(); }
   void restore(BatchPosition position);
 
   // Every batch of an epoch, in the order next() yields them.

@@ -23,6 +23,9 @@ RuntimeInfo runtime_info();
 // Logs a clear warning the first time it is called in a process if matmul uses the reference BLAS.
 void warn_if_reference_blas();
 
+// A thread-count setting resolved: 0 means one per core.
+int resolve_threads(int threads);
+
 // Sets torch's intra-op threads (0 = one per core).
 void set_threads(int threads);
 
