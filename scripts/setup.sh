@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates curl
   libtorch-dev libopenblas0-openmp
+  libtcmalloc-minimal4   # linked into mtx: reuses freed tensor memory instead of page-faulting it back in
   libblas3   # the reference BLAS: only so the test of mtx's slow-BLAS warning can run
   libsentencepiece-dev sentencepiece
   libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev zlib1g-dev

@@ -37,3 +37,22 @@ TEST(Loss, AgreesWithTorchCrossEntropyPerToken) {
   EXPECT_NEAR(t.smoothed_sum.item<double>() / double(t.tokens), ref.item<double>(), 1e-5)
       << "averaged per target token, padding ignored";
 }
+
+TEST(Loss, OwnBackwardEqualsAutogradOfTheDefinition) {
+  torch::manual_seed(2);
+  const torch::Tensor x = torch::randn({7, 13}, torch::requires_grad());
+  const torch::Tensor target = torch::randint(0, 13, {7}, torch::kLong);
+  for (const double eps : {0.0, 0.1, 0.3}) {
+    const auto t = mtx::train::token_loss(x, target, eps);
+    const torch::Tensor g = torch::autograd::grad({t.smoothed_sum * 0.37}, {x})[0];
+    // The definition, differentiated by autograd.
+    const torch::Tensor y = x.detach().clone().requires_grad_(true);
+    const torch::Tensor logp = torch::log_softmax(y, -1);
+    const torch::Tensor ref = ((1 - eps) * -logp.gather(1, target.unsqueeze(1)).squeeze(1) - eps * logp.mean(-1)).sum();
+    const torch::Tensor g_ref = torch::autograd::grad({ref * 0.37}, {y})[0];
+    EXPECT_NEAR(t.smoothed_sum.item<double>(), ref.item<double>(), 1e-4) << "eps " << eps;
+    EXPECT_TRUE(torch::allclose(g, g_ref, 1e-5, 1e-6)) << "eps " << eps << "\n" << (g - g_ref).abs().max();
+    EXPECT_NEAR(t.nll_sum.item<double>(), -logp.gather(1, target.unsqueeze(1)).sum().item<double>(), 1e-4);
+    EXPECT_FALSE(t.nll_sum.requires_grad());
+  }
+}

@@ -89,3 +89,18 @@ TEST(Transformer, LongerThanMaxLenIsRefused) {
   Transformer model(small(false, false, true));
   EXPECT_THROW(model->encode(torch::ones({1, 40}, torch::kLong)), c10::Error);
 }
+
+TEST(Transformer, LogitsAtSelectedPositionsEqualTheFullPass) {
+  torch::manual_seed(10);
+  Transformer model(small(false, false, true));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor src = torch::tensor({5, 6, 7, 8, 3, 9, 10, 3, 0, 0}, torch::kLong).view({2, 5});
+  const torch::Tensor tgt = torch::tensor({2, 11, 12, 13, 2, 15, 0, 0}, torch::kLong).view({2, 4});
+  const torch::Tensor positions = tgt.ne(0);
+  const torch::Tensor some = model->logits_at(src, tgt, positions);  // [6, 50]
+  const torch::Tensor full = model->forward(src, tgt);               // [2, 4, 50]
+  ASSERT_EQ(some.sizes(), (std::vector<int64_t>{6, 50}));
+  EXPECT_TRUE(torch::allclose(some, full.index({positions}), 1e-5, 1e-5));
+  EXPECT_THROW(model->logits_at(src, tgt, positions.to(torch::kLong)), c10::Error);
+}

@@ -59,6 +59,13 @@ class Seq2SeqTransformer(nn.Module):
             d_model=m["d_model"], nhead=m["heads"], num_encoder_layers=m["encoder_layers"],
             num_decoder_layers=m["decoder_layers"], dim_feedforward=m["ffn_dim"], dropout=m["dropout"],
             batch_first=True, norm_first=m.get("norm", "post") == "pre")
+        # nn.Transformer uses one dropout everywhere; match mtx's separate attention/activation dropout
+        # so both sides compute the same model.
+        for layer in list(self.transformer.encoder.layers) + list(self.transformer.decoder.layers):
+            for attn in (getattr(layer, "self_attn", None), getattr(layer, "multihead_attn", None)):
+                if attn is not None:
+                    attn.dropout = m.get("attention_dropout", m["dropout"])
+            layer.dropout.p = m.get("activation_dropout", m["dropout"])
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)

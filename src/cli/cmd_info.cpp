@@ -53,6 +53,7 @@ int run_info(const InfoArgs& args) {
                         {"torch_version", r.torch_version},
                         {"blas", r.blas},
                         {"blas_is_reference", r.blas_is_reference},
+                        {"allocator", r.allocator},
                         {"cuda_available", r.cuda_available},
                         {"cuda_devices", r.cuda_devices},
                         {"threads", r.threads},

@@ -5,7 +5,9 @@
 
 #include <cmath>
 
+#include "mtx/model/dropout.h"
 #include "mtx/model/masks.h"
+#include "mtx/model/matmul.h"
 
 namespace mtx::model {
 namespace {
@@ -33,8 +35,8 @@ bool sdpa_available() {
 }
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& mask, double dropout, bool training, bool use_sdpa) {
-  const double p = training ? dropout : 0.0;
+                        const torch::Tensor& mask, double dropout_p, bool training, bool use_sdpa) {
+  const double p = training ? dropout_p : 0.0;
 #if TORCH_VERSION_MAJOR >= 2
   if (use_sdpa) {
     return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<torch::Tensor>(mask) : c10::nullopt,
@@ -44,11 +46,11 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
   (void)use_sdpa;
 #endif
   const double scale = 1.0 / std::sqrt(double(q.size(-1)));
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // [b, h, tq, tk]
+  torch::Tensor scores = batched_matmul(q, k.transpose(-2, -1)) * scale;  // [b, h, tq, tk]
   scores = mask_scores(scores, mask);
   torch::Tensor weights = torch::softmax(scores, -1);  // [b, h, tq, tk]
-  if (p > 0) weights = torch::dropout(weights, p, true);
-  return torch::matmul(weights, v);  // [b, h, tq, hd]
+  if (p > 0) weights = model::dropout(weights, p, true);
+  return batched_matmul(weights, v);  // [b, h, tq, hd]
 }
 
 SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& o) : options(o) {

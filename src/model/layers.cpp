@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "mtx/model/dropout.h"
+
 namespace mtx::model {
 namespace {
 
@@ -48,7 +50,7 @@ FeedForwardImpl::FeedForwardImpl(const LayerOptions& o) : options(o) {
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   torch::Tensor h = fc1->forward(x);  // [b, t, ffn]
   h = options.gelu() ? torch::gelu(h) : torch::relu(h);
-  if (options.activation_dropout() > 0) h = torch::dropout(h, options.activation_dropout(), is_training());
+  if (options.activation_dropout() > 0) h = model::dropout(h, options.activation_dropout(), is_training());
   return fc2->forward(h);  // [b, t, d]
 }
 
@@ -63,11 +65,11 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   const double p = options.dropout();
   const bool train = is_training();
   if (options.pre_norm()) {
-    torch::Tensor h = x + torch::dropout(self_attn->forward(norm1->forward(x), mask), p, train);  // [b, s, d]
-    return h + torch::dropout(ffn->forward(norm2->forward(h)), p, train);
+    torch::Tensor h = x + model::dropout(self_attn->forward(norm1->forward(x), mask), p, train);  // [b, s, d]
+    return h + model::dropout(ffn->forward(norm2->forward(h)), p, train);
   }
-  torch::Tensor h = norm1->forward(x + torch::dropout(self_attn->forward(x, mask), p, train));  // [b, s, d]
-  return norm2->forward(h + torch::dropout(ffn->forward(h), p, train));
+  torch::Tensor h = norm1->forward(x + model::dropout(self_attn->forward(x, mask), p, train));  // [b, s, d]
+  return norm2->forward(h + model::dropout(ffn->forward(h), p, train));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& o) : options(o) {
@@ -84,13 +86,13 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   const double p = options.dropout();
   const bool train = is_training();
   if (options.pre_norm()) {
-    torch::Tensor h = x + torch::dropout(self_attn->forward(norm1->forward(x), self_mask, cache), p, train);
-    h = h + torch::dropout(cross_attn->forward(norm2->forward(h), memory_kv, memory_mask), p, train);
-    return h + torch::dropout(ffn->forward(norm3->forward(h)), p, train);  // [b, t, d]
+    torch::Tensor h = x + model::dropout(self_attn->forward(norm1->forward(x), self_mask, cache), p, train);
+    h = h + model::dropout(cross_attn->forward(norm2->forward(h), memory_kv, memory_mask), p, train);
+    return h + model::dropout(ffn->forward(norm3->forward(h)), p, train);  // [b, t, d]
   }
-  torch::Tensor h = norm1->forward(x + torch::dropout(self_attn->forward(x, self_mask, cache), p, train));
-  h = norm2->forward(h + torch::dropout(cross_attn->forward(h, memory_kv, memory_mask), p, train));
-  return norm3->forward(h + torch::dropout(ffn->forward(h), p, train));  // [b, t, d]
+  torch::Tensor h = norm1->forward(x + model::dropout(self_attn->forward(x, self_mask, cache), p, train));
+  h = norm2->forward(h + model::dropout(cross_attn->forward(h, memory_kv, memory_mask), p, train));
+  return norm3->forward(h + model::dropout(ffn->forward(h), p, train));  // [b, t, d]
 }
 
 }  // namespace mtx::model

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "mtx/model/dropout.h"
 #include "mtx/model/masks.h"
 
 namespace mtx::model {
@@ -87,7 +88,7 @@ void TransformerImpl::reset_parameters() {
 torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset) {
   torch::Tensor x = table->forward(tokens) * std::sqrt(double(options.d_model()));  // [b, t, d]
   x = positions->forward(x, offset);
-  return torch::dropout(x, options.dropout(), is_training());
+  return model::dropout(x, options.dropout(), is_training());
 }
 
 torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
@@ -106,6 +107,10 @@ Memory TransformerImpl::encode(const torch::Tensor& src) {
 }
 
 torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const Memory& memory) {
+  return project(decode_hidden(tgt_in, memory));  // [b, t, vocab]
+}
+
+torch::Tensor TransformerImpl::decode_hidden(const torch::Tensor& tgt_in, const Memory& memory) {
   TORCH_CHECK(tgt_in.dim() == 2, "decode: expected tgt_in [batch, tgt_len], got ", tgt_in.sizes());
   const torch::Tensor self_mask = decoder_self_mask(tgt_in, options.pad_id());  // [b, 1, t, t]
   torch::Tensor x = embed(tgt_embed, tgt_in, 0);                                 // [b, t, d]
@@ -115,11 +120,20 @@ torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const Memory&
     x = layer->forward(x, self_mask, kv, memory.mask);
   }
   if (options.pre_norm()) x = decoder_norm->forward(x);
-  return project(x);  // [b, t, vocab]
+  return x;  // [b, t, d]
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& tgt_in) {
   return decode(tgt_in, encode(src));
+}
+
+torch::Tensor TransformerImpl::logits_at(const torch::Tensor& src, const torch::Tensor& tgt_in,
+                                         const torch::Tensor& positions) {
+  TORCH_CHECK(positions.sizes() == tgt_in.sizes() && positions.scalar_type() == torch::kBool,
+              "logits_at: positions must be a bool tensor shaped like tgt_in ", tgt_in.sizes(), ", got ",
+              positions.sizes());
+  const torch::Tensor hidden = decode_hidden(tgt_in, encode(src));  // [b, t, d]
+  return project(hidden.index({positions}));                        // [n, vocab]
 }
 
 DecoderCache TransformerImpl::start_decoding(const Memory& memory) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -98,7 +99,8 @@ Validation validate(model::Transformer& model, const data::EncodedCorpus& corpus
   for (const auto& indices : batcher.plan(1)) {
     const data::Batch b = data::make_batch(corpus, indices, ids).to(device);
     Autocast autocast(bf16);
-    const LossTerms t = label_smoothed_loss(model->forward(b.src, b.tgt_in), b.tgt_out, ids.pad, 0.0);
+    const torch::Tensor real = b.tgt_out.ne(ids.pad);  // [b, t]
+    const LossTerms t = token_loss(model->logits_at(b.src, b.tgt_in, real), b.tgt_out.masked_select(real), 0.0);
     nll += t.nll_sum.item<double>();
     tokens += t.tokens;
   }
@@ -259,8 +261,22 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     if (tty) std::fprintf(stderr, "\r\033[K");
   };
 
+  // Developer aid: MTX_PROFILE=FILE records updates 6..10 of this run with torch's profiler as a
+  // chrome://tracing file (scripts/bench/profile_summary.py totals it per op).
+  const char* profile_path = std::getenv("MTX_PROFILE");
+  const int64_t profile_from = state.step + 5, profile_to = state.step + 10;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+
   std::vector<uint32_t> indices;
   while (true) {
+    if (profile_path && *profile_path) {
+      if (state.step == profile_from && !profile) {
+        profile = std::make_unique<torch::autograd::profiler::RecordProfile>(std::string(profile_path));
+      } else if (state.step == profile_to && profile) {
+        profile.reset();
+        log::info("profile of updates {}..{} written to {}", profile_from + 1, profile_to, profile_path);
+      }
+    }
     // ---- stop criteria checked between updates ----
     if (tc.max_steps > 0 && state.step >= tc.max_steps) { summary.stop_reason = "max_steps"; break; }
     if (tc.max_minutes > 0 && elapsed() >= tc.max_minutes * 60) { summary.stop_reason = "max_minutes"; break; }
@@ -283,7 +299,9 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         LossTerms t;
         {
           Autocast autocast(bf16);
-          t = label_smoothed_loss(model->forward(b.src, b.tgt_in), b.tgt_out, ids.pad, tc.label_smoothing);
+          const torch::Tensor real = b.tgt_out.ne(ids.pad);  // [b, t]
+          t = token_loss(model->logits_at(b.src, b.tgt_in, real), b.tgt_out.masked_select(real),
+                         tc.label_smoothing);
         }
         (t.smoothed_sum / double(tokens)).backward();
         loss_sum += t.smoothed_sum.item<double>();

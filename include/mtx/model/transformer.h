@@ -66,6 +66,12 @@ class TransformerImpl : public torch::nn::Module {
   // Teacher-forced decoder: tgt_in [batch, tgt_len] -> logits [batch, tgt_len, tgt_vocab].
   torch::Tensor decode(const torch::Tensor& tgt_in, const Memory& memory);
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);  // -> logits
+  // Teacher-forced logits only where `positions` [batch, tgt_len] is true -> [n, tgt_vocab] (row-major
+  // order): what forward() gives at those positions, without projecting padding onto the vocabulary.
+  torch::Tensor logits_at(const torch::Tensor& src, const torch::Tensor& tgt_in, const torch::Tensor& positions);
+  // The decoder's output before the vocabulary projection: [batch, tgt_len, d_model].
+  torch::Tensor decode_hidden(const torch::Tensor& tgt_in, const Memory& memory);
+  torch::Tensor project(const torch::Tensor& hidden);  // [.., d] -> [.., vocab]
 
   // Projects the encoder output once per layer and returns an empty cache.
   DecoderCache start_decoding(const Memory& memory);
@@ -87,7 +93,6 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset);
-  torch::Tensor project(const torch::Tensor& hidden);  // [.., d] -> [.., vocab]
 };
 TORCH_MODULE(Transformer);
 

@@ -16,6 +16,7 @@ struct RuntimeInfo {
   bool cuda_available = false;
   int cuda_devices = 0;
   int threads = 0;            // torch intra-op threads
+  std::string allocator;      // "tcmalloc" (linked into mtx) or "glibc malloc"
 };
 
 RuntimeInfo runtime_info();
