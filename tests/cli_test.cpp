@@ -122,7 +122,7 @@ TEST(Cli, WarnsOnceWhenMatmulRunsOnTheReferenceBlas) {
 }
 
 TEST(Cli, PendingSubcommandsParseTheirFlagsAndSaySoPlainly) {
-  for (const char* args : {"translate --ckpt /tmp/x.pt", "eval --metric bleu --ref a --ref b"}) {
+  for (const char* args : {"eval --metric bleu --ref a --ref b"}) {
     const Result r = run_mtx(args);
     EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
     EXPECT_NE(r.output.find("is not available in mtx"), std::string::npos) << r.output;
@@ -186,4 +186,53 @@ TEST(Cli, InterruptSavesLastCheckpointAndResumeRefusesOtherChanges) {
   const Result resumed = run_mtx("train --resume " + run + " --set train.max_steps=" + std::to_string(step + 3));
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resuming at step " + std::to_string(step)), std::string::npos) << resumed.output;
+}
+
+TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = mtx::test::toy_setup(tmp);
+  c.train.max_epochs = 0;
+  c.train.max_steps = 12;
+  c.train.translate_every = 6;
+  c.train.translate_log_lines = 2;
+  mtx::config::write_resolved(c, tmp / "toy.json");
+  const std::string run = (tmp / "run").string();
+  const Result train = run_mtx("train --config " + (tmp / "toy.json").string() + " --out " + run);
+  ASSERT_EQ(train.code, 0) << train.output;
+  EXPECT_NE(train.output.find("val 1 | hyp: "), std::string::npos) << train.output;
+  EXPECT_NE(train.output.find("val 2 | ref: "), std::string::npos) << train.output;
+  for (const char* f : {"val-step-6.txt", "val-step-12.txt"}) {
+    std::ifstream in(tmp / "run" / "translations" / f);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(count_lines(all), 20u) << f << ": one line per validation sentence";
+  }
+
+  const std::string ckpt = run + "/best.pt";
+  mtx::test::write_text(tmp / "in.de", "ein Hund läuft\n\nzwei M\xe4nner\neine Frau liest ein Buch\n");
+  const Result r = run_mtx("translate --ckpt " + ckpt + " --beam 3 < " + (tmp / "in.de").string() + " > " +
+                           (tmp / "out.en").string());
+  EXPECT_EQ(r.code, 1) << "one line was not UTF-8\n" << r.output;
+  EXPECT_NE(r.output.find("input line 3: invalid UTF-8"), std::string::npos) << r.output;
+  std::ifstream out(tmp / "out.en");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(out, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[1], "");
+  EXPECT_EQ(lines[2], "");
+
+  mtx::test::write_text(tmp / "ok.de", "ein Hund läuft\neine Frau liest ein Buch\n");
+  const Result nbest = run_mtx("translate --ckpt " + ckpt + " --beam 4 --nbest 2 --input " + (tmp / "ok.de").string());
+  ASSERT_EQ(nbest.code, 0) << nbest.output;
+  EXPECT_NE(nbest.output.find("0 ||| "), std::string::npos) << nbest.output;
+  EXPECT_NE(nbest.output.find("1 ||| "), std::string::npos) << nbest.output;
+
+  const Result greedy = run_mtx("translate --ckpt " + ckpt + " --beam 1 --input " + (tmp / "ok.de").string() + " 2>/dev/null");
+  ASSERT_EQ(greedy.code, 0) << greedy.output;
+  EXPECT_EQ(count_lines(greedy.output), 2u) << greedy.output;
+
+  const Result bad = run_mtx("translate --ckpt " + ckpt + " --beam 2 --nbest 3 --input " + (tmp / "ok.de").string());
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("nbest"), std::string::npos) << bad.output;
+  const Result missing = run_mtx("translate --ckpt " + ckpt + " --input " + (tmp / "nope.de").string());
+  EXPECT_EQ(missing.code, 2) << missing.output;
 }

@@ -1,5 +1,5 @@
-// translate and eval: their flags are parsed as documented, but the translator and the scorer are
-// not in this release yet; each says so plainly and exits non-zero.
+// eval: its flags are parsed as documented, but the scorer is not in this release yet; it says so
+// plainly and exits non-zero.
 #include "commands.h"
 #include "mtx/util/errors.h"
 
@@ -12,13 +12,6 @@ int not_yet(const std::string& name, const std::string& what) {
 }
 
 }  // namespace
-
-Command add_translate(CLI::App& app) {
-  auto ckpt = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand("translate", "Translate stdin to stdout with beam search (coming)");
-  cmd->add_option("--ckpt", *ckpt, "Checkpoint to translate with");
-  return {cmd, [ckpt] { return not_yet("translate", "the beam-search translator"); }};
-}
 
 Command add_eval(CLI::App& app) {
   auto metric = std::make_shared<std::string>();

@@ -149,6 +149,8 @@ void visit(TrainConfig& c, V&& v) {
   v("accum_steps", c.accum_steps);
   v("validate_every", c.validate_every);
   v("log_every", c.log_every);
+  v("translate_every", c.translate_every);
+  v("translate_log_lines", c.translate_log_lines);
   v("keep_last", c.keep_last);
   v("patience", c.patience);
   v("max_bad_steps", c.max_bad_steps);
@@ -163,6 +165,7 @@ void visit(DecodeConfig& c, V&& v) {
   v("max_len_b", c.max_len_b);
   v("batch_tokens", c.batch_tokens);
   v("nbest", c.nbest);
+  v("min_len", c.min_len);
 }
 
 template <class V>
@@ -382,6 +385,8 @@ void validate(const Config& c) {
   check_range("train.accum_steps", tr.accum_steps, 1, 4096);
   check_range("train.validate_every", tr.validate_every, 0, kBig);
   check_range("train.log_every", tr.log_every, 1, kBig);
+  check_range("train.translate_every", tr.translate_every, 0, kBig);
+  check_range("train.translate_log_lines", tr.translate_log_lines, 0, kBig);
   check_range("train.keep_last", tr.keep_last, 0, 1000);
   check_range("train.patience", tr.patience, 0, kBig);
   check_range("train.max_bad_steps", tr.max_bad_steps, 1, kBig);
@@ -393,6 +398,7 @@ void validate(const Config& c) {
   check_range("decode.max_len_b", de.max_len_b, 0, 1 << 16);
   check_range("decode.batch_tokens", de.batch_tokens, 1, kBig);
   check_range("decode.nbest", de.nbest, 1, de.beam);
+  check_range("decode.min_len", de.min_len, 0, 1 << 16);
 }
 
 Config from_json(const json& document) {

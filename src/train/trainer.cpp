@@ -16,9 +16,11 @@
 #include "mtx/data/batch.h"
 #include "mtx/data/batcher.h"
 #include "mtx/data/prepare.h"
+#include "mtx/decode/translator.h"
 #include "mtx/train/curve.h"
 #include "mtx/train/loss.h"
 #include "mtx/train/schedule.h"
+#include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/strings.h"
@@ -110,6 +112,36 @@ Validation validate(model::Transformer& model, const data::EncodedCorpus& corpus
   v.loss = tokens ? nll / double(tokens) : 0.0;
   v.ppl = std::exp(std::min(v.loss, 700.0));
   return v;
+}
+
+// Greedy translation of the validation set: written to translations/val-step-N.txt in the run
+// directory, the first lines logged next to their references. Uses no randomness (exact resume holds).
+void translate_validation(model::Transformer& model, const tokenizer::Tokenizer& tok, const data::EncodedCorpus& corpus,
+                          const config::Config& cfg, const fs::path& run_dir, int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  decode::TranslateOptions o = decode::options_from_config(cfg.decode);
+  o.search.beam = 1;
+  o.search.nbest = 1;
+  std::vector<std::vector<int32_t>> sources(corpus.size());
+  for (size_t i = 0; i < corpus.size(); ++i) sources[i].assign(corpus.src[i].begin(), corpus.src[i].end());
+  std::vector<std::vector<decode::Hypothesis>> hyps;
+  {
+    decode::Translator translator(model, tok, o);
+    hyps = translator.translate_ids(sources);
+  }
+  model->train();
+  std::string text;
+  for (const auto& h : hyps) text += (h.empty() ? std::string() : tok.tgt().decode(h.front().tokens)) + "\n";
+  const fs::path path = run_dir / "translations" / fmt::format("val-step-{}.txt", step);
+  fs::create_directories(path.parent_path());
+  write_file_atomic(path, text);
+  log::info("greedy translation of {} validation sentences in {:.1f} s: {}", corpus.size(),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), path.string());
+  for (size_t i = 0; i < std::min<size_t>(size_t(cfg.train.translate_log_lines), hyps.size()); ++i) {
+    const auto ref = corpus.tgt[i];
+    log::info("  val {} | hyp: {}", i + 1, hyps[i].empty() ? std::string() : tok.tgt().decode(hyps[i].front().tokens));
+    log::info("  val {} | ref: {}", i + 1, tok.tgt().decode(ref.data, ref.size));
+  }
 }
 
 std::string minutes_seconds(double s) {
@@ -383,6 +415,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
           clear_progress();
           log::info("| Update: {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |", state.step, v.loss, v.ppl);
           save_all(v, true);
+        }
+        if (tc.translate_every > 0 && state.step % tc.translate_every == 0) {
+          clear_progress();
+          translate_validation(model, data.tokenizer, *data.valid, cfg, run_dir, state.step);
         }
       }
     }

@@ -89,6 +89,9 @@ struct TrainConfig {
   int accum_steps = 1;            // batches per update (gradient accumulation)
   int validate_every = 0;         // also validate (and checkpoint) every N updates (0 = per epoch only)
   int log_every = 50;             // a metrics.jsonl row (and a log line off-terminal) every N updates
+  int translate_every = 0;        // greedy-translate the validation set every N updates (0 = never); the
+                                  // output goes to translations/val-step-N.txt in the run directory
+  int translate_log_lines = 3;    // how many of those translations to log next to their references
   int keep_last = 3;              // keep the last K step-<N>.pt checkpoints (0 = only last.pt/best.pt)
   int patience = 0;               // early stopping: validations without improvement (0 = off)
   int max_bad_steps = 10;         // stop after this many non-finite losses in a row
@@ -102,6 +105,7 @@ struct DecodeConfig {
   int max_len_b = 10;
   int batch_tokens = 4096;     // source tokens per decoding batch
   int nbest = 1;               // hypotheses written per input line (<= beam)
+  int min_len = 0;             // tokens generated before EOS may be chosen
 };
 
 struct Config {

@@ -1,0 +1,50 @@
+// Beam search over an incremental step function, apart from the model (CTranslate2's decoding.cc):
+// batched (all sentences' beams are rows of one state), cache reordered by the chosen beams each step,
+// finished sentences dropped from the state, GNMT length normalisation, minimum and maximum length,
+// n-best lists. Greedy search is beam 1 through the same code.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace mtx::decode {
+
+struct SearchOptions {
+  int beam = 5;          // hypotheses kept per sentence (1 = greedy)
+  double alpha = 0.6;    // GNMT length normalisation exponent (0 = raw log-probability)
+  int nbest = 1;         // hypotheses returned per sentence (<= beam)
+  int min_len = 0;       // tokens generated before EOS may be chosen
+};
+
+// Throws ConfigError naming the offending option.
+void validate(const SearchOptions& options);
+
+// What search needs from a model. The state starts with one row per sentence (e.g. the encoded batch).
+class StepFunction {
+ public:
+  virtual ~StepFunction() = default;
+  // tokens [rows] (each row's previous token; BOS first) -> next-token log-probabilities [rows, vocab] (float).
+  virtual torch::Tensor step(const torch::Tensor& tokens) = 0;
+  // Keeps rows `indices` [new_rows] (int64, repeats allowed) of the state, in that order. same_sentences:
+  // every new row belongs to the same sentence as before and no sentence was dropped, so per-sentence
+  // data (e.g. the encoder memory) need not move.
+  virtual void reorder(const torch::Tensor& indices, bool same_sentences) = 0;
+};
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // generated tokens, without BOS and EOS
+  double score = 0;             // log_prob / length_penalty(tokens + EOS)
+  double log_prob = 0;          // sum of the tokens' log-probabilities, EOS included
+};
+
+// GNMT: ((5 + length) / 6) ^ alpha.
+double length_penalty(int64_t length, double alpha);
+
+// Searches for every sentence of the state; max_lengths[i] = the most tokens sentence i may generate
+// (EOS included, >= 1). Returns, per sentence, up to options.nbest hypotheses, best first.
+std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths,
+                                                 int32_t bos, int32_t eos, const SearchOptions& options);
+
+}  // namespace mtx::decode

@@ -1,0 +1,46 @@
+// Streaming translation: read lines in chunks, translate each chunk, write and flush, so a stream of
+// any length runs in bounded memory and the first translations appear before the input ends. Exactly
+// one output line per input line in plain mode (empty in -> empty out; invalid UTF-8 -> reported with its
+// line number, empty out); in n-best mode `index ||| hypothesis ||| score` lines, index 0-based.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+#include "mtx/decode/translator.h"
+
+namespace mtx::decode {
+
+// Where lines come from. ready(): another line can be had without waiting (used to cut a chunk short
+// when the producer is slow, so earlier lines are not held back).
+class LineSource {
+ public:
+  virtual ~LineSource() = default;
+  virtual bool next(std::string& line) = 0;  // false at the end of input
+  virtual bool ready() = 0;
+};
+
+// A file descriptor (stdin), read through its own buffer; ready() polls without blocking.
+std::unique_ptr<LineSource> fd_line_source(int fd);
+// A std::istream (files, tests); always ready.
+std::unique_ptr<LineSource> istream_line_source(std::istream& in);
+
+struct StreamOptions {
+  int chunk_lines = 2000;  // the most lines translated together (memory bound)
+  bool nbest_format = false;  // `index ||| hypothesis ||| score` (all n-best entries) instead of plain lines
+};
+
+struct StreamStats {
+  int64_t lines = 0;
+  int64_t translated = 0;      // non-empty valid lines
+  int64_t invalid_utf8 = 0;
+  int64_t truncated = 0;
+  int64_t generated_tokens = 0;  // best hypothesis tokens (EOS included)
+  double seconds = 0;
+};
+
+StreamStats translate_stream(Translator& translator, LineSource& in, std::ostream& out, const StreamOptions& options);
+
+}  // namespace mtx::decode

@@ -1,0 +1,56 @@
+// Translation of text with a trained model: tokenize, sort by length into token-budget batches,
+// encode each batch once, beam search over the decoder's incremental step, restore input order,
+// detokenize. Output for a sentence does not depend on what else is in its batch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mtx/config/config.h"
+#include "mtx/decode/search.h"
+#include "mtx/model/transformer.h"
+#include "mtx/tokenizer/tokenizer.h"
+
+namespace mtx::decode {
+
+struct TranslateOptions {
+  SearchOptions search;     // beam, alpha, nbest, min_len
+  double max_len_a = 1.2;   // output limit: a * source_length + b tokens (and the model's max_len)
+  int max_len_b = 10;
+  int batch_tokens = 4096;  // sentences per batch x longest source (padding included)
+};
+
+TranslateOptions options_from_config(const config::DecodeConfig& decode);
+// Throws ConfigError naming the offending option.
+void validate(const TranslateOptions& options);
+
+struct Translation {
+  std::vector<Hypothesis> hypotheses;  // best first (empty for an empty input line)
+  std::vector<std::string> texts;      // detokenized hypotheses
+  bool truncated = false;              // the source was cut to the model's maximum length
+};
+
+class Translator {
+ public:
+  // `model` is put in eval mode; it stays on the device it is on.
+  Translator(model::Transformer model, tokenizer::Tokenizer tokenizer, TranslateOptions options);
+
+  // Translations of `lines`, in input order. Empty lines give an empty translation.
+  std::vector<Translation> translate(const std::vector<std::string>& lines);
+  // Token level: source ids without EOS (longer than the model allows: cut) -> hypotheses per source.
+  std::vector<std::vector<Hypothesis>> translate_ids(const std::vector<std::vector<int32_t>>& sources);
+
+  const TranslateOptions& options() const { return options_; }
+  const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  // Source tokens kept at most (without EOS).
+  int64_t max_source_tokens() const;
+
+ private:
+  std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources);
+
+  model::Transformer model_;
+  tokenizer::Tokenizer tokenizer_;
+  TranslateOptions options_;
+};
+
+}  // namespace mtx::decode

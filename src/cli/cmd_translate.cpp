@@ -1,0 +1,111 @@
+// mtx translate: German in, English out (or whatever the checkpoint was trained on). Reads stdin (or
+// --input), writes stdout (or --output), streaming in chunks; the checkpoint carries its own tokenizer.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "commands.h"
+#include "mtx/decode/stream.h"
+#include "mtx/decode/translator.h"
+#include "mtx/train/checkpoint.h"
+#include "mtx/train/trainer.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/logging.h"
+#include "mtx/util/system.h"
+
+namespace mtx::cli {
+
+struct TranslateArgs {
+  std::string ckpt;
+  // Unset: the checkpoint's decode section decides.
+  std::optional<int> beam, nbest, max_len_b, batch_tokens, min_len;
+  std::optional<double> alpha, max_len_a;
+  bool scores = false;
+  std::string device = "auto";
+  int threads = 0;
+  int chunk_lines = 2000;
+  std::string input, output;
+};
+
+namespace {
+
+int run_translate(const TranslateArgs& args) {
+  config::Device device_setting = config::Device::auto_;
+  if (args.device == "cpu") device_setting = config::Device::cpu;
+  else if (args.device == "cuda") device_setting = config::Device::cuda;
+  const torch::Device device = train::select_device(device_setting);
+  set_threads(args.threads);
+
+  // Check the files before loading anything.
+  std::ifstream input_file;
+  if (!args.input.empty()) {
+    input_file.open(args.input, std::ios::binary);
+    if (!input_file) throw DataError("--input: cannot read '" + args.input + "'");
+  }
+  train::CheckpointContent ckpt = train::load_checkpoint(args.ckpt, device);
+  decode::TranslateOptions options = decode::options_from_config(ckpt.config.decode);
+  if (args.beam) options.search.beam = *args.beam;
+  if (args.alpha) options.search.alpha = *args.alpha;
+  if (args.min_len) options.search.min_len = *args.min_len;
+  if (args.max_len_a) options.max_len_a = *args.max_len_a;
+  if (args.max_len_b) options.max_len_b = *args.max_len_b;
+  if (args.batch_tokens) options.batch_tokens = *args.batch_tokens;
+  options.search.nbest = args.nbest ? *args.nbest : std::min(options.search.nbest, options.search.beam);
+  decode::validate(options);
+
+  std::ofstream output_file;
+  if (!args.output.empty()) {
+    output_file.open(args.output, std::ios::binary | std::ios::trunc);
+    if (!output_file) throw DataError("--output: cannot write '" + args.output + "'");
+  }
+  std::ostream& out = args.output.empty() ? std::cout : output_file;
+  std::unique_ptr<decode::LineSource> in =
+      args.input.empty() ? decode::fd_line_source(STDIN_FILENO) : decode::istream_line_source(input_file);
+
+  log::info("translating with {} (step {}), beam {}, alpha {}, on {}", args.ckpt, ckpt.state.step,
+            options.search.beam, options.search.alpha, device.str());
+  decode::Translator translator(ckpt.model, *ckpt.tokenizer, options);
+  decode::StreamOptions stream;
+  stream.chunk_lines = args.chunk_lines;
+  stream.nbest_format = args.scores || options.search.nbest > 1;
+  const decode::StreamStats s = decode::translate_stream(translator, *in, out, stream);
+
+  log::info("{} lines in {:.1f} s: {:.1f} sentences/s, {:.0f} generated tokens/s", s.lines, s.seconds,
+            s.seconds > 0 ? double(s.translated) / s.seconds : 0.0,
+            s.seconds > 0 ? double(s.generated_tokens) / s.seconds : 0.0);
+  if (s.truncated > 0) log::warn("{} line(s) were longer than the model allows and were truncated", s.truncated);
+  if (s.invalid_utf8 > 0) {
+    throw Error(std::to_string(s.invalid_utf8) + " input line(s) were not valid UTF-8 (see the line numbers above); "
+                "their translations were left empty");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_translate(CLI::App& app) {
+  auto args = std::make_shared<TranslateArgs>();
+  auto* cmd = app.add_subcommand("translate", "Translate lines (stdin or --input) with beam search, streaming");
+  cmd->add_option("--ckpt", args->ckpt, "Checkpoint to translate with (carries its tokenizer)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--beam", args->beam, "Beam size; 1 = greedy (default: the checkpoint's decode.beam)");
+  cmd->add_option("--alpha", args->alpha, "GNMT length normalisation; 0 = raw log-probability (default: decode.alpha)");
+  cmd->add_option("--nbest", args->nbest, "Hypotheses per line, in `index ||| hypothesis ||| score` lines");
+  cmd->add_flag("--scores", args->scores, "Write `index ||| hypothesis ||| score` lines even for one hypothesis");
+  cmd->add_option("--max-len-a", args->max_len_a, "Output limit a * source_length + b: a (default: decode.max_len_a)");
+  cmd->add_option("--max-len-b", args->max_len_b, "Output limit a * source_length + b: b (default: decode.max_len_b)");
+  cmd->add_option("--min-len", args->min_len, "Tokens generated before EOS may be chosen (default: decode.min_len)");
+  cmd->add_option("--batch-tokens", args->batch_tokens, "Sentences x longest source per batch (default: decode.batch_tokens)");
+  cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--chunk-lines", args->chunk_lines, "Lines read and translated together (bounds memory)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--input", args->input, "Read this file instead of stdin");
+  cmd->add_option("--output", args->output, "Write this file instead of stdout");
+  return {cmd, [args] { return run_translate(*args); }};
+}
+
+}  // namespace mtx::cli

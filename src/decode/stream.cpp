@@ -1,0 +1,168 @@
+#include "mtx/decode/stream.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <istream>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "mtx/util/errors.h"
+#include "mtx/util/logging.h"
+#include "mtx/util/utf8.h"
+
+namespace mtx::decode {
+namespace {
+
+class FdLineSource final : public LineSource {
+ public:
+  explicit FdLineSource(int fd) : fd_(fd) {}
+
+  bool next(std::string& line) override {
+    while (true) {
+      const size_t nl = buffer_.find('\n', pos_);
+      if (nl != std::string::npos) {
+        line.assign(buffer_, pos_, nl - pos_);
+        pos_ = nl + 1;
+        strip_cr(line);
+        return true;
+      }
+      if (eof_) {
+        if (pos_ >= buffer_.size()) return false;
+        line.assign(buffer_, pos_, std::string::npos);  // last line without '\n'
+        pos_ = buffer_.size();
+        strip_cr(line);
+        return true;
+      }
+      fill();
+    }
+  }
+
+  bool ready() override {
+    if (buffer_.find('\n', pos_) != std::string::npos || eof_) return true;
+    struct pollfd p {fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
+ private:
+  static void strip_cr(std::string& line) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+  }
+  void fill() {
+    if (pos_ > 0) {
+      buffer_.erase(0, pos_);
+      pos_ = 0;
+    }
+    char chunk[1 << 16];
+    ssize_t n;
+    do {
+      n = ::read(fd_, chunk, sizeof chunk);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) throw Error(std::string("reading input: ") + std::strerror(errno));
+    if (n == 0) eof_ = true;
+    buffer_.append(chunk, size_t(n > 0 ? n : 0));
+  }
+
+  int fd_;
+  std::string buffer_;
+  size_t pos_ = 0;
+  bool eof_ = false;
+};
+
+class IstreamLineSource final : public LineSource {
+ public:
+  explicit IstreamLineSource(std::istream& in) : in_(in) {}
+  bool next(std::string& line) override {
+    if (!std::getline(in_, line)) return false;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  }
+  bool ready() override { return true; }
+
+ private:
+  std::istream& in_;
+};
+
+// Keeps the line structure of the output intact whatever the model generates.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+}  // namespace
+
+std::unique_ptr<LineSource> fd_line_source(int fd) { return std::make_unique<FdLineSource>(fd); }
+std::unique_ptr<LineSource> istream_line_source(std::istream& in) { return std::make_unique<IstreamLineSource>(in); }
+
+StreamStats translate_stream(Translator& translator, LineSource& in, std::ostream& out, const StreamOptions& options) {
+  if (options.chunk_lines < 1) throw ConfigError("chunk lines: must be >= 1");
+  const auto start = std::chrono::steady_clock::now();
+  StreamStats stats;
+  std::vector<std::string> chunk;
+  std::vector<std::string> valid;   // the chunk's lines with invalid ones emptied
+  std::string line;
+  bool more = true;
+  while (more) {
+    chunk.clear();
+    // Fill the chunk, but do not wait for a slow producer once there is something to translate.
+    while (int(chunk.size()) < options.chunk_lines && (chunk.empty() || in.ready())) {
+      if (!in.next(line)) {
+        more = false;
+        break;
+      }
+      chunk.push_back(std::move(line));
+    }
+    if (chunk.empty()) break;
+    valid.assign(chunk.size(), std::string());
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      const int64_t number = stats.lines + int64_t(i) + 1;
+      const size_t bad = utf8::find_invalid(chunk[i]);
+      if (bad != utf8::kValid) {
+        ++stats.invalid_utf8;
+        log::error("input line {}: invalid UTF-8 at byte {}; its translation is left empty", number, bad + 1);
+        continue;
+      }
+      valid[i] = std::move(chunk[i]);
+    }
+    const std::vector<Translation> results = translator.translate(valid);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const int64_t index = stats.lines + int64_t(i);
+      const Translation& t = results[i];
+      if (!valid[i].empty()) ++stats.translated;
+      if (t.truncated) {
+        if (stats.truncated == 0) {
+          log::warn("input line {} is longer than the model's maximum of {} source tokens: translating its beginning "
+                    "(further truncated lines are only counted)",
+                    index + 1, translator.max_source_tokens());
+        }
+        ++stats.truncated;
+      }
+      if (!t.hypotheses.empty()) {
+        stats.generated_tokens += int64_t(t.hypotheses.front().tokens.size()) + 1;
+      }
+      if (!options.nbest_format) {
+        out << (t.texts.empty() ? std::string() : one_line(t.texts.front())) << '\n';
+      } else if (t.hypotheses.empty()) {
+        out << index << " |||  ||| " << fmt::format("{:.4f}", 0.0) << '\n';
+      } else {
+        for (size_t h = 0; h < t.hypotheses.size(); ++h) {
+          out << index << " ||| " << one_line(t.texts[h]) << " ||| " << fmt::format("{:.4f}", t.hypotheses[h].score)
+              << '\n';
+        }
+      }
+    }
+    stats.lines += int64_t(chunk.size());
+    out.flush();
+    if (!out) throw Error("writing the translations failed (disk full or closed pipe?)");
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace mtx::decode

@@ -1,0 +1,157 @@
+#include "mtx/decode/translator.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "mtx/util/errors.h"
+
+namespace mtx::decode {
+namespace {
+
+// The model as beam search sees it: log-probabilities of one decoder step over a cache.
+class ModelStep final : public StepFunction {
+ public:
+  ModelStep(model::Transformer& model, const model::Memory& memory)
+      : model_(model), cache_(model->start_decoding(memory)) {}
+
+  torch::Tensor step(const torch::Tensor& tokens) override {
+    const torch::Tensor logits = model_->decode_step(tokens.to(device()), cache_);  // [rows, V]
+    return torch::log_softmax(logits.to(torch::kFloat), -1);                        // [rows, V]
+  }
+
+  void reorder(const torch::Tensor& indices, bool same_sentences) override {
+    const torch::Tensor idx = indices.to(device());
+    for (auto& layer : cache_.layers) {
+      if (layer.self.k.defined()) {
+        layer.self.k = layer.self.k.index_select(0, idx);  // [rows, h, steps, hd]
+        layer.self.v = layer.self.v.index_select(0, idx);
+      }
+    }
+    // Beams of one sentence share its encoder memory: move it only when sentences change.
+    if (!same_sentences || memory_rows_ != idx.size(0)) {
+      for (auto& layer : cache_.layers) {
+        layer.memory.k = layer.memory.k.index_select(0, idx);  // [rows, h, src_len, hd]
+        layer.memory.v = layer.memory.v.index_select(0, idx);
+      }
+      cache_.memory_mask = cache_.memory_mask.index_select(0, idx);  // [rows, 1, 1, src_len]
+      memory_rows_ = idx.size(0);
+    }
+  }
+
+ private:
+  torch::Device device() const { return cache_.memory_mask.device(); }
+  model::Transformer& model_;
+  model::DecoderCache cache_;
+  int64_t memory_rows_ = -1;
+};
+
+}  // namespace
+
+TranslateOptions options_from_config(const config::DecodeConfig& d) {
+  TranslateOptions o;
+  o.search.beam = d.beam;
+  o.search.alpha = d.alpha;
+  o.search.nbest = d.nbest;
+  o.search.min_len = d.min_len;
+  o.max_len_a = d.max_len_a;
+  o.max_len_b = d.max_len_b;
+  o.batch_tokens = d.batch_tokens;
+  return o;
+}
+
+void validate(const TranslateOptions& o) {
+  validate(o.search);
+  if (!(o.max_len_a >= 0)) throw ConfigError("max-len-a: must be >= 0");
+  if (o.max_len_b < 0) throw ConfigError("max-len-b: must be >= 0");
+  if (o.max_len_a == 0 && o.max_len_b == 0) throw ConfigError("max-len-a and max-len-b are both 0: nothing may be generated");
+  if (o.batch_tokens < 1) throw ConfigError("batch-tokens: must be >= 1");
+}
+
+Translator::Translator(model::Transformer model, tokenizer::Tokenizer tokenizer, TranslateOptions options)
+    : model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options) {
+  validate(options_);
+  model_->eval();
+}
+
+int64_t Translator::max_source_tokens() const { return std::max<int64_t>(1, model_->options.max_len() - 1); }
+
+std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources) {
+  const auto ids = tokenizer_.special_ids();
+  const auto n = int64_t(sources.size());
+  int64_t longest = 0;
+  for (const auto* s : sources) longest = std::max<int64_t>(longest, int64_t(s->size()) + 1);
+  torch::Tensor src = torch::full({n, longest}, int64_t(ids.pad), torch::kLong);  // [batch, src_len]
+  auto acc = src.accessor<int64_t, 2>();
+  std::vector<int64_t> max_lengths(static_cast<size_t>(n));
+  const int64_t model_limit = model_->options.max_len();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& s = *sources[size_t(i)];
+    for (size_t j = 0; j < s.size(); ++j) acc[i][int64_t(j)] = s[j];
+    acc[i][int64_t(s.size())] = ids.eos;
+    const auto limit = int64_t(std::floor(options_.max_len_a * double(s.size()) + double(options_.max_len_b)));
+    max_lengths[size_t(i)] = std::clamp<int64_t>(limit, 1, model_limit);
+  }
+  const torch::Device device = model_->parameters().front().device();
+  const model::Memory memory = model_->encode(src.to(device));
+  ModelStep step(model_, memory);
+  return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search);
+}
+
+std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources) {
+  torch::NoGradGuard no_grad;
+  const int64_t keep = max_source_tokens();
+  std::vector<std::vector<int32_t>> cut;  // only the sources that need cutting
+  std::vector<const std::vector<int32_t>*> view(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) view[i] = &sources[i];
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (int64_t(sources[i].size()) > keep) cut.emplace_back(sources[i].begin(), sources[i].begin() + keep);
+  }
+  for (size_t i = 0, c = 0; i < sources.size(); ++i) {
+    if (int64_t(sources[i].size()) > keep) view[i] = &cut[c++];
+  }
+  // Longest first, so batches hold similar lengths; the budget counts padding.
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return view[a]->size() > view[b]->size(); });
+  std::vector<std::vector<Hypothesis>> out(sources.size());
+  size_t begin = 0;
+  while (begin < order.size()) {
+    const int64_t longest = int64_t(view[order[begin]]->size()) + 1;
+    const size_t fit = size_t(std::max<int64_t>(1, options_.batch_tokens / longest));
+    const size_t end = std::min(order.size(), begin + fit);
+    std::vector<const std::vector<int32_t>*> batch;
+    for (size_t i = begin; i < end; ++i) batch.push_back(view[order[i]]);
+    auto results = search_batch(batch);
+    for (size_t i = begin; i < end; ++i) out[order[i]] = std::move(results[i - begin]);
+    begin = end;
+  }
+  return out;
+}
+
+std::vector<Translation> Translator::translate(const std::vector<std::string>& lines) {
+  std::vector<Translation> out(lines.size());
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<size_t> where;  // sources[i] is lines[where[i]]
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    sources.push_back(tokenizer_.src().encode(lines[i]));
+    if (sources.back().empty()) {  // e.g. only whitespace: nothing to translate
+      sources.pop_back();
+      continue;
+    }
+    out[i].truncated = int64_t(sources.back().size()) > max_source_tokens();
+    where.push_back(i);
+  }
+  auto hyps = translate_ids(sources);
+  for (size_t j = 0; j < where.size(); ++j) {
+    Translation& t = out[where[j]];
+    t.hypotheses = std::move(hyps[j]);
+    for (const auto& h : t.hypotheses) t.texts.push_back(tokenizer_.tgt().decode(h.tokens));
+  }
+  return out;
+}
+
+}  // namespace mtx::decode

@@ -1,0 +1,189 @@
+#include "mtx/decode/search.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "mtx/util/errors.h"
+
+using namespace mtx::decode;
+
+namespace {
+
+constexpr int32_t kBos = 2, kEos = 3;
+constexpr int64_t kVocab = 10;
+
+// A fake model: next-token probabilities as a function of the prefix generated so far (and of the
+// sentence, so batched search can be checked against one sentence at a time).
+using Table = std::function<std::vector<double>(int64_t sentence, const std::vector<int32_t>& prefix)>;
+
+class FakeStep final : public StepFunction {
+ public:
+  FakeStep(Table table, int64_t sentences) : table_(std::move(table)) {
+    for (int64_t s = 0; s < sentences; ++s) rows_.push_back({s, {}});
+  }
+  torch::Tensor step(const torch::Tensor& tokens) override {
+    EXPECT_EQ(tokens.size(0), int64_t(rows_.size()));
+    torch::Tensor out = torch::empty({int64_t(rows_.size()), kVocab});
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      const auto tok = int32_t(tokens[int64_t(r)].item<int64_t>());
+      if (tok != kBos || !rows_[r].second.empty() || started_) rows_[r].second.push_back(tok);
+      const std::vector<double> p = table_(rows_[r].first, rows_[r].second);
+      for (int64_t v = 0; v < kVocab; ++v) out[int64_t(r)][v] = float(std::log(p[size_t(v)]));
+    }
+    started_ = true;
+    ++steps;
+    return out;
+  }
+  void reorder(const torch::Tensor& indices, bool same_sentences) override {
+    std::vector<std::pair<int64_t, std::vector<int32_t>>> next;
+    for (int64_t i = 0; i < indices.size(0); ++i) next.push_back(rows_[size_t(indices[i].item<int64_t>())]);
+    if (same_sentences) {
+      for (size_t i = 0; i < next.size(); ++i) EXPECT_EQ(next[i].first, rows_[i].first) << "rows changed sentence";
+    }
+    rows_ = std::move(next);
+  }
+  int steps = 0;
+
+ private:
+  Table table_;
+  std::vector<std::pair<int64_t, std::vector<int32_t>>> rows_;
+  bool started_ = false;
+};
+
+// Probability mass p on each listed token, the rest spread evenly over the other non-special tokens.
+std::vector<double> dist(std::map<int32_t, double> p) {
+  double used = 0;
+  for (const auto& kv : p) used += kv.second;
+  std::vector<double> out(size_t(kVocab), 0);
+  int free = 0;
+  for (int32_t v = 4; v < kVocab; ++v) free += p.count(v) ? 0 : 1;
+  for (int32_t v = 0; v < kVocab; ++v) {
+    if (p.count(v)) out[size_t(v)] = p[v];
+    else if (v >= 4) out[size_t(v)] = (1 - used) / free;
+    else out[size_t(v)] = 1e-9;  // pad, unk, bos; EOS when not listed
+  }
+  return out;
+}
+
+// Greedy takes 4 (0.5) and then can only end at 0.3; beam 2 also keeps 5 (0.4), which ends at 0.9.
+std::vector<double> garden_path(int64_t, const std::vector<int32_t>& prefix) {
+  if (prefix.empty()) return dist({{4, 0.5}, {5, 0.4}});
+  if (prefix == std::vector<int32_t>{4}) return dist({{kEos, 0.3}, {6, 0.3}, {7, 0.3}});
+  if (prefix == std::vector<int32_t>{5}) return dist({{kEos, 0.9}});
+  return dist({{kEos, 0.95}});
+}
+
+SearchOptions opts(int beam, double alpha = 0, int nbest = 1) {
+  SearchOptions o;
+  o.beam = beam;
+  o.alpha = alpha;
+  o.nbest = nbest;
+  return o;
+}
+
+}  // namespace
+
+TEST(BeamSearch, FindsTheBestPathGreedyMisses) {
+  FakeStep beam_fn(garden_path, 1);
+  const auto beam = beam_search(beam_fn, {10}, kBos, kEos, opts(2));
+  ASSERT_EQ(beam[0].size(), 1u);
+  EXPECT_EQ(beam[0][0].tokens, std::vector<int32_t>({5}));
+  EXPECT_NEAR(beam[0][0].log_prob, std::log(0.4 * 0.9), 1e-5);
+  EXPECT_NEAR(beam[0][0].score, beam[0][0].log_prob, 1e-9) << "alpha 0: raw log-probability";
+
+  FakeStep greedy_fn(garden_path, 1);
+  const auto greedy = beam_search(greedy_fn, {10}, kBos, kEos, opts(1));
+  ASSERT_EQ(greedy[0][0].tokens.size() >= 1, true);
+  EXPECT_EQ(greedy[0][0].tokens[0], 4) << "greedy follows the locally best token";
+  EXPECT_LT(greedy[0][0].log_prob, beam[0][0].log_prob);
+}
+
+TEST(BeamSearch, StopsAtEosAndForcesItAtTheLengthLimit) {
+  // A model that never wants to stop: every output hits the limit, ends with a forced EOS.
+  auto chatty = [](int64_t, const std::vector<int32_t>&) { return dist({{6, 0.7}, {kEos, 1e-6}}); };
+  for (const int beam : {1, 3}) {
+    FakeStep fn(chatty, 2);
+    const auto out = beam_search(fn, {4, 7}, kBos, kEos, opts(beam));
+    EXPECT_EQ(out[0][0].tokens, std::vector<int32_t>(3, 6)) << "limit 4 = 3 tokens + EOS, beam " << beam;
+    EXPECT_EQ(out[1][0].tokens, std::vector<int32_t>(6, 6)) << "limit 7 = 6 tokens + EOS, beam " << beam;
+    EXPECT_EQ(fn.steps, 7) << "the search ends when the last sentence is done";
+  }
+  // A model that stops at once gives an empty hypothesis, and the search ends after one step.
+  FakeStep quiet([](int64_t, const std::vector<int32_t>&) { return dist({{kEos, 0.99}}); }, 1);
+  const auto out = beam_search(quiet, {50}, kBos, kEos, opts(4));
+  EXPECT_TRUE(out[0][0].tokens.empty());
+  EXPECT_LE(quiet.steps, 2);
+}
+
+TEST(BeamSearch, MinimumLengthDelaysEos) {
+  FakeStep fn([](int64_t, const std::vector<int32_t>&) { return dist({{kEos, 0.9}}); }, 1);
+  SearchOptions o = opts(2);
+  o.min_len = 3;
+  const auto out = beam_search(fn, {20}, kBos, kEos, o);
+  EXPECT_EQ(out[0][0].tokens.size(), 3u);
+}
+
+TEST(BeamSearch, LengthPenaltyDecidesBetweenShortAndLong) {
+  // Stop now (0.3) or say "6 6 6" (0.65 each) and then stop (0.65).
+  auto table = [](int64_t, const std::vector<int32_t>& prefix) {
+    if (prefix.empty()) return dist({{kEos, 0.3}, {6, 0.65}});
+    if (prefix.size() < 3) return dist({{6, 0.65}, {kEos, 1e-6}});
+    return dist({{kEos, 0.65}});
+  };
+  FakeStep raw_fn(table, 1);
+  const auto raw = beam_search(raw_fn, {20}, kBos, kEos, opts(3, 0.0));
+  EXPECT_TRUE(raw[0][0].tokens.empty()) << "log 0.3 = -1.20 beats 4 log 0.65 = -1.72";
+  FakeStep norm_fn(table, 1);
+  const auto norm = beam_search(norm_fn, {20}, kBos, kEos, opts(3, 1.0));
+  EXPECT_EQ(norm[0][0].tokens, std::vector<int32_t>({6, 6, 6})) << "-1.72 / ((5+4)/6) = -1.15 beats -1.20 / 1";
+  EXPECT_NEAR(norm[0][0].score, 4 * std::log(0.65) / length_penalty(4, 1.0), 1e-5);
+  EXPECT_DOUBLE_EQ(length_penalty(7, 0.6), std::pow(12.0 / 6.0, 0.6));
+}
+
+TEST(BeamSearch, NbestListsAreSortedAndDistinct) {
+  auto table = [](int64_t, const std::vector<int32_t>& prefix) {
+    if (prefix.empty()) return dist({{4, 0.4}, {5, 0.3}, {6, 0.2}});
+    return dist({{kEos, 0.9}});
+  };
+  FakeStep fn(table, 1);
+  const auto out = beam_search(fn, {10}, kBos, kEos, opts(3, 0.6, 3));
+  ASSERT_EQ(out[0].size(), 3u);
+  EXPECT_EQ(out[0][0].tokens, std::vector<int32_t>({4}));
+  EXPECT_EQ(out[0][1].tokens, std::vector<int32_t>({5}));
+  EXPECT_EQ(out[0][2].tokens, std::vector<int32_t>({6}));
+  EXPECT_GT(out[0][0].score, out[0][1].score);
+  EXPECT_GT(out[0][1].score, out[0][2].score);
+}
+
+TEST(BeamSearch, EachSentenceIsSearchedAsIfAlone) {
+  // Sentence-dependent tables; sentence 1 finishes early, so the batch shrinks mid-search.
+  auto table = [](int64_t s, const std::vector<int32_t>& prefix) {
+    if (s == 1) return prefix.empty() ? dist({{5, 0.6}}) : dist({{kEos, 0.9}});
+    if (s == 2) return garden_path(s, prefix);
+    return prefix.size() < 4 ? dist({{int32_t(4 + prefix.size()), 0.5}, {kEos, 0.05}}) : dist({{kEos, 0.8}});
+  };
+  for (const int beam : {1, 4}) {
+    FakeStep all_fn(table, 3);
+    const auto all = beam_search(all_fn, {12, 12, 12}, kBos, kEos, opts(beam, 0.6, beam > 1 ? 2 : 1));
+    for (int64_t s = 0; s < 3; ++s) {
+      FakeStep one_fn([&](int64_t, const std::vector<int32_t>& p) { return table(s, p); }, 1);
+      const auto one = beam_search(one_fn, {12}, kBos, kEos, opts(beam, 0.6, beam > 1 ? 2 : 1));
+      ASSERT_EQ(all[size_t(s)].size(), one[0].size());
+      for (size_t h = 0; h < one[0].size(); ++h) {
+        EXPECT_EQ(all[size_t(s)][h].tokens, one[0][h].tokens) << "sentence " << s << " beam " << beam;
+        EXPECT_NEAR(all[size_t(s)][h].score, one[0][h].score, 1e-6);
+      }
+    }
+  }
+}
+
+TEST(BeamSearch, RejectsBadOptions) {
+  EXPECT_THROW(validate(opts(0)), mtx::ConfigError);
+  EXPECT_THROW(validate(opts(2, 0.6, 3)), mtx::ConfigError);
+  EXPECT_THROW(validate(opts(2, -1)), mtx::ConfigError);
+  EXPECT_NO_THROW(validate(opts(5, 0.6, 5)));
+}
