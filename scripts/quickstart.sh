@@ -16,4 +16,11 @@ run=runs/quickstart
 rm -rf "$run"
 "$mtx" train --config "$config" --out "$run"
 "$mtx" info --ckpt "$run/best.pt" | head -n 12
-echo "quickstart: trained $run/best.pt (curve: $run/curve.svg). Translation and scoring join this script as they land."
+# Translate the first test sentences with the model just trained (two epochs of a tiny model: expect
+# rough English), next to the references.
+data=data/multi30k   # where bootstrap.sh put Multi30k (configs/tiny.json's data.dir)
+zcat "$data/test_2016_flickr.de.gz" | head -n 5 > "$run/test5.de"
+zcat "$data/test_2016_flickr.en.gz" | head -n 5 > "$run/test5.ref.en"
+"$mtx" translate --ckpt "$run/best.pt" --beam 5 < "$run/test5.de" > "$run/test5.en"
+paste -d '\n' "$run/test5.de" "$run/test5.en" "$run/test5.ref.en" | awk '{ printf "%s%s\n", (NR % 3 == 1 ? "de:  " : NR % 3 == 2 ? "mtx: " : "ref: "), $0; if (NR % 3 == 0) print "" }'
+echo "quickstart: trained $run/best.pt (curve: $run/curve.svg) and translated $run/test5.de. Scoring joins this script as it lands."

@@ -1,7 +1,9 @@
 // mtx translate: German in, English out (or whatever the checkpoint was trained on). Reads stdin (or
 // --input), writes stdout (or --output), streaming in chunks; the checkpoint carries its own tokenizer.
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -70,11 +72,24 @@ int run_translate(const TranslateArgs& args) {
   decode::StreamOptions stream;
   stream.chunk_lines = args.chunk_lines;
   stream.nbest_format = args.scores || options.search.nbest > 1;
+  // Developer aid, as in training: MTX_PROFILE=FILE records the run with torch's profiler.
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+  if (const char* p = std::getenv("MTX_PROFILE"); p && *p) {
+    profile = std::make_unique<torch::autograd::profiler::RecordProfile>(std::string(p));
+  }
   const decode::StreamStats s = decode::translate_stream(translator, *in, out, stream);
+  profile.reset();
 
   log::info("{} lines in {:.1f} s: {:.1f} sentences/s, {:.0f} generated tokens/s", s.lines, s.seconds,
             s.seconds > 0 ? double(s.translated) / s.seconds : 0.0,
             s.seconds > 0 ? double(s.generated_tokens) / s.seconds : 0.0);
+  if (s.chunk_seconds.size() >= 2) {
+    std::vector<double> t = s.chunk_seconds;
+    std::sort(t.begin(), t.end());
+    auto pct = [&](double q) { return 1000 * t[std::min(t.size() - 1, size_t(q * double(t.size())))]; };
+    log::info("per chunk of up to {} lines: p50 {:.1f} ms, p95 {:.1f} ms over {} chunks", args.chunk_lines, pct(0.5),
+              pct(0.95), t.size());
+  }
   if (s.truncated > 0) log::warn("{} line(s) were longer than the model allows and were truncated", s.truncated);
   if (s.invalid_utf8 > 0) {
     throw Error(std::to_string(s.invalid_utf8) + " input line(s) were not valid UTF-8 (see the line numbers above); "

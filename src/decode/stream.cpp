@@ -130,7 +130,9 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       }
       valid[i] = std::move(chunk[i]);
     }
+    const auto chunk_start = std::chrono::steady_clock::now();
     const std::vector<Translation> results = translator.translate(valid);
+    stats.chunk_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - chunk_start).count());
     for (size_t i = 0; i < results.size(); ++i) {
       const int64_t index = stats.lines + int64_t(i);
       const Translation& t = results[i];

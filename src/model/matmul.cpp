@@ -42,6 +42,12 @@ struct ParallelBmm : torch::autograd::Function<ParallelBmm> {
 torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   TORCH_CHECK(a.dim() >= 3 && a.dim() == b.dim(), "batched_matmul: expected [..., m, k] x [..., k, n], got ",
               a.sizes(), " x ", b.sizes());
+  // One row per matrix (incremental decoding: one query per hypothesis): a broadcast multiply and a sum
+  // over k are one vectorised pass, where bmm would run thousands of tiny GEMMs one by one.
+  if (a.size(-2) == 1 && a.device().is_cpu()) {
+    TORCH_CHECK(b.size(-2) == a.size(-1), "batched_matmul: inner dims differ: ", a.sizes(), " x ", b.sizes());
+    return (a.transpose(-2, -1) * b).sum(-2, /*keepdim=*/true);  // [..., 1, n]
+  }
   const int64_t batch = a.numel() / (a.size(-2) * a.size(-1));
   const bool parallel = a.device().is_cpu() && b.device().is_cpu() && a.scalar_type() == torch::kFloat &&
                         b.scalar_type() == torch::kFloat && at::get_num_threads() > 1 && batch >= 8 &&

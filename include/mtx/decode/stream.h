@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mtx/decode/translator.h"
 
@@ -39,6 +40,7 @@ struct StreamStats {
   int64_t truncated = 0;
   int64_t generated_tokens = 0;  // best hypothesis tokens (EOS included)
   double seconds = 0;
+  std::vector<double> chunk_seconds;  // translation time of each chunk (latency per line at chunk_lines 1)
 };
 
 StreamStats translate_stream(Translator& translator, LineSource& in, std::ostream& out, const StreamOptions& options);
