@@ -10,6 +10,7 @@ packages=(
   libblas3   # the reference BLAS: only so the test of mtx's slow-BLAS warning can run
   libsentencepiece-dev sentencepiece
   libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+  libutf8proc-dev   # Unicode categories and case mapping for sacreBLEU-exact tokenisation
 )
 # Optional extras, e.g. the PyTorch peer for scripts/bench: MTX_EXTRA_PACKAGES="python3-torch"
 read -r -a extra <<< "${MTX_EXTRA_PACKAGES:-}"

@@ -1,0 +1,19 @@
+// Shared between the metric implementations (not part of the public interface).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mtx/eval/metrics.h"
+#include "mtx/eval/text.h"
+
+namespace mtx::eval {
+
+// Tokens of an (already lowercased if asked, rstripped) line.
+std::vector<std::u32string> bleu_tokens(std::u32string line, BleuTokenizer tokenizer);
+std::vector<std::u32string> ter_tokens(const std::u32string& line, const TerOptions& options);
+
+// The version field of signatures.
+std::string signature_version();
+
+}  // namespace mtx::eval

@@ -1,0 +1,25 @@
+// Unicode text helpers with Python's semantics, so that metrics agree with sacreBLEU to the token:
+// str.split() (Unicode whitespace), str.lower(), str.rstrip(), and code-point strings.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mtx::eval {
+
+std::u32string to_u32(std::string_view utf8);   // invalid bytes become U+FFFD
+std::string to_utf8(std::u32string_view text);
+
+bool is_space(char32_t c);                       // Python's str.isspace()
+std::u32string lower(std::u32string_view text);  // str.lower() (simple case mapping)
+std::u32string rstrip(std::u32string_view text);
+std::vector<std::u32string> split(std::u32string_view text);  // str.split()
+std::u32string join_words(const std::vector<std::u32string>& words);  // ' '.join(words)
+
+// Unicode general-category tests (Python regex's \p{N}, \p{P}, \p{S}).
+bool is_number(char32_t c);
+bool is_punctuation(char32_t c);
+bool is_symbol(char32_t c);
+
+}  // namespace mtx::eval

@@ -1,0 +1,201 @@
+#include "mtx/eval/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "mtx/util/errors.h"
+
+using namespace mtx::eval;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fixtures_dir() {
+  if (const char* env = std::getenv("MTX_EVAL_FIXTURES"); env && *env) return env;
+  return fs::path(MTX_SOURCE_DIR) / ".." / "shared" / "eval-fixtures";
+}
+
+#define MTX_REQUIRE_FIXTURES()                                                                          \
+  do {                                                                                                  \
+    if (!fs::exists(fixtures_dir() / "expected.json")) {                                                \
+      if (const char* allow = std::getenv("MTX_ALLOW_MISSING_DATA"); allow && *allow == '1') {          \
+        GTEST_SKIP() << "no eval fixtures at " << fixtures_dir();                                      \
+      }                                                                                                 \
+      FAIL() << "no eval fixtures at " << fixtures_dir() << " (set MTX_EVAL_FIXTURES)";                 \
+    }                                                                                                   \
+  } while (0)
+
+std::vector<std::string> lines(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::unique_ptr<Metric> metric_for(const nlohmann::json& c) {
+  const auto& o = c["options"];
+  const std::string m = c["metric"];
+  if (m == "bleu") {
+    BleuOptions b;
+    b.lowercase = o.value("lowercase", false);
+    b.tokenize = parse_bleu_tokenizer(o.value("tokenize", "13a"));
+    b.smooth_method = o.value("smooth_method", "exp");
+    if (o.contains("smooth_value")) b.smooth_value = o["smooth_value"].get<double>();
+    return make_bleu(b);
+  }
+  if (m == "chrf") {
+    ChrfOptions ch;
+    ch.word_order = o.value("word_order", 0);
+    ch.lowercase = o.value("lowercase", false);
+    return make_chrf(ch);
+  }
+  TerOptions t;
+  t.case_sensitive = o.value("case_sensitive", false);
+  t.normalized = o.value("normalized", false);
+  t.no_punct = o.value("no_punct", false);
+  return make_ter(t);
+}
+
+std::string without_version(const std::string& sig) { return sig.substr(0, sig.rfind("|version:")); }
+
+}  // namespace
+
+TEST(EvalParity, EveryFixtureCaseMatchesSacreBleu) {
+  MTX_REQUIRE_FIXTURES();
+  const auto expected = nlohmann::json::parse(std::ifstream(fixtures_dir() / "expected.json"));
+  int cases = 0;
+  for (const auto& c : expected["cases"]) {
+    const auto hyps = lines(fixtures_dir() / c["hyp"].get<std::string>());
+    Streams refs;
+    for (const auto& r : c["refs"]) refs.push_back(lines(fixtures_dir() / r.get<std::string>()));
+    const auto metric = metric_for(c);
+    const Score s = corpus_score(*metric, hyps, refs);
+    const std::string what = c["metric"].get<std::string>() + " " + c["hyp"].get<std::string>() + " " + c["options"].dump();
+    EXPECT_NEAR(s.score, c["score"].get<double>(), 0.01) << what;
+    EXPECT_EQ(without_version(s.signature), without_version(c["signature"])) << what;
+    EXPECT_EQ(s.text, c["text"].get<std::string>()) << what;
+    ++cases;
+  }
+  EXPECT_EQ(cases, int(expected["cases"].size()));
+  std::cout << "[ parity   ] " << cases << " sacreBLEU 2.6.0 cases checked\n";
+}
+
+TEST(EvalParity, SentenceBleuOfSysBMatches) {
+  MTX_REQUIRE_FIXTURES();
+  const auto expected = nlohmann::json::parse(std::ifstream(fixtures_dir() / "expected.json"));
+  const auto& want = expected["sentence_bleu_sysB_first20"];
+  auto hyps = lines(fixtures_dir() / "sysB.en");
+  auto refs = lines(fixtures_dir() / "ref.en");
+  hyps.resize(want.size());
+  refs.resize(want.size());
+  BleuOptions o;
+  o.effective_order = true;
+  const auto scores = sentence_scores(*make_bleu(o), hyps, {refs});
+  ASSERT_EQ(scores.size(), want.size());
+  for (size_t i = 0; i < scores.size(); ++i) EXPECT_NEAR(scores[i], want[i].get<double>(), 0.01) << "line " << i + 1;
+}
+
+TEST(EvalTokenizers, TrickyStrings) {
+  // 13a: punctuation split except inside numbers; &-entities unescaped.
+  EXPECT_EQ(tokenize_bleu("Hello, world... (test)[x] {y}", BleuTokenizer::k13a), "Hello , world . . . ( test ) [ x ] { y }");
+  EXPECT_EQ(tokenize_bleu("It costs 1,000.50 $ - e-mail 3-4", BleuTokenizer::k13a), "It costs 1,000.50 $ - e-mail 3 - 4");
+  EXPECT_EQ(tokenize_bleu("a &amp; b &quot;c&quot;", BleuTokenizer::k13a), "a & b \" c \"");
+  EXPECT_EQ(tokenize_bleu("  trailing spaces   ", BleuTokenizer::k13a), "trailing spaces");
+  // intl: Unicode punctuation and symbols (€, «, 「), numbers kept together.
+  EXPECT_EQ(tokenize_bleu("1.000,50€ «günstig»!", BleuTokenizer::intl), "1.000,50 € « günstig » !");
+  EXPECT_EQ(tokenize_bleu("数字「引号」", BleuTokenizer::intl), "数字 「 引号 」");
+  // char: every non-space code point.
+  EXPECT_EQ(tokenize_bleu("ab c€", BleuTokenizer::chars), "a b c €");
+  EXPECT_EQ(tokenize_bleu("no  change,here", BleuTokenizer::none), "no change,here");
+  // Python's str.split(): Unicode spaces (no-break space, ideographic space) separate tokens.
+  EXPECT_EQ(tokenize_bleu("a\u00a0b\u3000c", BleuTokenizer::none), "a b c");
+  // tercom: lowercased unless case-sensitive; normalisation; punctuation removal.
+  TerOptions t;
+  EXPECT_EQ(tokenize_ter("The Dog's bone.", t), "the dog's bone.");
+  t.normalized = true;
+  EXPECT_EQ(tokenize_ter("The Dog's bone.", t), "the dog 's bone .");
+  t = {};
+  t.no_punct = true;
+  t.case_sensitive = true;
+  EXPECT_EQ(tokenize_ter("Hi, (you)!", t), "Hi you");
+}
+
+TEST(EvalBleu, SmoothingVariantsOnAShortSentence) {
+  // One 3-word hypothesis against a 3-word reference with no 2-gram match: only smoothing gives credit.
+  const std::vector<std::string> hyp = {"the cat sat"};
+  const Streams ref = {{"the dog sat"}};
+  auto bleu = [&](const std::string& method, bool eff = false) {
+    BleuOptions o;
+    o.smooth_method = method;
+    o.effective_order = eff;
+    return corpus_score(*make_bleu(o), hyp, ref).score;
+  };
+  EXPECT_EQ(bleu("none"), 0.0);
+  // exp: p1 = 2/3, p2 = 1/(2*2), p3 = 1/(4*1) (no 4-grams: stop; log(0) for p4) -> 0 without effective order.
+  EXPECT_NEAR(bleu("exp"), 0.0, 1e-9);
+  EXPECT_NEAR(bleu("exp", true), 100 * std::exp((std::log(2.0 / 3) + std::log(0.25) + std::log(0.25)) / 3), 1e-6);
+  EXPECT_NEAR(bleu("floor", true), 100 * std::exp((std::log(2.0 / 3) + std::log(0.1 / 2) + std::log(0.1 / 1)) / 3), 1e-6);
+  // add-k adds k to the counts of orders 2..4, so even the empty 4-gram order counts: p4 = 1/1.
+  EXPECT_NEAR(bleu("add-k", true), 100 * std::exp((std::log(2.0 / 3) + std::log(1.0 / 3) + std::log(1.0 / 2) + 0) / 4), 1e-6);
+}
+
+TEST(EvalBleu, MultipleReferencesTakeMaxCountsAndClosestLength) {
+  BleuOptions o;
+  o.effective_order = true;
+  const auto m = make_bleu(o);
+  // Reference lengths 2 and 6 for a 5-word hypothesis: the closest (6) counts.
+  const auto stats = corpus_stats(*m, {"a b c d e"}, {{"a b"}, {"a b c d e f"}});
+  EXPECT_EQ(stats[0][0], 5);
+  EXPECT_EQ(stats[0][1], 6);
+  EXPECT_EQ(stats[0][2], 5) << "all unigrams matched by the second reference";
+  // Equal distance: the shorter reference length wins.
+  EXPECT_EQ(corpus_stats(*m, {"a b c"}, {{"a b c d"}, {"a b"}})[0][1], 2);
+  // Clipping uses the largest count in any one reference.
+  const auto clip = corpus_stats(*m, {"the the the"}, {{"the cat"}, {"the the dog"}});
+  EXPECT_EQ(clip[0][2], 2);
+}
+
+TEST(EvalBootstrap, DeterministicForASeedAndSensible) {
+  std::vector<std::string> hyps, refs;
+  for (int i = 0; i < 200; ++i) {
+    hyps.push_back(i % 3 ? "a man rides a red bike" : "a woman reads");
+    refs.push_back(i % 2 ? "a man rides a bike" : "a woman reads a book");
+  }
+  const auto m = make_bleu({});
+  const auto stats = corpus_stats(*m, hyps, {refs});
+  const Confidence a = bootstrap(*m, stats, 300, 7), b = bootstrap(*m, stats, 300, 7), c = bootstrap(*m, stats, 300, 8);
+  EXPECT_EQ(a.mean, b.mean);
+  EXPECT_EQ(a.ci, b.ci);
+  EXPECT_NE(a.mean, c.mean);
+  const double score = m->score(sum_stats(stats)).score;
+  EXPECT_NEAR(a.mean, score, 3.0);
+  EXPECT_GT(a.ci, 0.0);
+  // A system against itself: p = 1; against a clearly worse one: small p.
+  EXPECT_NEAR(paired_bootstrap(*m, stats, stats, 200).p_value, 1.0, 1e-9);
+  std::vector<std::string> worse(hyps.size(), "bike");
+  const auto pw = paired_bootstrap(*m, stats, corpus_stats(*m, worse, {refs}), 200);
+  EXPECT_LT(pw.p_value, 0.05);
+}
+
+TEST(EvalOther, RougeAndWer) {
+  const Streams ref = {{"the cat sat on the mat"}};
+  EXPECT_NEAR(corpus_score(*make_rouge(1), {"the cat sat on the mat"}, ref).score, 100.0, 1e-9);
+  // ROUGE-1: all 5 hypothesis words in the 6-word reference: P 5/5, R 5/6.
+  EXPECT_NEAR(corpus_score(*make_rouge(1), {"the cat sat on mat"}, ref).score, 100 * 2 * 1.0 * (5.0 / 6) / (1.0 + 5.0 / 6),
+              1e-9);
+  EXPECT_NEAR(corpus_score(*make_rouge(0), {"cat the sat"}, ref).score, 100 * 2 * (2.0 / 3) * (2.0 / 6) / (2.0 / 3 + 2.0 / 6),
+              1e-9);
+  // WER: one substitution and one deletion over 6 reference words.
+  EXPECT_NEAR(corpus_score(*make_wer(), {"the dog sat on mat"}, ref).score, 100 * 2.0 / 6, 1e-9);
+}
+
+TEST(EvalErrors, MismatchedLineCountsAreDataErrors) {
+  EXPECT_THROW(corpus_score(*make_bleu({}), {"a", "b"}, {{"a"}}), mtx::DataError);
+  EXPECT_THROW(parse_bleu_tokenizer("zh"), mtx::ConfigError);
+  BleuOptions o;
+  o.smooth_method = "laplace";
+  EXPECT_THROW(make_bleu(o), mtx::ConfigError);
+}
