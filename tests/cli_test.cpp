@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -121,15 +122,6 @@ TEST(Cli, WarnsOnceWhenMatmulRunsOnTheReferenceBlas) {
   EXPECT_EQ(fast.output.find("[warning]"), std::string::npos) << fast.output;
 }
 
-TEST(Cli, PendingSubcommandsParseTheirFlagsAndSaySoPlainly) {
-  for (const char* args : {"eval --metric bleu --ref a --ref b"}) {
-    const Result r = run_mtx(args);
-    EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find("is not available in mtx"), std::string::npos) << r.output;
-    EXPECT_EQ(count_lines(r.output), 1u) << r.output;
-  }
-}
-
 TEST(Cli, TrainsTinyOnMulti30kAndLossFalls) {
   MTX_REQUIRE_MULTI30K();
   mtx::test::TempDir tmp;
@@ -235,4 +227,48 @@ TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
   EXPECT_NE(bad.output.find("nbest"), std::string::npos) << bad.output;
   const Result missing = run_mtx("translate --ckpt " + ckpt + " --input " + (tmp / "nope.de").string());
   EXPECT_EQ(missing.code, 2) << missing.output;
+
+  // Translate and score in one go, with the test loss / perplexity.
+  mtx::test::write_text(tmp / "ok.en", "a dog runs\na woman reads a book\n");
+  const Result scored = run_mtx("eval --ckpt " + ckpt + " --src " + (tmp / "ok.de").string() + " --ref " +
+                                (tmp / "ok.en").string() + " --metric bleu,chrf,ppl --json 2>/dev/null");
+  ASSERT_EQ(scored.code, 0) << scored.output;
+  std::istringstream rows(scored.output);
+  std::vector<std::string> names;
+  for (std::string l; std::getline(rows, l);) {
+    const auto j = nlohmann::json::parse(l);
+    for (const char* k : {"name", "score", "signature"}) EXPECT_TRUE(j.contains(k)) << l;
+    names.push_back(j["name"]);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"BLEU", "chrF2", "PPL"}));
+}
+
+TEST(Cli, EvalScoresLikeSacreBleuAndRefusesBadInput) {
+  mtx::test::TempDir tmp;
+  mtx::test::write_text(tmp / "ref.en", "The cat sat on the mat.\nA dog runs in the park.\n");
+  mtx::test::write_text(tmp / "hyp.en", "The cat sat on a mat.\nA dog is running in the park.\n");
+  const Result r = run_mtx("eval --metric bleu,chrf,ter --ref " + (tmp / "ref.en").string() + " < " + (tmp / "hyp.en").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mtx-"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:mtx-"), std::string::npos);
+  EXPECT_NE(r.output.find("TER|nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:mtx-"), std::string::npos);
+  const Result conf = run_mtx("eval --metric bleu --confidence --json --ref " + (tmp / "ref.en").string() + " --hyp " +
+                              (tmp / "hyp.en").string());
+  ASSERT_EQ(conf.code, 0) << conf.output;
+  const auto j = nlohmann::json::parse(conf.output);
+  EXPECT_TRUE(j.contains("ci") && j.contains("mean")) << conf.output;
+
+  mtx::test::write_text(tmp / "short.en", "The cat sat on the mat.\n");
+  mtx::test::write_text(tmp / "empty.en", "");
+  const std::string ref = " --ref " + (tmp / "ref.en").string();
+  for (const std::string& bad : {"eval" + ref + " --hyp " + (tmp / "short.en").string(),
+                                 "eval" + ref + " --hyp " + (tmp / "empty.en").string(),
+                                 "eval" + ref + " --hyp " + (tmp / "missing.en").string(),
+                                 "eval --metric blue" + ref + " --hyp " + (tmp / "hyp.en").string(),
+                                 "eval --metric ppl" + ref + " --hyp " + (tmp / "hyp.en").string(),
+                                 "eval --smooth-method laplace" + ref + " --hyp " + (tmp / "hyp.en").string()}) {
+    const Result e = run_mtx(bad);
+    EXPECT_EQ(e.code, 2) << bad << "\n" << e.output;
+    EXPECT_EQ(count_lines(e.output), 1u) << bad << "\n" << e.output;
+  }
 }

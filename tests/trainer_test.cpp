@@ -117,6 +117,42 @@ TEST(Trainer, EarlyStoppingHonoursPatience) {
   EXPECT_LT(s.epoch, 50);
 }
 
+TEST(Trainer, BestCheckpointCanBeChosenByValidationBleu) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_epochs = 12;
+  c.train.max_tokens = 256;  // many small updates: the toy sentences are learnt, so BLEU moves
+  c.train.schedule = mtx::config::Schedule::constant;
+  c.train.lr = 0.003;
+  c.train.warmup_steps = 0;
+  c.train.best_metric = mtx::config::BestMetric::bleu;
+  const train::TrainSummary s = train::run_training(c, tmp / "run");
+  std::ifstream in(tmp / "run" / "metrics.jsonl");
+  double best_bleu = -1;
+  int64_t best_step = -1;
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row["type"] != "valid") continue;
+    ++rows;
+    ASSERT_TRUE(row.contains("val_bleu")) << line;
+    const double b = row["val_bleu"];
+    EXPECT_GE(b, 0.0);
+    EXPECT_LE(b, 100.0 + 1e-9);
+    if (b > best_bleu) {
+      best_bleu = b;
+      best_step = row["step"];
+    }
+    EXPECT_EQ(row["best"].get<bool>(), row["step"].get<int64_t>() == best_step) << "best = a new highest BLEU";
+  }
+  EXPECT_EQ(rows, 12);
+  EXPECT_GT(best_bleu, 0.0) << "the toy model learns something";
+  auto best = train::load_checkpoint(tmp / "run" / "best.pt");
+  EXPECT_NEAR(best.state.best_metric, best_bleu, 1e-9);
+  EXPECT_EQ(best.state.best_step, best_step);
+  EXPECT_NEAR(s.best_val_loss, best_bleu, 1e-9);
+}
+
 TEST(Trainer, NonFiniteLossesAreSkippedThenStop) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);

@@ -35,7 +35,7 @@ nlohmann::json checkpoint_info(const std::string& path) {
           {"tgt_tokens", c.state.tgt_tokens},
           {"elapsed_s", c.state.elapsed_s},
           {"best_metric", std::isfinite(best) ? nlohmann::json(best) : nlohmann::json()},
-          {"best_metric_name", "val_loss"},
+          {"best_metric_name", c.config.train.best_metric == config::BestMetric::bleu ? "val_bleu" : "val_loss"},
           {"best_step", c.state.best_step},
           {"weights_sha256", actual},
           {"tokenizer", c.tokenizer->describe()},

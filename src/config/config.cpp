@@ -43,6 +43,10 @@ struct EnumNames<Schedule> {
 };
 
 template <>
+struct EnumNames<BestMetric> {
+  static constexpr std::pair<BestMetric, const char*> list[] = {{BestMetric::loss, "loss"}, {BestMetric::bleu, "bleu"}};
+};
+template <>
 struct EnumNames<Norm> {
   static constexpr std::pair<Norm, const char*> list[] = {{Norm::post, "post"}, {Norm::pre, "pre"}};
 };
@@ -153,6 +157,9 @@ void visit(TrainConfig& c, V&& v) {
   v("translate_log_lines", c.translate_log_lines);
   v("keep_last", c.keep_last);
   v("patience", c.patience);
+  v("best_metric", c.best_metric);
+  v("val_bleu", c.val_bleu);
+  v("val_bleu_beam", c.val_bleu_beam);
   v("max_bad_steps", c.max_bad_steps);
   v("bf16", c.bf16);
 }
@@ -316,6 +323,7 @@ std::string to_string(SpmType v) { return enum_name(v); }
 std::string to_string(Device v) { return enum_name(v); }
 std::string to_string(Optimizer v) { return enum_name(v); }
 std::string to_string(Schedule v) { return enum_name(v); }
+std::string to_string(BestMetric v) { return enum_name(v); }
 std::string to_string(Norm v) { return enum_name(v); }
 std::string to_string(Positions v) { return enum_name(v); }
 std::string to_string(Activation v) { return enum_name(v); }
@@ -386,6 +394,7 @@ void validate(const Config& c) {
   check_range("train.validate_every", tr.validate_every, 0, kBig);
   check_range("train.log_every", tr.log_every, 1, kBig);
   check_range("train.translate_every", tr.translate_every, 0, kBig);
+  check_range("train.val_bleu_beam", tr.val_bleu_beam, 1, 64);
   check_range("train.translate_log_lines", tr.translate_log_lines, 0, kBig);
   check_range("train.keep_last", tr.keep_last, 0, 1000);
   check_range("train.patience", tr.patience, 0, kBig);

@@ -17,6 +17,7 @@
 #include "mtx/data/batcher.h"
 #include "mtx/data/prepare.h"
 #include "mtx/decode/translator.h"
+#include "mtx/eval/metrics.h"
 #include "mtx/train/curve.h"
 #include "mtx/train/loss.h"
 #include "mtx/train/schedule.h"
@@ -82,15 +83,14 @@ class Autocast {
   bool on_;
 };
 
-struct Validation {
-  double loss = 0;  // nll per target token
-  double ppl = 0;
-  int64_t tokens = 0;
-};
 
-Validation validate(model::Transformer& model, const data::EncodedCorpus& corpus, const tokenizer::SpecialIds& ids,
-                    int64_t max_tokens, const torch::Device& device, bool bf16) {
+
+}  // namespace
+
+LossEvaluation evaluate_loss(model::Transformer& model, const data::EncodedCorpus& corpus,
+                             const tokenizer::SpecialIds& ids, int64_t max_tokens, const torch::Device& device, bool bf16) {
   torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
   model->eval();
   data::BatcherOptions o;
   o.max_tokens = max_tokens;
@@ -106,21 +106,22 @@ Validation validate(model::Transformer& model, const data::EncodedCorpus& corpus
     nll += t.nll_sum.item<double>();
     tokens += t.tokens;
   }
-  model->train();
-  Validation v;
+  if (was_training) model->train();
+  LossEvaluation v;
   v.tokens = tokens;
   v.loss = tokens ? nll / double(tokens) : 0.0;
   v.ppl = std::exp(std::min(v.loss, 700.0));
   return v;
 }
 
-// Greedy translation of the validation set: written to translations/val-step-N.txt in the run
-// directory, the first lines logged next to their references. Uses no randomness (exact resume holds).
-void translate_validation(model::Transformer& model, const tokenizer::Tokenizer& tok, const data::EncodedCorpus& corpus,
-                          const config::Config& cfg, const fs::path& run_dir, int64_t step) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+// Translations of a corpus's sources (detokenised), in corpus order. Uses no randomness, so exact
+// resume holds; leaves the model in training mode.
+std::vector<std::string> translate_corpus(model::Transformer& model, const tokenizer::Tokenizer& tok,
+                                          const data::EncodedCorpus& corpus, const config::Config& cfg, int beam) {
   decode::TranslateOptions o = decode::options_from_config(cfg.decode);
-  o.search.beam = 1;
+  o.search.beam = beam;
   o.search.nbest = 1;
   std::vector<std::vector<int32_t>> sources(corpus.size());
   for (size_t i = 0; i < corpus.size(); ++i) sources[i].assign(corpus.src[i].begin(), corpus.src[i].end());
@@ -130,17 +131,29 @@ void translate_validation(model::Transformer& model, const tokenizer::Tokenizer&
     hyps = translator.translate_ids(sources);
   }
   model->train();
+  std::vector<std::string> out;
+  out.reserve(hyps.size());
+  for (const auto& h : hyps) out.push_back(h.empty() ? std::string() : tok.tgt().decode(h.front().tokens));
+  return out;
+}
+
+// Greedy translation of the validation set: written to translations/val-step-N.txt in the run
+// directory, the first lines logged next to their references.
+void translate_validation(model::Transformer& model, const tokenizer::Tokenizer& tok, const data::EncodedCorpus& corpus,
+                          const std::vector<std::string>& refs, const config::Config& cfg, const fs::path& run_dir,
+                          int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> hyps = translate_corpus(model, tok, corpus, cfg, 1);
   std::string text;
-  for (const auto& h : hyps) text += (h.empty() ? std::string() : tok.tgt().decode(h.front().tokens)) + "\n";
+  for (const auto& h : hyps) text += h + "\n";
   const fs::path path = run_dir / "translations" / fmt::format("val-step-{}.txt", step);
   fs::create_directories(path.parent_path());
   write_file_atomic(path, text);
   log::info("greedy translation of {} validation sentences in {:.1f} s: {}", corpus.size(),
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), path.string());
   for (size_t i = 0; i < std::min<size_t>(size_t(cfg.train.translate_log_lines), hyps.size()); ++i) {
-    const auto ref = corpus.tgt[i];
-    log::info("  val {} | hyp: {}", i + 1, hyps[i].empty() ? std::string() : tok.tgt().decode(hyps[i].front().tokens));
-    log::info("  val {} | ref: {}", i + 1, tok.tgt().decode(ref.data, ref.size));
+    log::info("  val {} | hyp: {}", i + 1, hyps[i]);
+    log::info("  val {} | ref: {}", i + 1, refs[i]);
   }
 }
 
@@ -199,6 +212,15 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   const data::PreparedData data = data::prepare_data(cfg, prep);
   if (!data.valid) throw ConfigError("data.valid: training needs a validation split");
   const tokenizer::SpecialIds ids = data.tokenizer.special_ids();
+  // Validation references as text (the tokenizer is lossless), for validation BLEU and logged samples.
+  std::vector<std::string> val_refs;
+  for (size_t i = 0; i < data.valid->size(); ++i) {
+    const auto r = data.valid->tgt[i];
+    val_refs.push_back(data.tokenizer.tgt().decode(r.data, r.size));
+  }
+  const bool bleu_best = tc.best_metric == config::BestMetric::bleu;
+  const bool want_bleu = bleu_best || tc.val_bleu;
+  const std::string metric_name = bleu_best ? "val. BLEU" : "val. loss";
   fs::create_directories(run_dir);
   config::write_resolved(cfg, run_dir / "config.json");
 
@@ -249,14 +271,32 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   int bad_steps = 0;
   TrainSummary summary;
 
+  // Validation loss, and BLEU (cased sacreBLEU 13a) of the validation translations when wanted.
+  struct Validation : LossEvaluation {
+    std::optional<double> bleu;
+  };
+  auto validate = [&]() {
+    Validation v;
+    static_cast<LossEvaluation&>(v) = evaluate_loss(model, *data.valid, ids, tc.max_tokens, device, bf16);
+    if (want_bleu) {
+      const auto hyps = translate_corpus(model, data.tokenizer, *data.valid, cfg, tc.val_bleu_beam);
+      v.bleu = eval::corpus_score(*eval::make_bleu({}), hyps, {val_refs}).score;
+    }
+    return v;
+  };
+  auto bleu_text = [&](const Validation& v) {
+    return v.bleu ? fmt::format(" Val. BLEU: {:5.2f} |", *v.bleu) : std::string();
+  };
+
   int64_t last_saved_step = -1;
   auto save_all = [&](const Validation& v, bool count_for_patience) {
     last_saved_step = state.step;
     state.position = batcher.position();
     state.elapsed_s = elapsed();
-    const bool improved = v.loss < state.best_metric;
+    const double value = bleu_best ? *v.bleu : v.loss;
+    const bool improved = !std::isfinite(state.best_metric) || (bleu_best ? value > state.best_metric : value < state.best_metric);
     if (improved) {
-      state.best_metric = v.loss;
+      state.best_metric = value;
       state.best_step = state.step;
     }
     if (count_for_patience) {
@@ -280,12 +320,12 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
       for (size_t i = 0; i + size_t(tc.keep_last) < kept.size(); ++i) fs::remove(kept[i].second);
     }
     valid_curve.push_back({double(state.step), v.loss});
-    metrics << json{{"type", "valid"}, {"step", state.step}, {"epoch", state.epoch}, {"val_loss", v.loss},
-                    {"val_ppl", v.ppl}, {"best", improved}, {"elapsed_s", state.elapsed_s}}
-                   .dump()
-            << std::endl;
+    json row = {{"type", "valid"}, {"step", state.step},   {"epoch", state.epoch},          {"val_loss", v.loss},
+                {"val_ppl", v.ppl}, {"best", improved}, {"elapsed_s", state.elapsed_s}};
+    if (v.bleu) row["val_bleu"] = *v.bleu;
+    metrics << row.dump() << std::endl;
     write_curve_svg(run_dir / "curve.svg", train_curve, valid_curve,
-                    fmt::format("mtx: {} (best val. loss {:.3f} at update {})", run_dir.filename().string(),
+                    fmt::format("mtx: {} (best {} {:.3f} at update {})", run_dir.filename().string(), metric_name,
                                 state.best_metric, state.best_step));
   };
 
@@ -411,24 +451,24 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
           std::fflush(stderr);
         }
         if (tc.validate_every > 0 && state.step % tc.validate_every == 0) {
-          const Validation v = validate(model, *data.valid, ids, tc.max_tokens, device, bf16);
+          const Validation v = validate();
           clear_progress();
-          log::info("| Update: {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |", state.step, v.loss, v.ppl);
+          log::info("| Update: {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v));
           save_all(v, true);
         }
         if (tc.translate_every > 0 && state.step % tc.translate_every == 0) {
           clear_progress();
-          translate_validation(model, data.tokenizer, *data.valid, cfg, run_dir, state.step);
+          translate_validation(model, data.tokenizer, *data.valid, val_refs, cfg, run_dir, state.step);
         }
       }
     }
     if (epoch_ended) {
-      const Validation v = validate(model, *data.valid, ids, tc.max_tokens, device, bf16);
+      const Validation v = validate();
       const double train_loss = epoch_tokens ? epoch_nll / double(epoch_tokens) : 0.0;
       clear_progress();
-      log::info("| Epoch: {:03d} | Time: {}| Train Loss: {:.3f} | Train PPL: {:7.3f} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |",
+      log::info("| Epoch: {:03d} | Time: {}| Train Loss: {:.3f} | Train PPL: {:7.3f} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}",
                 state.epoch, minutes_seconds(std::chrono::duration<double>(Clock::now() - epoch_start).count()),
-                train_loss, std::exp(std::min(train_loss, 700.0)), v.loss, v.ppl);
+                train_loss, std::exp(std::min(train_loss, 700.0)), v.loss, v.ppl, bleu_text(v));
       epoch_nll = 0;
       epoch_tokens = 0;
       epoch_start = Clock::now();
@@ -437,8 +477,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
       summary.last_val_loss = v.loss;
       if (tc.patience > 0 && state.bad_validations >= tc.patience) {
         summary.stop_reason = "early_stopping";
-        log::info("early stopping: no improvement in {} validations (best {:.3f} at update {})", state.bad_validations,
-                  state.best_metric, state.best_step);
+        log::info("early stopping: no improvement of the {} in {} validations (best {:.3f} at update {})", metric_name,
+                  state.bad_validations, state.best_metric, state.best_step);
         break;
       }
       if (tc.max_epochs > 0 && state.epoch > tc.max_epochs) { summary.stop_reason = "max_epochs"; break; }
@@ -448,8 +488,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
 
   // Whatever stopped training: a final validation and fresh last.pt/best.pt (unless one just ran).
   if (last_saved_step != state.step) {
-    const Validation v = validate(model, *data.valid, ids, tc.max_tokens, device, bf16);
-    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |", state.step, v.loss, v.ppl);
+    const Validation v = validate();
+    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v));
     // Not counted for the schedule or patience, so a resumed run continues exactly as an unbroken one.
     save_all(v, false);
     summary.last_val_loss = v.loss;
@@ -457,9 +497,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   summary.steps = state.step;
   summary.epoch = state.epoch;
   summary.best_val_loss = state.best_metric;
-  log::info("stopped ({}) at update {} after {}; best val. loss {:.3f} (ppl {:.2f}) at update {}; {}",
-            summary.stop_reason, state.step, format_duration(elapsed()), state.best_metric,
-            std::exp(std::min(state.best_metric, 700.0)), state.best_step, (run_dir / "best.pt").string());
+  log::info("stopped ({}) at update {} after {}; best {} {:.3f}{} at update {}; {}", summary.stop_reason, state.step,
+            format_duration(elapsed()), metric_name, state.best_metric,
+            bleu_best ? std::string() : fmt::format(" (ppl {:.2f})", std::exp(std::min(state.best_metric, 700.0))),
+            state.best_step, (run_dir / "best.pt").string());
   if (summary.signal) {
     log::info("interrupted by signal {}: last.pt is saved; continue with: mtx train --resume {}", summary.signal,
               run_dir.string());

@@ -15,6 +15,7 @@ enum class SpmType { unigram, bpe };
 enum class Device { auto_, cpu, cuda };
 enum class Optimizer { adam, adamw, sgd };
 enum class Schedule { noam, inverse_sqrt, plateau, step, constant };
+enum class BestMetric { loss, bleu };
 enum class Norm { post, pre };
 enum class Positions { sinusoidal, learned };
 enum class Activation { relu, gelu };
@@ -92,6 +93,9 @@ struct TrainConfig {
   int translate_every = 0;        // greedy-translate the validation set every N updates (0 = never); the
                                   // output goes to translations/val-step-N.txt in the run directory
   int translate_log_lines = 3;    // how many of those translations to log next to their references
+  BestMetric best_metric = BestMetric::loss;  // loss | bleu: what picks best.pt and drives early stopping
+  bool val_bleu = false;          // also report validation BLEU (always on when best_metric is bleu)
+  int val_bleu_beam = 1;          // beam for validation BLEU (1 = greedy)
   int keep_last = 3;              // keep the last K step-<N>.pt checkpoints (0 = only last.pt/best.pt)
   int patience = 0;               // early stopping: validations without improvement (0 = off)
   int max_bad_steps = 10;         // stop after this many non-finite losses in a row
@@ -136,6 +140,7 @@ std::string to_string(SpmType v);
 std::string to_string(Device v);
 std::string to_string(Optimizer v);
 std::string to_string(Schedule v);
+std::string to_string(BestMetric v);
 std::string to_string(Norm v);
 std::string to_string(Positions v);
 std::string to_string(Activation v);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mtx/config/config.h"
+#include "mtx/data/dataset.h"
 #include "mtx/train/checkpoint.h"
 
 namespace mtx::train {
@@ -15,7 +16,7 @@ namespace mtx::train {
 struct TrainSummary {
   int64_t steps = 0;
   int64_t epoch = 0;          // epoch the run ended in
-  double best_val_loss = 0;
+  double best_val_loss = 0;    // the best validation metric: loss, or BLEU with train.best_metric = bleu
   double last_val_loss = 0;
   std::string stop_reason;    // "max_steps", "max_epochs", "max_minutes", "early_stopping", "signal"
   int signal = 0;             // the signal that stopped training, if any
@@ -31,5 +32,16 @@ void request_stop(int signal);
 
 // Picks the device for a config value; throws ConfigError when CUDA is asked for but absent.
 torch::Device select_device(config::Device device);
+
+// Teacher-forced loss of a model on a parallel set: nll per target token (padding ignored) and its
+// perplexity -- the seq2seq tutorial's "Val. Loss / Val. PPL" and "Test Loss / Test PPL".
+struct LossEvaluation {
+  double loss = 0;  // nll per target token
+  double ppl = 0;
+  int64_t tokens = 0;
+};
+LossEvaluation evaluate_loss(model::Transformer& model, const data::EncodedCorpus& corpus,
+                             const tokenizer::SpecialIds& ids, int64_t max_tokens, const torch::Device& device,
+                             bool bf16 = false);
 
 }  // namespace mtx::train
