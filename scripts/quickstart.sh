@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job end to end on a fresh Debian bookworm machine: install, build, fetch Multi30k,
-# then train the small embedded default (configs/tiny.json, CPU, two short epochs).
+# then train the small embedded default (configs/tiny.json, CPU, two short epochs), translate the
+# test set with it and score the translations (BLEU, chrF).
 #   scripts/quickstart.sh [--mirror DIR]     (DIR: a local copy of the Multi30k .gz files)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,12 +16,18 @@ run=runs/quickstart
 # A fresh short training run each time (about a minute on 2 cores): epoch lines, best.pt, curve.svg.
 rm -rf "$run"
 "$mtx" train --config "$config" --out "$run"
-"$mtx" info --ckpt "$run/best.pt" | head -n 12
+"$mtx" info --ckpt "$run/best.pt" > "$run/info.json"
+head -n 12 "$run/info.json"
 # Translate the first test sentences with the model just trained (two epochs of a tiny model: expect
 # rough English), next to the references.
 data=data/multi30k   # where bootstrap.sh put Multi30k (configs/tiny.json's data.dir)
-zcat "$data/test_2016_flickr.de.gz" | head -n 5 > "$run/test5.de"
-zcat "$data/test_2016_flickr.en.gz" | head -n 5 > "$run/test5.ref.en"
+zcat "$data/test_2016_flickr.de.gz" > "$run/test.de"
+zcat "$data/test_2016_flickr.en.gz" > "$run/test.en"
+head -n 5 "$run/test.de" > "$run/test5.de"
+head -n 5 "$run/test.en" > "$run/test5.ref.en"
 "$mtx" translate --ckpt "$run/best.pt" --beam 5 < "$run/test5.de" > "$run/test5.en"
 paste -d '\n' "$run/test5.de" "$run/test5.en" "$run/test5.ref.en" | awk '{ printf "%s%s\n", (NR % 3 == 1 ? "de:  " : NR % 3 == 2 ? "mtx: " : "ref: "), $0; if (NR % 3 == 0) print "" }'
-echo "quickstart: trained $run/best.pt (curve: $run/curve.svg) and translated $run/test5.de. Scoring joins this script as it lands."
+# The whole test set, translated and scored as sacreBLEU would (cased BLEU and chrF, with signatures).
+"$mtx" translate --ckpt "$run/best.pt" --input "$run/test.de" --output "$run/test.hyp.en"
+"$mtx" eval --metric bleu,chrf --ref "$run/test.en" < "$run/test.hyp.en"
+echo "quickstart: trained $run/best.pt (curve: $run/curve.svg), translated test_2016_flickr into $run/test.hyp.en and scored it."

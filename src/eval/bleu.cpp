@@ -55,11 +55,14 @@ class Bleu final : public Metric {
       return bleu_tokens(rstrip(t), o_.tokenize);
     };
     const auto h = prep(hyp);
+    std::vector<std::vector<std::u32string>> r;
+    r.reserve(refs.size());
+    for (const auto& ref : refs) r.push_back(prep(ref));
+
+    std::vector<double> stats(size_t(2 + 2 * N), 0.0);  // hyp_len, ref_len, correct[N], total[N]
     const auto hyp_len = int64_t(h.size());
-    Counts ref_max;
-    int64_t closest_diff = -1, closest_len = -1;
-    for (const auto& r : refs) {
-      const auto toks = prep(r);
+    int64_t closest_diff = -1, closest_len = 0;
+    for (const auto& toks : r) {
       const auto len = int64_t(toks.size());
       const int64_t diff = std::llabs(hyp_len - len);
       if (closest_diff == -1 || diff < closest_diff) {
@@ -68,14 +71,84 @@ class Bleu final : public Metric {
       } else if (diff == closest_diff) {
         closest_len = std::min(closest_len, len);
       }
+    }
+    stats[0] = double(hyp_len);
+    stats[1] = double(closest_len);
+
+    // Tokens as small integers, n-grams as one 64-bit key each: (order, up to four 15-bit ids).
+    std::unordered_map<std::u32string, uint32_t> ids;
+    auto to_ids = [&](const std::vector<std::u32string>& toks) {
+      std::vector<uint32_t> out;
+      out.reserve(toks.size());
+      for (const auto& t : toks) out.push_back(ids.emplace(t, uint32_t(ids.size())).first->second);
+      return out;
+    };
+    const auto hid = to_ids(h);
+    std::vector<std::vector<uint32_t>> rid;
+    for (const auto& toks : r) rid.push_back(to_ids(toks));
+    if (ids.size() >= (1u << 15) || N > 4) return slow_stats(h, r, std::move(stats));
+    auto keys = [&](const std::vector<uint32_t>& t) {
+      std::vector<uint64_t> out;
+      for (int n = 1; n <= N; ++n) {
+        for (size_t i = 0; i + size_t(n) <= t.size(); ++i) {
+          uint64_t k = uint64_t(n) << 60;
+          for (int m = 0; m < n; ++m) k |= uint64_t(t[i + size_t(m)]) << (15 * m);
+          out.push_back(k);
+        }
+      }
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    auto runs = [](const std::vector<uint64_t>& sorted) {
+      std::vector<std::pair<uint64_t, int64_t>> out;
+      for (const uint64_t k : sorted) {
+        if (!out.empty() && out.back().first == k) ++out.back().second;
+        else out.emplace_back(k, 1);
+      }
+      return out;
+    };
+    // Reference counts: the largest count of each n-gram in any one reference.
+    std::vector<std::pair<uint64_t, int64_t>> ref_max;
+    for (const auto& t : rid) {
+      const auto cur = runs(keys(t));
+      std::vector<std::pair<uint64_t, int64_t>> merged;
+      merged.reserve(ref_max.size() + cur.size());
+      size_t a = 0, b = 0;
+      while (a < ref_max.size() || b < cur.size()) {
+        if (b == cur.size() || (a < ref_max.size() && ref_max[a].first < cur[b].first)) {
+          merged.push_back(ref_max[a++]);
+        } else if (a == ref_max.size() || cur[b].first < ref_max[a].first) {
+          merged.push_back(cur[b++]);
+        } else {
+          merged.emplace_back(cur[b].first, std::max(cur[b].second, ref_max[a].second));
+          ++a;
+          ++b;
+        }
+      }
+      ref_max = std::move(merged);
+    }
+    size_t j = 0;
+    for (const auto& [k, c] : runs(keys(hid))) {
+      const auto n = size_t(k >> 60);
+      while (j < ref_max.size() && ref_max[j].first < k) ++j;
+      const int64_t rc = j < ref_max.size() && ref_max[j].first == k ? ref_max[j].second : 0;
+      stats[1 + n] += double(std::min(c, rc));
+      stats[1 + size_t(N) + n] += double(c);
+    }
+    return stats;
+  }
+
+  // The general path (orders above 4, or absurdly many distinct tokens in a segment).
+  std::vector<double> slow_stats(const std::vector<std::u32string>& h, const std::vector<std::vector<std::u32string>>& refs,
+                                 std::vector<double> stats) const {
+    const int N = o_.max_order;
+    Counts ref_max;
+    for (const auto& toks : refs) {
       for (const auto& [k, c] : ngrams(toks, N)) {
         auto& m = ref_max[k];
         m = std::max(m, c);
       }
     }
-    std::vector<double> stats(size_t(2 + 2 * N), 0.0);  // hyp_len, ref_len, correct[N], total[N]
-    stats[0] = double(hyp_len);
-    stats[1] = double(std::max<int64_t>(closest_len, 0));
     for (const auto& [k, c] : ngrams(h, N)) {
       const int n = order_of(k);
       const auto it = ref_max.find(k);
