@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "mtx/train/average.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
@@ -203,4 +204,40 @@ TEST(Checkpoint, RoundTripKeepsWeightsAndTokenizerAndRejectsGarbage) {
   mtx::test::write_text(tmp / "bad.pt", "not a checkpoint");
   EXPECT_THROW(train::load_checkpoint(tmp / "bad.pt"), mtx::DataError);
   EXPECT_THROW(train::load_checkpoint(tmp / "missing.pt"), mtx::DataError);
+}
+
+TEST(Checkpoint, AveragingGivesTheElementwiseMeanAndRefusesOtherModels) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 6;
+  c.train.validate_every = 3;
+  c.train.keep_last = 2;
+  c.train.average_last = 2;
+  train::run_training(c, tmp / "run");
+  ASSERT_TRUE(fs::exists(tmp / "run" / "step-3.pt"));
+  ASSERT_TRUE(fs::exists(tmp / "run" / "step-6.pt"));
+  ASSERT_TRUE(fs::exists(tmp / "run" / "avg.pt")) << "train.average_last writes avg.pt";
+  train::average_checkpoints({tmp / "run" / "step-3.pt", tmp / "run" / "step-6.pt"}, tmp / "mean.pt");
+  auto a = train::load_checkpoint(tmp / "run" / "step-3.pt");
+  auto b = train::load_checkpoint(tmp / "run" / "step-6.pt");
+  auto m = train::load_checkpoint(tmp / "mean.pt");
+  auto avg = train::load_checkpoint(tmp / "run" / "avg.pt");
+  const auto pa = a.model->named_parameters(), pb = b.model->named_parameters();
+  for (const auto& p : m.model->named_parameters()) {
+    const torch::Tensor want = (pa[p.key()].to(torch::kDouble) + pb[p.key()].to(torch::kDouble)) / 2;
+    EXPECT_TRUE(torch::allclose(p.value().to(torch::kDouble), want, 0, 1e-7)) << p.key();
+  }
+  EXPECT_TRUE(same_weights(m, avg));
+  EXPECT_EQ(m.state.step, 6);
+
+  // A different model is refused with a message naming it.
+  mtx::test::TempDir tmp2;
+  mtx::config::Config other = toy_training(tmp2);
+  other.model.ffn_dim = 48;
+  other.train.max_steps = 1;
+  train::run_training(other, tmp2 / "run");
+  const std::string msg = mtx::test::boundary_error<mtx::DataError>(
+      [&] { train::average_checkpoints({tmp / "run" / "step-6.pt", tmp2 / "run" / "last.pt"}, tmp / "bad.pt"); });
+  EXPECT_NE(msg.find("different model"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(tmp / "bad.pt"));
 }

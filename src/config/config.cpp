@@ -160,6 +160,7 @@ void visit(TrainConfig& c, V&& v) {
   v("best_metric", c.best_metric);
   v("val_bleu", c.val_bleu);
   v("val_bleu_beam", c.val_bleu_beam);
+  v("average_last", c.average_last);
   v("max_bad_steps", c.max_bad_steps);
   v("bf16", c.bf16);
 }
@@ -395,6 +396,10 @@ void validate(const Config& c) {
   check_range("train.log_every", tr.log_every, 1, kBig);
   check_range("train.translate_every", tr.translate_every, 0, kBig);
   check_range("train.val_bleu_beam", tr.val_bleu_beam, 1, 64);
+  check_range("train.average_last", tr.average_last, 0, 1000);
+  check(tr.average_last <= tr.keep_last, "train.average_last: " + std::to_string(tr.average_last) +
+                                             " is more than the step checkpoints kept (train.keep_last " +
+                                             std::to_string(tr.keep_last) + ")");
   check_range("train.translate_log_lines", tr.translate_log_lines, 0, kBig);
   check_range("train.keep_last", tr.keep_last, 0, 1000);
   check_range("train.patience", tr.patience, 0, kBig);

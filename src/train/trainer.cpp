@@ -18,6 +18,7 @@
 #include "mtx/data/prepare.h"
 #include "mtx/decode/translator.h"
 #include "mtx/eval/metrics.h"
+#include "mtx/train/average.h"
 #include "mtx/train/curve.h"
 #include "mtx/train/loss.h"
 #include "mtx/train/schedule.h"
@@ -493,6 +494,19 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     // Not counted for the schedule or patience, so a resumed run continues exactly as an unbroken one.
     save_all(v, false);
     summary.last_val_loss = v.loss;
+  }
+  if (tc.average_last > 1) {
+    std::vector<std::pair<int64_t, fs::path>> steps;
+    for (const auto& e : fs::directory_iterator(run_dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("step-", 0) == 0 && e.path().extension() == ".pt") steps.emplace_back(std::stoll(name.substr(5)), e.path());
+    }
+    std::sort(steps.begin(), steps.end());
+    std::vector<fs::path> last;
+    for (size_t i = steps.size() > size_t(tc.average_last) ? steps.size() - size_t(tc.average_last) : 0; i < steps.size(); ++i) {
+      last.push_back(steps[i].second);
+    }
+    if (last.size() >= 2) average_checkpoints(last, run_dir / "avg.pt");
   }
   summary.steps = state.step;
   summary.epoch = state.epoch;
