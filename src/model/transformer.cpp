@@ -32,8 +32,10 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
 
 void DecoderCache::reorder(const torch::Tensor& indices) {
   for (auto& layer : layers) {
-    layer.self.k = layer.self.k.index_select(0, indices);  // [new_batch, h, steps, hd]
-    layer.self.v = layer.self.v.index_select(0, indices);
+    if (layer.self.k.defined()) {  // nothing cached before the first step
+      layer.self.k = layer.self.k.index_select(0, indices);  // [new_batch, h, steps, hd]
+      layer.self.v = layer.self.v.index_select(0, indices);
+    }
     layer.memory.k = layer.memory.k.index_select(0, indices);  // [new_batch, h, src_len, hd]
     layer.memory.v = layer.memory.v.index_select(0, indices);
   }
