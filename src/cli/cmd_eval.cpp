@@ -174,10 +174,7 @@ int run_eval(const EvalArgs& a) {
       throw DataError(fmt::format("--src '{}' has {} lines but reference '{}' has {}", a.src, src.size(), a.refs[0],
                                   refs[0].size()));
     }
-    config::Device dev = config::Device::auto_;
-    if (a.device == "cpu") dev = config::Device::cpu;
-    if (a.device == "cuda") dev = config::Device::cuda;
-    const torch::Device device = train::select_device(dev);
+    const torch::Device device = train::select_device(parse_device(a.device));
     set_threads(a.threads);
     train::CheckpointContent ckpt = train::load_checkpoint(a.ckpt, device);
     decode::TranslateOptions to = decode::options_from_config(ckpt.config.decode);

@@ -34,10 +34,7 @@ struct TranslateArgs {
 namespace {
 
 int run_translate(const TranslateArgs& args) {
-  config::Device device_setting = config::Device::auto_;
-  if (args.device == "cpu") device_setting = config::Device::cpu;
-  else if (args.device == "cuda") device_setting = config::Device::cuda;
-  const torch::Device device = train::select_device(device_setting);
+  const torch::Device device = train::select_device(parse_device(args.device));
   set_threads(args.threads);
 
   // Check the files before loading anything.

@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "mtx/config/config.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,5 +30,8 @@ struct ConfigArgs {
   std::vector<std::string> overrides;
 };
 void add_config_flags(CLI::App& cmd, ConfigArgs& args, bool required);
+
+// --device auto|cpu|cuda (already checked by CLI11) as the config's enum.
+config::Device parse_device(const std::string& device);
 
 }  // namespace mtx::cli

@@ -10,4 +10,10 @@ void add_config_flags(CLI::App& cmd, ConfigArgs& args, bool required) {
       ->allow_extra_args(false);
 }
 
+config::Device parse_device(const std::string& device) {
+  if (device == "cpu") return config::Device::cpu;
+  if (device == "cuda") return config::Device::cuda;
+  return config::Device::auto_;
+}
+
 }  // namespace mtx::cli

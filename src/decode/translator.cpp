@@ -23,23 +23,12 @@ class ModelStep final : public StepFunction {
   }
 
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
-    const torch::Tensor idx = indices.to(device());
-    for (auto& layer : cache_.layers) {
-      if (layer.self.k.defined()) {
-        layer.self.k = layer.self.k.index_select(0, idx);  // [rows, h, steps, hd]
-        layer.self.v = layer.self.v.index_select(0, idx);
-      }
-    }
-    // Beams of one sentence share its encoder memory: move it only when sentences change.
-    if (!same_sentences || memory_rows_ != idx.size(0)) {
-      for (auto& layer : cache_.layers) {
-        layer.memory.k = layer.memory.k.index_select(0, idx);  // [rows, h, src_len, hd]
-        layer.memory.v = layer.memory.v.index_select(0, idx);
-      }
-      cache_.memory_mask = cache_.memory_mask.index_select(0, idx);  // [rows, 1, 1, src_len]
-      memory_rows_ = idx.size(0);
-    }
+    // Beams of one sentence share its encoder memory: it moves only when the rows change sentences.
+    const bool same_memory = same_sentences && memory_rows_ == indices.size(0);
+    cache_.reorder(indices.to(device()), same_memory);
+    memory_rows_ = indices.size(0);
   }
+
 
  private:
   torch::Device device() const { return cache_.memory_mask.device(); }

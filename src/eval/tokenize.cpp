@@ -62,11 +62,6 @@ void replace_all(std::u32string& s, std::u32string_view from, std::u32string_vie
   }
 }
 
-std::u32string western(std::u32string t) {
-  t = pad_each(t, is_13a_punct);
-  return t;
-}
-
 }  // namespace
 
 BleuTokenizer parse_bleu_tokenizer(const std::string& name) {
@@ -115,7 +110,7 @@ std::vector<std::u32string> bleu_tokens(std::u32string line, BleuTokenizer token
         replace_all(line, U"&gt;", U">");
       }
       std::u32string t = U" " + line + U" ";
-      t = western(std::move(t));
+      t = pad_each(t, is_13a_punct);
       t = pair_sub(t, [](char32_t c) { return !is_digit(c); }, is_dot_comma, true);
       t = pair_sub(t, is_dot_comma, [](char32_t c) { return !is_digit(c); }, false);
       t = pair_sub(t, is_digit, [](char32_t c) { return c == U'-'; }, true);

@@ -30,16 +30,18 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
       .pad_id(pad_id);
 }
 
-void DecoderCache::reorder(const torch::Tensor& indices) {
+void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
   for (auto& layer : layers) {
     if (layer.self.k.defined()) {  // nothing cached before the first step
       layer.self.k = layer.self.k.index_select(0, indices);  // [new_batch, h, steps, hd]
       layer.self.v = layer.self.v.index_select(0, indices);
     }
-    layer.memory.k = layer.memory.k.index_select(0, indices);  // [new_batch, h, src_len, hd]
-    layer.memory.v = layer.memory.v.index_select(0, indices);
+    if (!same_memory) {
+      layer.memory.k = layer.memory.k.index_select(0, indices);  // [new_batch, h, src_len, hd]
+      layer.memory.v = layer.memory.v.index_select(0, indices);
+    }
   }
-  memory_mask = memory_mask.index_select(0, indices);  // [new_batch, 1, 1, src_len]
+  if (!same_memory) memory_mask = memory_mask.index_select(0, indices);  // [new_batch, 1, 1, src_len]
 }
 
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {

@@ -158,6 +158,19 @@ void translate_validation(model::Transformer& model, const tokenizer::Tokenizer&
   }
 }
 
+// The run's step-N.pt files, oldest first.
+std::vector<fs::path> step_checkpoints(const fs::path& run_dir) {
+  std::vector<std::pair<int64_t, fs::path>> steps;
+  for (const auto& e : fs::directory_iterator(run_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && e.path().extension() == ".pt") steps.emplace_back(std::stoll(name.substr(5)), e.path());
+  }
+  std::sort(steps.begin(), steps.end());
+  std::vector<fs::path> out;
+  for (auto& s : steps) out.push_back(std::move(s.second));
+  return out;
+}
+
 std::string minutes_seconds(double s) {
   const long total = long(s);
   return fmt::format("{}m {}s", total / 60, total % 60);
@@ -310,15 +323,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     if (tc.keep_last > 0) {
       fs::copy_file(run_dir / "last.pt", run_dir / fmt::format("step-{}.pt", state.step),
                     fs::copy_options::overwrite_existing);
-      std::vector<std::pair<int64_t, fs::path>> kept;
-      for (const auto& e : fs::directory_iterator(run_dir)) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind("step-", 0) == 0 && e.path().extension() == ".pt") {
-          kept.emplace_back(std::stoll(name.substr(5)), e.path());
-        }
-      }
-      std::sort(kept.begin(), kept.end());
-      for (size_t i = 0; i + size_t(tc.keep_last) < kept.size(); ++i) fs::remove(kept[i].second);
+      const std::vector<fs::path> kept = step_checkpoints(run_dir);
+      for (size_t i = 0; i + size_t(tc.keep_last) < kept.size(); ++i) fs::remove(kept[i]);
     }
     valid_curve.push_back({double(state.step), v.loss});
     json row = {{"type", "valid"}, {"step", state.step},   {"epoch", state.epoch},          {"val_loss", v.loss},
@@ -496,16 +502,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     summary.last_val_loss = v.loss;
   }
   if (tc.average_last > 1) {
-    std::vector<std::pair<int64_t, fs::path>> steps;
-    for (const auto& e : fs::directory_iterator(run_dir)) {
-      const std::string name = e.path().filename().string();
-      if (name.rfind("step-", 0) == 0 && e.path().extension() == ".pt") steps.emplace_back(std::stoll(name.substr(5)), e.path());
-    }
-    std::sort(steps.begin(), steps.end());
-    std::vector<fs::path> last;
-    for (size_t i = steps.size() > size_t(tc.average_last) ? steps.size() - size_t(tc.average_last) : 0; i < steps.size(); ++i) {
-      last.push_back(steps[i].second);
-    }
+    std::vector<fs::path> last = step_checkpoints(run_dir);
+    if (last.size() > size_t(tc.average_last)) last.erase(last.begin(), last.end() - tc.average_last);
     if (last.size() >= 2) average_checkpoints(last, run_dir / "avg.pt");
   }
   summary.steps = state.step;

@@ -54,8 +54,9 @@ struct DecoderCache {
   std::vector<DecoderLayerCache> layers;
   torch::Tensor memory_mask;  // [batch, 1, 1, src_len]
   int64_t steps = 0;          // target positions decoded so far
-  // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step.
-  void reorder(const torch::Tensor& indices);
+  // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step. same_memory: every
+  // row keeps the encoder memory it had (beams reselected within their sentences), so it need not move.
+  void reorder(const torch::Tensor& indices, bool same_memory = false);
 };
 
 class TransformerImpl : public torch::nn::Module {
