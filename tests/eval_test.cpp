@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -121,6 +122,81 @@ TEST(EvalTokenizers, TrickyStrings) {
   t.no_punct = true;
   t.case_sensitive = true;
   EXPECT_EQ(tokenize_ter("Hi, (you)!", t), "Hi you");
+}
+
+// spaCy 2's English tokenizer (the seq2seq tutorials' convention). Expected tokenisations are the cases of
+// spaCy's own English tokenizer tests (spacy/tests/lang/en: test_prefix_suffix_infix, test_punct,
+// test_exceptions) that hold for spaCy 2, plus the Multi30k patterns (possessives, hyphens, quotes).
+TEST(EvalTokenizers, SpacyEnglishMatchesSpacysOwnCases) {
+  auto tok = [](const std::string& s) { return tokenize_bleu(s, BleuTokenizer::spacy); };
+  auto count = [&](const std::string& s) {
+    const auto t = tok(s);
+    return t.empty() ? 0 : 1 + std::count(t.begin(), t.end(), ' ');
+  };
+  // prefixes, suffixes and exceptions interacting
+  EXPECT_EQ(tok("(can)"), "( can )");
+  EXPECT_EQ(tok("can't"), "ca n't");
+  EXPECT_EQ(tok("(can't"), "( ca n't");
+  EXPECT_EQ(tok("can't)"), "ca n't )");
+  EXPECT_EQ(tok("(can't)"), "( ca n't )");
+  EXPECT_EQ(tok("(can't?)"), "( ca n't ? )");
+  EXPECT_EQ(count("U.S."), 1);
+  EXPECT_EQ(tok("us."), "us .");
+  EXPECT_EQ(tok("(U.S."), "( U.S.");
+  EXPECT_EQ(tok("U.S.)"), "U.S. )");
+  EXPECT_EQ(tok("(U.S.?)"), "( U.S. ? )");
+  // infixes
+  EXPECT_EQ(tok("best-known"), "best - known");
+  for (const char* r : {"0.1-13.5", "0.0-0.1", "103.27-300"}) EXPECT_EQ(count(r), 3) << r;
+  EXPECT_EQ(tok("best.Known"), "best . Known");
+  EXPECT_EQ(tok("Hello,world"), "Hello , world");
+  EXPECT_EQ(tok("best...known"), "best ... known");
+  EXPECT_EQ(tok("No decent--let alone well-bred--people."), "No decent -- let alone well - bred -- people .");
+  EXPECT_EQ(tok("want/need"), "want / need");
+  EXPECT_EQ(count("3/4/2012"), 1);
+  // punctuation
+  EXPECT_EQ(tok("(("), "( (");
+  EXPECT_EQ(tok("<"), "<");
+  EXPECT_EQ(tok("*Hello*"), "* Hello *");
+  EXPECT_EQ(tok("`(Hello)'"), "` ( Hello ) '");
+  EXPECT_EQ(tok("[[[Hello"), "[ [ [ Hello");
+  EXPECT_EQ(tok("'The"), "' The");
+  EXPECT_EQ(tok("(And a 6a.m. run through Washington Park)."), "( And a 6 a.m. run through Washington Park ) .");
+  // exceptions
+  EXPECT_EQ(tok("i said don't!"), "i said do n't !");
+  for (const char* c : {"`ain't", "\"isn't", "can't!"}) EXPECT_EQ(count(c), 3) << c;
+  EXPECT_EQ(tok("Robin's Alexis's schools' Alexis'"), "Robin 's Alexis 's schools ' Alexis '");
+  EXPECT_EQ(tok("'em nothin' ol'"), "'em nothin' ol'");
+  EXPECT_EQ(tok("we'll You'll there'll"), "we 'll You 'll there 'll");
+  EXPECT_EQ(tok("Can't Ain't"), "Ca n't Ai n't");
+  EXPECT_EQ(tok("I'll She'd"), "I 'll She 'd");
+  EXPECT_EQ(tok("Ill ill Hell Well We were scared"), "Ill ill Hell Well We were scared");
+  EXPECT_EQ(tok("`We've couldn't)"), "` We 've could n't )");
+  EXPECT_EQ(tok("e.g. p.m. Jan. Dec. Inc."), "e.g. p.m. Jan. Dec. Inc.");
+  EXPECT_EQ(tok("It's mediocre i.e. bad."), "It 's mediocre i.e. bad .");
+  EXPECT_EQ(tok("1am 12a.m. 11p.m. 4pm"), "1 am 12 a.m. 11 p.m. 4 pm");
+  EXPECT_EQ(tok("would've"), "would 've");
+  // Multi30k English
+  EXPECT_EQ(tok("A man's t-shirt, \"blue\" and off-screen at 5 o'clock."),
+            "A man 's t - shirt , \" blue \" and off - screen at 5 o'clock .");
+  EXPECT_EQ(tok("A dog plays tug-of-war."), "A dog plays tug - of - war .");
+  EXPECT_EQ(parse_bleu_tokenizer("spacy"), BleuTokenizer::spacy);
+}
+
+TEST(EvalBleu, TutorialConventionLowercasesSpacyTokens) {
+  // The tutorials lowercase after spaCy tokenises ("Can't" -> "ca n't", as "can't" would be too).
+  BleuOptions o;
+  o.tokenize = BleuTokenizer::spacy;
+  o.lowercase = true;
+  o.smooth_method = "none";
+  const auto m = make_bleu(o);
+  EXPECT_NEAR(corpus_score(*m, {"A Man's T-Shirt, Can't."}, {{"a man's t-shirt, can't."}}).score, 100.0, 1e-9);
+  // Text already in spaCy's tokens scores the same; 13a splits it differently.
+  EXPECT_NEAR(corpus_score(*m, {"A Man's T-Shirt, Can't."}, {{"a man 's t - shirt , ca n't ."}}).score, 100.0, 1e-9);
+  BleuOptions lc13a;
+  lc13a.lowercase = true;
+  EXPECT_LT(corpus_score(*make_bleu(lc13a), {"A Man's T-Shirt, Can't."}, {{"a man 's t - shirt , ca n't ."}}).score, 50.0);
+  EXPECT_NE(m->signature(1).find("case:lc|eff:no|tok:spacy|smooth:none"), std::string::npos) << m->signature(1);
 }
 
 TEST(EvalBleu, SmoothingVariantsOnAShortSentence) {

@@ -318,7 +318,7 @@ Command add_eval(CLI::App& app) {
   cmd->add_option("--metric,-m", a->metrics, "Comma-separated: bleu,chrf,ter,rouge,wer,ppl (ppl needs --ckpt)");
   cmd->add_option("--ref,-r", a->refs, "Reference file; repeat for multiple references")->required();
   cmd->add_option("--hyp", a->hyps, "Hypothesis file (default: stdin); repeat to score several systems");
-  cmd->add_option("--tokenize", a->tokenize, "BLEU tokenizer: 13a | intl | char | none");
+  cmd->add_option("--tokenize", a->tokenize, "BLEU tokenizer: 13a | intl | char | none | spacy (spaCy 2 English, the seq2seq tutorials' convention)");
   cmd->add_flag("--lowercase", a->lowercase, "Case-insensitive BLEU and chrF");
   cmd->add_option("--smooth-method", a->smooth_method, "BLEU smoothing: exp | floor | add-k | none");
   cmd->add_option("--smooth-value", a->smooth_value, "Value for floor (default 0.1) and add-k (default 1)");

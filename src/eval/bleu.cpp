@@ -51,6 +51,13 @@ class Bleu final : public Metric {
     const int N = o_.max_order;
     auto prep = [&](const std::string& s) {
       std::u32string t = to_u32(s);
+      if (o_.tokenize == BleuTokenizer::spacy) {  // the tutorials lowercase spaCy's tokens
+        auto tokens = spacy_en_tokens(rstrip(t));
+        if (o_.lowercase) {
+          for (auto& token : tokens) token = lower(token);
+        }
+        return tokens;
+      }
       if (o_.lowercase) t = lower(t);
       return bleu_tokens(rstrip(t), o_.tokenize);
     };

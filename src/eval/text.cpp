@@ -109,4 +109,22 @@ bool is_symbol(char32_t c) {
          k == UTF8PROC_CATEGORY_SO;
 }
 
+bool is_letter(char32_t c) {
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT ||
+         k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_LO;
+}
+
+bool is_lower_letter(char32_t c) {
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LO;
+}
+
+bool is_upper_letter(char32_t c) {
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LT || k == UTF8PROC_CATEGORY_LO;
+}
+
+bool is_other_symbol(char32_t c) { return category(c) == UTF8PROC_CATEGORY_SO; }
+
 }  // namespace mtx::eval

@@ -69,7 +69,8 @@ BleuTokenizer parse_bleu_tokenizer(const std::string& name) {
   if (name == "intl") return BleuTokenizer::intl;
   if (name == "char") return BleuTokenizer::chars;
   if (name == "none") return BleuTokenizer::none;
-  throw ConfigError("--tokenize: unknown tokenizer '" + name + "' (choose 13a, intl, char or none)");
+  if (name == "spacy") return BleuTokenizer::spacy;
+  throw ConfigError("--tokenize: unknown tokenizer '" + name + "' (choose 13a, intl, char, none or spacy)");
 }
 
 std::string to_string(BleuTokenizer t) {
@@ -78,6 +79,7 @@ std::string to_string(BleuTokenizer t) {
     case BleuTokenizer::intl: return "intl";
     case BleuTokenizer::chars: return "char";
     case BleuTokenizer::none: return "none";
+    case BleuTokenizer::spacy: return "spacy";
   }
   return "?";
 }
@@ -86,6 +88,8 @@ std::vector<std::u32string> bleu_tokens(std::u32string line, BleuTokenizer token
   switch (tokenizer) {
     case BleuTokenizer::none:
       return split(line);
+    case BleuTokenizer::spacy:
+      return spacy_en_tokens(line);
     case BleuTokenizer::chars: {
       std::vector<std::u32string> out;
       for (const char32_t c : line) {

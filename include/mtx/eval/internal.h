@@ -11,6 +11,7 @@ namespace mtx::eval {
 
 // Tokens of an (already lowercased if asked, rstripped) line.
 std::vector<std::u32string> bleu_tokens(std::u32string line, BleuTokenizer tokenizer);
+std::vector<std::u32string> spacy_en_tokens(std::u32string_view line);
 std::vector<std::u32string> ter_tokens(const std::u32string& line, const TerOptions& options);
 
 // The version field of signatures.

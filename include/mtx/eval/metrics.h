@@ -15,8 +15,10 @@
 
 namespace mtx::eval {
 
-enum class BleuTokenizer { k13a, intl, chars, none };
-BleuTokenizer parse_bleu_tokenizer(const std::string& name);  // "13a" | "intl" | "char" | "none"; ConfigError otherwise
+// spacy: spaCy 2's English word tokenizer, the convention of the PyTorch seq2seq tutorials (torchtext's
+// bleu_score over spaCy tokens); with lowercase, tokens are lowercased after tokenising, as there.
+enum class BleuTokenizer { k13a, intl, chars, none, spacy };
+BleuTokenizer parse_bleu_tokenizer(const std::string& name);  // "13a" | "intl" | "char" | "none" | "spacy"; ConfigError otherwise
 std::string to_string(BleuTokenizer t);
 
 struct BleuOptions {

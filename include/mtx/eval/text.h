@@ -21,5 +21,9 @@ std::u32string join_words(const std::vector<std::u32string>& words);  // ' '.joi
 bool is_number(char32_t c);
 bool is_punctuation(char32_t c);
 bool is_symbol(char32_t c);
+bool is_letter(char32_t c);        // \p{L}
+bool is_lower_letter(char32_t c);  // \p{Ll}, or a letter of an uncased script (\p{Lo})
+bool is_upper_letter(char32_t c);  // \p{Lu}, or a letter of an uncased script (\p{Lo})
+bool is_other_symbol(char32_t c);  // \p{So}: dingbats, emoji
 
 }  // namespace mtx::eval
