@@ -3,7 +3,7 @@
 # number of epochs (the same data for every variant, so results do not depend on machine load), and is
 # scored on test_2016_flickr with the recipe's beam search. Writes <out>/table.md and <out>/results.jsonl.
 #
-#   scripts/ablate.sh [--config configs/cpu-hour.json] [--epochs 5] [--threads 1] [--parallel 2]
+#   scripts/ablate.sh [--config configs/cpu-hour.json] [--epochs 4] [--threads 1] [--parallel 2]
 #                     [--out runs/ablate] [--only name,name]
 #
 # --parallel 2 --threads 1 runs two variants at a time on one thread each (on 2 cores this finishes the
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 config=configs/cpu-hour.json
-epochs=5
+epochs=4
 threads=1
 parallel=2
 out=runs/ablate
