@@ -45,13 +45,13 @@ variants=(
 )
 
 [[ -x $mtx ]] || { echo "ablate.sh: $mtx not built (scripts/build.sh)" >&2; exit 1; }
-data_dir=$(python3 -c "import json,re,sys; t=re.sub(r'^\s*//.*$','',open('$config').read(),flags=re.M); print(json.loads(t)['data']['dir'])")
+data_dir=$("$mtx" info --config "$config" | python3 -c "import json,sys; print(json.load(sys.stdin)['config']['data']['dir'])")
 mkdir -p "$out"
 [[ -f $out/test.de ]] || zcat "$data_dir/test_2016_flickr.de.gz" > "$out/test.de"
 [[ -f $out/test.en ]] || zcat "$data_dir/test_2016_flickr.en.gz" > "$out/test.en"
 
 run_variant() {
-  local name=$1 sets=$2 dir=$out/$1
+  local name=$1 what=$2 sets=$3 dir=$out/$1
   local args=()
   for s in $sets; do args+=(--set "$s"); done
   local start=$SECONDS
@@ -63,15 +63,16 @@ run_variant() {
   local train_s=$((SECONDS - start))
   "$mtx" eval --ckpt "$dir/last.pt" --src "$out/test.de" --ref "$out/test.en" --metric bleu,chrf \
     --threads "$threads" --json --output "$dir/test.en.hyp" > "$dir/test.json" 2> "$out/$name.eval.log"
-  python3 - "$name" "$dir" "$train_s" >> "$out/results.jsonl" <<'EOF'
+  python3 - "$name" "$what" "$dir" "$train_s" >> "$out/results.jsonl" <<'EOF'
 import json, sys
-name, d, secs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+name, what, d, secs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 scores = [json.loads(l) for l in open(f"{d}/test.json") if l.strip()]
 rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
 valid = [r for r in rows if r.get("type") == "valid"]
 train = [r for r in rows if r.get("type") == "train"]
 print(json.dumps({
     "name": name,
+    "change": what,
     "bleu": next(s["score"] for s in scores if s["name"] == "BLEU"),
     "chrf": next(s["score"] for s in scores if s["name"].startswith("chrF")),
     "val_bleu": valid[-1].get("val_bleu") if valid else None,
@@ -89,7 +90,7 @@ for v in "${variants[@]}"; do
   IFS='|' read -r name what sets <<< "$v"
   if [[ -n $only && ",$only," != *",$name,"* ]]; then continue; fi
   grep -q "\"name\": \"$name\"" "$out/results.jsonl" 2>/dev/null && { echo "ablate.sh: $name already scored"; continue; }
-  run_variant "$name" "$sets" &
+  run_variant "$name" "$what" "$sets" &
   pids+=($!)
   if (( ${#pids[@]} >= parallel )); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
@@ -104,12 +105,12 @@ for l in open(f"{out}/results.jsonl"):
     rows[r["name"]] = r
 base = rows.get("baseline")
 lines = [f"Fixed budget: {epochs} epochs per variant, {threads} thread(s) each; test_2016_flickr, beam/alpha of the recipe, last.pt.",
-         "", "| variant | updates | val BLEU (greedy) | test BLEU | vs baseline | chrF2 | tgt tok/s |", "|---|---|---|---|---|---|---|"]
+         "", "| variant | change | updates | val BLEU (greedy) | test BLEU | vs baseline | chrF2 | tgt tok/s |", "|---|---|---|---|---|---|---|---|"]
 for name, r in rows.items():
     delta = f"{r['bleu'] - base['bleu']:+.2f}" if base and name != "baseline" else ""
     vb = f"{r['val_bleu']:.2f}" if r.get("val_bleu") is not None else "-"
     tps = f"{r['tok_per_s']:.0f}" if r.get("tok_per_s") else "-"
-    lines.append(f"| {name} | {r['updates']} | {vb} | {r['bleu']:.2f} | {delta} | {r['chrf']:.2f} | {tps} |")
+    lines.append(f"| {name} | {r.get('change', '')} | {r['updates']} | {vb} | {r['bleu']:.2f} | {delta} | {r['chrf']:.2f} | {tps} |")
 open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF

@@ -30,13 +30,14 @@ zcat "$data/test_2016_flickr.de.gz" > "$tmp/test.de"
 zcat "$data/test_2016_flickr.en.gz" > "$tmp/test.en"
 lines=$(wc -l < "$tmp/test.de")
 
+scores() {  # JSON lines on stdin -> their scores, space-separated
+  python3 -c "import json,sys; print(' '.join('%.2f' % json.loads(l)['score'] for l in sys.stdin if l.strip()))"
+}
 score() {  # $1 = hypothesis file -> "bleu chrf tutorial"
-  local b c t
-  b=$("$mtx" eval --metric bleu --json --ref "$tmp/test.en" < "$1" | python3 -c "import json,sys; print('%.2f' % json.loads(sys.stdin.readline())['score'])")
-  c=$("$mtx" eval --metric chrf --json --ref "$tmp/test.en" < "$1" | python3 -c "import json,sys; print('%.2f' % json.loads(sys.stdin.readline())['score'])")
-  t=$("$mtx" eval --metric bleu --tokenize spacy --lowercase --smooth-method none --json --ref "$tmp/test.en" < "$1" |
-      python3 -c "import json,sys; print('%.2f' % json.loads(sys.stdin.readline())['score'])")
-  echo "$b $c $t"
+  local bc t
+  bc=$("$mtx" eval --metric bleu,chrf --json --ref "$tmp/test.en" < "$1" | scores)
+  t=$("$mtx" eval --metric bleu --tokenize spacy --lowercase --smooth-method none --json --ref "$tmp/test.en" < "$1" | scores)
+  echo "$bc $t"
 }
 
 echo "| checkpoint | beam | alpha | BLEU (cased, 13a) | chrF2 | tutorial BLEU | sentences/s |"

@@ -49,18 +49,7 @@ class Bleu final : public Metric {
 
   std::vector<double> segment_stats(const std::string& hyp, const std::vector<std::string>& refs) const override {
     const int N = o_.max_order;
-    auto prep = [&](const std::string& s) {
-      std::u32string t = to_u32(s);
-      if (o_.tokenize == BleuTokenizer::spacy) {  // the tutorials lowercase spaCy's tokens
-        auto tokens = spacy_en_tokens(rstrip(t));
-        if (o_.lowercase) {
-          for (auto& token : tokens) token = lower(token);
-        }
-        return tokens;
-      }
-      if (o_.lowercase) t = lower(t);
-      return bleu_tokens(rstrip(t), o_.tokenize);
-    };
+    auto prep = [&](const std::string& s) { return bleu_words(s, o_.tokenize, o_.lowercase); };
     const auto h = prep(hyp);
     std::vector<std::vector<std::u32string>> r;
     r.reserve(refs.size());

@@ -40,9 +40,9 @@ class Rouge final : public Metric {
     if (n < 0 || n > 4) throw ConfigError("ROUGE: n must be 1..4 or 0 (ROUGE-L)");
   }
   std::vector<double> segment_stats(const std::string& hyp, const std::vector<std::string>& refs) const override {
-    const auto h = bleu_tokens(rstrip(lower(to_u32(hyp))), BleuTokenizer::k13a);
+    const auto h = bleu_words(hyp, BleuTokenizer::k13a, true);
     double best = 0;
-    for (const auto& ref : refs) best = std::max(best, f1(h, bleu_tokens(rstrip(lower(to_u32(ref))), BleuTokenizer::k13a)));
+    for (const auto& ref : refs) best = std::max(best, f1(h, bleu_words(ref, BleuTokenizer::k13a, true)));
     return {best, 1.0};
   }
   Score score(const std::vector<double>& stats) const override {

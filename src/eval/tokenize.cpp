@@ -155,8 +155,21 @@ std::vector<std::u32string> ter_tokens(const std::u32string& input, const TerOpt
   return split(s);
 }
 
+std::vector<std::u32string> bleu_words(const std::string& segment, BleuTokenizer tokenizer, bool lowercase) {
+  std::u32string t = to_u32(segment);
+  if (tokenizer == BleuTokenizer::spacy) {
+    auto words = spacy_en_tokens(rstrip(t));
+    if (lowercase) {
+      for (auto& w : words) w = lower(w);
+    }
+    return words;
+  }
+  if (lowercase) t = lower(t);
+  return bleu_tokens(rstrip(t), tokenizer);
+}
+
 std::string tokenize_bleu(const std::string& line, BleuTokenizer tokenizer) {
-  return to_utf8(join_words(bleu_tokens(rstrip(to_u32(line)), tokenizer)));
+  return to_utf8(join_words(bleu_words(line, tokenizer, false)));
 }
 
 std::string tokenize_ter(const std::string& line, const TerOptions& options) {
