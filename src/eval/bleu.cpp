@@ -160,9 +160,13 @@ class Bleu final : public Metric {
     std::vector<double> correct(stats.begin() + 2, stats.begin() + 2 + N);
     std::vector<double> total(stats.begin() + 2 + N, stats.begin() + 2 + 2 * N);
     std::vector<double> precisions(size_t(N), 0.0);
+    double bp = 1.0;
+    if (sys_len < ref_len) bp = sys_len > 0 ? std::exp(1.0 - ref_len / sys_len) : 0.0;
+    // No matching n-gram of any order: 0, whatever the smoothing would make of it (sacreBLEU #141).
+    const bool no_match = std::all_of(correct.begin(), correct.end(), [](double c) { return c == 0; });
     double smooth_mteval = 1.0;
     int eff_order = N;
-    for (int n = 1; n <= N; ++n) {
+    for (int n = 1; n <= N && !no_match; ++n) {
       const size_t i = size_t(n - 1);
       if (o_.smooth_method == "add-k" && n > 1) {
         correct[i] += *o_.smooth_value;
@@ -181,13 +185,11 @@ class Bleu final : public Metric {
         precisions[i] = 100.0 * correct[i] / total[i];
       }
     }
-    double bp = 1.0;
-    if (sys_len < ref_len) bp = sys_len > 0 ? std::exp(1.0 - ref_len / sys_len) : 0.0;
     double log_sum = 0;
     for (int n = 0; n < eff_order; ++n) log_sum += my_log(precisions[size_t(n)]);
     Score s;
     s.name = "BLEU";
-    s.score = bp * std::exp(log_sum / eff_order);
+    s.score = no_match ? 0.0 : bp * std::exp(log_sum / eff_order);
     const double ratio = ref_len > 0 ? sys_len / ref_len : 0.0;
     std::string prec;
     for (int n = 0; n < N; ++n) prec += (n ? "/" : "") + fmt::format("{:.1f}", precisions[size_t(n)]);
