@@ -1,12 +1,32 @@
 #!/usr/bin/env bash
-# Configure (once) and build mtx, its sentencepiece shim and the tests into build/.
-#   MTX_BUILD_DIR=... to build elsewhere; extra arguments go to cmake's configure step.
+# Configure (once) and build mtx, its sentencepiece shim and the tests.
+#   scripts/build.sh                 against Debian's LibTorch 1.13 into build/ (the default)
+#   scripts/build.sh --torch pip     against PyTorch 2.x in .venv/ (scripts/setup.sh --torch pip) into build-torch2/
+#   MTX_BUILD_DIR=... to build elsewhere; other arguments go to cmake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${MTX_BUILD_DIR:-build}
+torch=debian
+if [ "${1:-}" = "--torch" ]; then
+  [ $# -ge 2 ] || { echo "build: --torch needs debian or pip" >&2; exit 2; }
+  torch=$2
+  shift 2
+fi
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+case "$torch" in
+  debian) build=${MTX_BUILD_DIR:-build}; prefix=() ;;
+  pip)
+    build=${MTX_BUILD_DIR:-build-torch2}
+    [ -x .venv/bin/python ] || { echo "build: no .venv; run scripts/setup.sh --torch pip first" >&2; exit 1; }
+    prefix=(-DCMAKE_PREFIX_PATH="$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')")
+    # torch's CMake package enables CUDA: point it at the toolkit when nvcc is not on PATH.
+    if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+      prefix+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+    fi
+    ;;
+  *) echo "build: --torch is debian or pip, not '$torch'" >&2; exit 2 ;;
+esac
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" "$@"
 fi
 cmake --build "$build" -j "$(nproc)"

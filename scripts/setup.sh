@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
-# Install the Debian (bookworm) packages mtx builds and runs with. Skips apt entirely when
-# everything is already installed, so re-running is quick.
+# Install what mtx builds and runs with. Skips apt (and pip) entirely when everything is already there,
+# so re-running is quick.
+#   scripts/setup.sh                 Debian's packages, LibTorch 1.13 (CPU) included: the default build
+#   scripts/setup.sh --torch pip     Debian's packages but LibTorch, plus PyTorch 2.x (CUDA-enabled) from
+#                                    PyPI into .venv/ (MTX_TORCH=torch==X.Y.Z picks another version)
+#   scripts/setup.sh --packages-only the Debian packages of the chosen build, no pip
 set -euo pipefail
+cd "$(dirname "$0")/.."
+torch=debian
+pip=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --torch) [ $# -ge 2 ] || { echo "setup: --torch needs debian or pip" >&2; exit 2; }; torch=$2; shift 2 ;;
+    --packages-only) pip=0; shift ;;
+    *) echo "setup: unknown argument $1 (usage: $0 [--torch debian|pip] [--packages-only])" >&2; exit 2 ;;
+  esac
+done
+case "$torch" in debian|pip) ;; *) echo "setup: --torch is debian or pip, not '$torch'" >&2; exit 2 ;; esac
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates curl
-  libtorch-dev libopenblas0-openmp
   libtcmalloc-minimal4   # linked into mtx: reuses freed tensor memory instead of page-faulting it back in
-  libblas3   # the reference BLAS: only so the test of mtx's slow-BLAS warning can run
   libsentencepiece-dev sentencepiece
   libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
   libutf8proc-dev   # Unicode categories and case mapping for sacreBLEU-exact tokenisation
 )
+if [ "$torch" = debian ]; then
+  packages+=(libtorch-dev libopenblas0-openmp
+             libblas3)   # the reference BLAS: only so the test of mtx's slow-BLAS warning can run
+else
+  packages+=(python3-venv python3-pip)   # .venv for PyPI's torch; its wheel brings its own BLAS (MKL)
+fi
 # Optional extras, e.g. the PyTorch peer for scripts/bench: MTX_EXTRA_PACKAGES="python3-torch"
 read -r -a extra <<< "${MTX_EXTRA_PACKAGES:-}"
 packages+=("${extra[@]}")
@@ -24,15 +43,22 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present"
-  exit 0
+else
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: run as root or install sudo" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-if [ "$(id -u)" != 0 ]; then
-  command -v sudo >/dev/null || { echo "setup: run as root or install sudo" >&2; exit 1; }
-  sudo="sudo"
+if [ "$torch" = pip ] && [ "$pip" = 1 ]; then
+  # The CUDA toolkit (nvcc, headers) must be there for torch's CMake package to configure a CUDA build.
+  command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || \
+    echo "setup: warning: no nvcc (CUDA toolkit) found; scripts/build.sh --torch pip needs one (CUDA 12.6 or newer)" >&2
+  scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}"
+  .venv/bin/python -c 'import torch; print("setup: PyTorch", torch.__version__, "in .venv (CUDA", torch.version.cuda, "compiled in)")'
 fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian bookworm machine: install, build, fetch Multi30k, ctest.
-#   scripts/test.sh [--mirror DIR]     (DIR: a local copy of the Multi30k .gz files)
+#   scripts/test.sh [--torch debian|pip] [--mirror DIR]
+#     --torch pip: the LibTorch 2.x build (build-torch2/) instead of the default Debian 1.13 one (build/)
+#     --mirror DIR: a local copy of the Multi30k .gz files
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh "$@"
-ctest --test-dir "${MTX_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+build=build
+for ((i = 1; i <= $#; i++)); do
+  [ "${!i}" = "--torch" ] && j=$((i + 1)) && [ "${!j:-}" = "pip" ] && build=build-torch2
+done
+ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)"

@@ -1,4 +1,5 @@
 // Runs the real mtx binary: help, version, and one-line exit-code-2 errors for broken configs.
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mtx/util/device.h"
 #include "test_utils.h"
 
 namespace {
@@ -56,6 +58,44 @@ TEST(Cli, VersionNamesTorchBlasAndCuda) {
   EXPECT_NE(r.output.find("LibTorch "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("BLAS: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("CUDA: "), std::string::npos) << r.output;
+}
+
+// The CUDA line says what this build has: "not compiled" (Debian's LibTorch), "compiled (CUDA x.y), no device"
+// (a CUDA LibTorch on a machine without a GPU) or "available: ...".
+TEST(Cli, VersionSaysWhetherCudaIsCompiledIn) {
+  const Result r = run_mtx("--version");
+  ASSERT_EQ(r.code, 0) << r.output;
+  if (!MTX_TORCH_HAS_CUDA) {
+    EXPECT_NE(r.output.find("CUDA: not compiled\n"), std::string::npos) << r.output;
+  } else if (mtx::cuda_info().devices == 0) {
+    EXPECT_NE(r.output.find("CUDA: compiled (CUDA "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("), no device\n"), std::string::npos) << r.output;
+  } else {
+    EXPECT_NE(r.output.find("CUDA: available: "), std::string::npos) << r.output;
+  }
+}
+
+// --device cuda where there is none: one line naming the setting, exit 2, before any work.
+TEST(Cli, DeviceCudaWithoutAGpuIsOneLineAndExitCode2) {
+  if (mtx::cuda_info().devices > 0) GTEST_SKIP() << "a CUDA device is visible";
+  mtx::test::TempDir tmp;
+  mtx::test::write_text(tmp / "model.pt", "not read: the device is checked first");
+  mtx::test::write_text(tmp / "hyp.en", "a\n");
+  for (const char* f : {"train.de", "train.en", "val.de", "val.en"}) mtx::test::write_text(tmp / "data" / f, "a\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"translate --device cuda --ckpt " + (tmp / "model.pt").string() + " < /dev/null", "--device cuda: "},
+      {"eval --device cuda --ckpt " + (tmp / "model.pt").string() + " --src " + (tmp / "hyp.en").string() + " --ref " +
+           (tmp / "hyp.en").string(), "--device cuda: "},
+      {"train --config " MTX_SOURCE_DIR "/configs/tiny.json --set data.dir=" + (tmp / "data").string() +
+           " --set data.test= --set train.device=cuda --out " + (tmp / "run").string(), "train.device cuda: "},
+  };
+  for (const auto& [args, expect] : cases) {
+    const Result r = run_mtx(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(MTX_TORCH_HAS_CUDA ? "no CUDA device is visible" : "without CUDA"), std::string::npos) << r.output;
+    EXPECT_EQ(count_lines(r.output), 1u) << args << "\n" << r.output;
+  }
 }
 
 TEST(Cli, BrokenConfigsGiveOneLineAndExitCode2) {
@@ -105,6 +145,7 @@ TEST(Cli, WarnsOnceWhenMatmulRunsOnTheReferenceBlas) {
   if (!std::filesystem::exists(std::string(reference) + "/libblas.so.3")) {
     GTEST_SKIP() << "reference BLAS not installed (apt-get install libblas3)";
   }
+  if (at::hasMKL()) GTEST_SKIP() << "this LibTorch brings its own BLAS (MKL, as PyPI's wheels do): no libblas.so.3 to swap";
   const Result slow = run_mtx("--version", std::string("LD_LIBRARY_PATH=") + reference);
   EXPECT_EQ(slow.code, 0) << slow.output;
   const size_t first = slow.output.find("reference BLAS");

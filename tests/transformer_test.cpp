@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "mtx/model/attention.h"
+
 using namespace mtx::model;
 
 namespace {
@@ -103,4 +105,33 @@ TEST(Transformer, LogitsAtSelectedPositionsEqualTheFullPass) {
   ASSERT_EQ(some.sizes(), (std::vector<int64_t>{6, 50}));
   EXPECT_TRUE(torch::allclose(some, full.index({positions}), 1e-5, 1e-5));
   EXPECT_THROW(model->logits_at(src, tgt, positions.to(torch::kLong)), c10::Error);
+}
+
+// LibTorch 2.x runs attention through scaled_dot_product_attention; the whole model (padding, causal and
+// cross masks, incremental decoding) must give what the explicit path gives, in the loss and its gradients.
+TEST(Transformer, SdpaModelEqualsTheExplicitPathForwardAndBackward) {
+  if (!sdpa_available()) GTEST_SKIP() << "this LibTorch has no scaled_dot_product_attention (< 2.0)";
+  const torch::Tensor src = torch::tensor({5, 6, 7, 8, 3, 9, 10, 3, 0, 0}, torch::kLong).view({2, 5});
+  const torch::Tensor tgt = torch::tensor({2, 11, 12, 13, 14, 2, 15, 16, 0, 0}, torch::kLong).view({2, 5});
+  std::vector<torch::Tensor> logits, grads;
+  for (const bool sdpa : {true, false}) {
+    torch::manual_seed(12);
+    Transformer model(small(true, false, true).use_sdpa(sdpa));
+    model->train();  // dropout is 0 by default: training mode without randomness
+    const torch::Tensor out = model->forward(src, tgt);  // [2, 5, 50]
+    out.logsumexp(-1).sum().backward();
+    logits.push_back(out.detach());
+    std::vector<torch::Tensor> g;
+    for (const auto& p : model->parameters()) g.push_back(p.grad().flatten());
+    grads.push_back(torch::cat(g));  // every parameter's gradient
+    model->eval();
+    torch::NoGradGuard no_grad;
+    DecoderCache cache = model->start_decoding(model->encode(src));
+    for (int64_t t = 0; t < 3; ++t) logits.push_back(model->decode_step(tgt.select(1, t), cache));  // [2, 50]
+  }
+  const size_t half = logits.size() / 2;
+  for (size_t i = 0; i < half; ++i)
+    EXPECT_TRUE(torch::allclose(logits[i], logits[half + i], 1e-5, 1e-5))
+        << "output " << i << " max diff " << (logits[i] - logits[half + i]).abs().max().item<float>();
+  EXPECT_TRUE(torch::allclose(grads[0], grads[1], 1e-4, 1e-5)) << "max diff " << (grads[0] - grads[1]).abs().max().item<float>();
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Training speed, mtx vs a PyTorch-Python peer (torch.nn.Transformer on Debian's python3-torch, the
-# same LibTorch underneath), back to back on the same batches of the same config:
+# Training speed: mtx on both LibTorch builds against a PyTorch-Python peer (torch.nn.Transformer) on both
+# torches -- mtx on Debian's LibTorch 1.13 (build/), mtx on PyPI's LibTorch 2.x (build-torch2/), the peer on
+# Debian's python3-torch 1.13 and on .venv's torch 2.x -- back to back on the same batches of the same config:
 #   scripts/bench/train_speed.sh [CONFIG] [UPDATES] [THREADS] [ROUNDS]   (default: small.json 60 2 2)
-# Both sides are timed over updates 11..UPDATES (the first 10 are warm-up), in ROUNDS alternating
-# rounds (peer, mtx, peer, mtx, ...: a noisy machine hits both alike); the best round of each counts.
-# Prints target tokens/s for both and the ratio, peak RSS, and the fraction of this machine's fp32
-# GEMM rate that mtx's training reaches.
+# Every side is timed over updates 11..UPDATES (the first 10 are warm-up), in ROUNDS alternating rounds (a noisy
+# machine hits all alike); the best round of each counts. Prints one table: target tokens/s, ratios, peak RSS,
+# and the fraction of each LibTorch's own fp32 GEMM rate that the side reaches.
+# MTX_BENCH_TORCH2=0 leaves out the 2.x sides (no .venv, no second build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 config=${1:-configs/small.json}
@@ -13,47 +14,68 @@ updates=${2:-60}
 threads=${3:-2}
 rounds=${4:-2}
 skip=10
+torch2=${MTX_BENCH_TORCH2:-1}
 MTX_EXTRA_PACKAGES="python3-torch python3-numpy" scripts/setup.sh >/dev/null
 scripts/build.sh >/dev/null
-py=/usr/bin/python3   # Debian's python, where python3-torch lives
-mtx=build/bin/mtx
+sides=("mtx|1.13|build/bin/mtx" "peer|1.13|/usr/bin/python3")   # Debian's python, where python3-torch lives
+if [ "$torch2" = 1 ]; then
+  scripts/setup.sh --torch pip >/dev/null
+  scripts/venv.sh numpy >/dev/null
+  scripts/build.sh --torch pip >/dev/null
+  sides+=("mtx|2.x|build-torch2/bin/mtx" "peer|2.x|.venv/bin/python")
+fi
+py=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 common=(--config "$config" --set train.threads="$threads")
-$mtx --log-level warn prepare "${common[@]}" --export-batches "$work/batches.bin" --export-limit "$updates"
-$mtx info "${common[@]}" > "$work/info.json"
+build/bin/mtx --log-level warn prepare "${common[@]}" --export-batches "$work/batches.bin" --export-limit "$updates"
+build/bin/mtx info "${common[@]}" > "$work/info.json"
 $py -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["config"], open(sys.argv[2], "w"))' "$work/info.json" "$work/config.json"
 vocab=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokenizer"]["vocab_size"])' "$work/config.json")
 
 for r in $(seq "$rounds"); do
-  echo "round $r: peer (torch.nn.Transformer), $updates updates, $threads threads ..." >&2
-  /usr/bin/time -f "%M" -o "$work/peer$r.rss" $py scripts/bench/peer_train.py --batches "$work/batches.bin" \
-    --config "$work/config.json" --vocab "$vocab" --threads "$threads" --skip "$skip" > "$work/peer$r.json"
-  echo "round $r: mtx, $updates updates, $threads threads ..." >&2
-  rm -rf "$work/run$r"
-  /usr/bin/time -f "%M" -o "$work/mtx$r.rss" $mtx --log-level warn train "${common[@]}" --set train.max_steps="$updates" \
-    --set train.log_every="$skip" --set train.keep_last=0 --out "$work/run$r"
+  for side in "${sides[@]}"; do
+    IFS='|' read -r kind torch exe <<< "$side"
+    name=$kind-$torch
+    echo "round $r: $name, $updates updates, $threads threads ..." >&2
+    if [ "$kind" = peer ]; then
+      /usr/bin/time -f "%M" -o "$work/$name.$r.rss" "$exe" scripts/bench/peer_train.py --batches "$work/batches.bin" \
+        --config "$work/config.json" --vocab "$vocab" --threads "$threads" --skip "$skip" > "$work/$name.$r.json"
+    else
+      rm -rf "$work/run-$name.$r"
+      /usr/bin/time -f "%M" -o "$work/$name.$r.rss" "$exe" --log-level warn train "${common[@]}" \
+        --set train.max_steps="$updates" --set train.log_every="$skip" --set train.keep_last=0 --out "$work/run-$name.$r"
+    fi
+  done
 done
-$py scripts/bench/gemm_rate.py "$threads" > "$work/gemm.json"
+$py scripts/bench/gemm_rate.py "$threads" > "$work/gemm-1.13.json"
+[ "$torch2" = 1 ] && .venv/bin/python scripts/bench/gemm_rate.py "$threads" > "$work/gemm-2.x.json"
+versions=$(for side in "${sides[@]}"; do IFS='|' read -r kind torch exe <<< "$side"
+  if [ "$kind" = mtx ]; then "$exe" --version | sed -n 's/^LibTorch /mtx-'"$torch"'=/p'
+  else "$exe" -c 'import sys, torch; print(f"peer-{sys.argv[1]}={torch.__version__}")' "$torch"; fi; done | tr '\n' ' ')
 
-$py - "$work" "$config" "$updates" "$threads" "$rounds" "$skip" <<'PY'
+$py - "$work" "$config" "$updates" "$threads" "$rounds" "$skip" "$versions" "${sides[@]}" <<'PY'
 import json, sys, numpy as np
-work, config, updates, threads, rounds, skip = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
-peers = [json.load(open(f"{work}/peer{r}.json")) for r in range(1, rounds + 1)]
-mtxs = []
-for r in range(1, rounds + 1):
-    rows = {x["step"]: x for x in map(json.loads, open(f"{work}/run{r}/metrics.jsonl")) if x.get("type") == "train"}
-    a, b = rows[skip], rows[updates]
-    mtxs.append({"tokens_per_s": (b["tgt_tokens"] - a["tgt_tokens"]) / (b["elapsed_s"] - a["elapsed_s"]),
-                 "seconds": b["elapsed_s"] - a["elapsed_s"]})
-peer = max(peers, key=lambda p: p["tokens_per_s"])
-best = max(mtxs, key=lambda m: m["tokens_per_s"])
-mtx_tps = best["tokens_per_s"]
-rss = {k: max(int(open(f"{work}/{k}{r}.rss").read().split()[-1]) / 1024 for r in range(1, rounds + 1)) for k in ("peer", "mtx")}
-gemm = json.load(open(f"{work}/gemm.json"))["gemm_gflops"]
-# Training FLOPs of the padded batches (what is actually computed): forward matmuls x 3.
+work, config, updates, threads, rounds, skip, versions = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7]), sys.argv[7]
+sides = [s.split("|")[:2] for s in sys.argv[8:]]
+version = dict(v.split("=", 1) for v in versions.split())
 cfg = json.load(open(f"{work}/config.json")); m = cfg["model"]
+
+def result(kind, torch, r):
+    name = f"{kind}-{torch}"
+    if kind == "peer":
+        p = json.load(open(f"{work}/{name}.{r}.json"))
+        out = {"tokens_per_s": p["tokens_per_s"], "seconds": p["seconds"], "tokens": p["tgt_tokens"]}
+    else:
+        rows = {x["step"]: x for x in map(json.loads, open(f"{work}/run-{name}.{r}/metrics.jsonl")) if x.get("type") == "train"}
+        a, b = rows[skip], rows[updates]
+        out = {"seconds": b["elapsed_s"] - a["elapsed_s"], "tokens": b["tgt_tokens"] - a["tgt_tokens"]}
+        out["tokens_per_s"] = out["tokens"] / out["seconds"]
+    out["rss"] = int(open(f"{work}/{name}.{r}.rss").read().split()[-1]) / 1024
+    return out
+
+# Training FLOPs of the padded batches (what is actually computed): forward matmuls x 3.
 d, f, V, E, D = m["d_model"], m["ffn_dim"], cfg["tokenizer"]["vocab_size"], m["encoder_layers"], m["decoder_layers"]
 data = np.fromfile(f"{work}/batches.bin", dtype="<i4"); pos, fwd = 5, 0.0
 for i in range(int(data[1])):
@@ -62,12 +84,27 @@ for i in range(int(data[1])):
     enc = E * b * s * (2 * 4 * d * d + 2 * 2 * d * f + 2 * 2 * s * d)
     dec = D * (b * t * (2 * 4 * d * d + 2 * 2 * d * d + 2 * 2 * d * f + 2 * 2 * t * d + 2 * 2 * s * d) + b * s * 2 * 2 * d * d)
     fwd += enc + dec + b * t * 2 * d * V
-flops_per_s = 3 * fwd / best["seconds"]
+gemm = {t: json.load(open(f"{work}/gemm-{t}.json"))["gemm_gflops"] for k, t in sides if k == "peer"}
+
+best, rounds_tps, rss = {}, {}, {}
+for kind, torch in sides:
+    rs = [result(kind, torch, r) for r in range(1, rounds + 1)]
+    best[(kind, torch)] = max(rs, key=lambda x: x["tokens_per_s"])
+    rounds_tps[(kind, torch)] = " ".join(f"{x['tokens_per_s']:.0f}" for x in rs)
+    rss[(kind, torch)] = max(x["rss"] for x in rs)
+ref = best[("peer", "1.13")]["tokens_per_s"]
 print(f"config {config}: updates {skip + 1}..{updates} of the same batches, {threads} threads, best of {rounds} alternating rounds")
-print("  rounds, tgt tokens/s: peer " + " ".join(f"{p['tokens_per_s']:.0f}" for p in peers) +
-      " | mtx " + " ".join(f"{m['tokens_per_s']:.0f}" for m in mtxs))
-print(f"  peer (torch.nn.Transformer): {peer['tokens_per_s']:8.0f} tgt tokens/s   peak RSS {rss['peer']:7.0f} MiB")
-print(f"  mtx                        : {mtx_tps:8.0f} tgt tokens/s   peak RSS {rss['mtx']:7.0f} MiB")
-print(f"  ratio mtx/peer             : {mtx_tps / peer['tokens_per_s']:.2f}x   (RSS ratio {rss['mtx'] / rss['peer']:.2f})")
-print(f"  GEMM fp32 rate             : {gemm:.1f} GFLOP/s; mtx training {flops_per_s / 1e9:.1f} GFLOP/s = {flops_per_s / 1e9 / gemm:.0%} of it")
+print(f"| side | LibTorch | tgt tokens/s (rounds) | vs peer 1.13 | vs peer, same torch | peak RSS MiB | GEMM GFLOP/s | share of GEMM |")
+print(f"|---|---|---|---|---|---|---|---|")
+for kind, torch in sides:
+    b = best[(kind, torch)]
+    same = best.get(("peer", torch), {}).get("tokens_per_s")
+    flops = 3 * fwd / b["seconds"] / 1e9
+    label = "mtx" if kind == "mtx" else "peer (torch.nn.Transformer)"
+    print(f"| {label} | {version.get(f'{kind}-{torch}', torch)} | {b['tokens_per_s']:.0f} ({rounds_tps[(kind, torch)]}) | "
+          f"{b['tokens_per_s'] / ref:.2f}x | {b['tokens_per_s'] / same:.2f}x | {rss[(kind, torch)]:.0f} | "
+          f"{gemm[torch]:.1f} | {flops / gemm[torch]:.0%} |")
+tokens = {k: v["tokens"] for k, v in best.items()}
+if len(set(tokens.values())) != 1:
+    print(f"warning: the sides trained on different target-token counts: {tokens}")
 PY

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Decoding speed, mtx vs a PyTorch-Python peer (torch.nn.Transformer with the checkpoint's weights,
-# batched beam search re-decoding the whole prefix each step; scripts/bench/peer_translate.py), on the
-# same sentences with the same batching rule, back to back on this machine:
+# Decoding speed: mtx on both LibTorch builds (Debian's 1.13 in build/, PyPI's 2.x in build-torch2/) against a
+# PyTorch-Python peer on both torches (torch.nn.Transformer with the checkpoint's weights, batched beam search
+# re-decoding the whole prefix each step; scripts/bench/peer_translate.py), on the same sentences with the same
+# batching rule, back to back on this machine:
 #   scripts/bench/translate_speed.sh CKPT [BEAM] [BATCH_TOKENS] [THREADS] [SENTENCES]
 # (defaults: beam 5, 640 batch tokens -- about 32 sentences per batch --, 2 threads, all of
-# test_2016_flickr). Prints generated tokens/s and sentences/s for both and the ratio, how many
-# outputs agree, and single-sentence latency (p50/p95 over 100 sentences, one sentence at a time).
+# test_2016_flickr). Prints one table: generated tokens/s and sentences/s, ratios, single-sentence latency
+# (p50/p95 over 100 sentences, one sentence at a time), peak RSS, and how many outputs agree.
+# MTX_BENCH_TORCH2=0 leaves out the 2.x sides.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ckpt=${1:?usage: translate_speed.sh CKPT [BEAM] [BATCH_TOKENS] [THREADS] [SENTENCES]}
@@ -13,11 +15,18 @@ beam=${2:-5}
 batch_tokens=${3:-640}
 threads=${4:-2}
 sentences=${5:-0}
+torch2=${MTX_BENCH_TORCH2:-1}
 data=${MTX_DATA_DIR:-data/multi30k}
 MTX_EXTRA_PACKAGES="python3-torch python3-numpy" scripts/setup.sh >/dev/null
 scripts/build.sh >/dev/null
+sides=("peer|1.13|/usr/bin/python3" "mtx|1.13|build/bin/mtx")
+if [ "$torch2" = 1 ]; then
+  scripts/setup.sh --torch pip >/dev/null
+  scripts/venv.sh numpy >/dev/null
+  scripts/build.sh --torch pip >/dev/null
+  sides+=("peer|2.x|.venv/bin/python" "mtx|2.x|build-torch2/bin/mtx")
+fi
 py=/usr/bin/python3
-mtx=build/bin/mtx
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -29,31 +38,51 @@ head -n 100 "$work/src.de" > "$work/latency.de"
 $py -c 'import sys,torch; b=dict(torch.jit.load(sys.argv[1]).named_buffers()); open(sys.argv[2],"wb").write(bytes(b["mtx_tokenizer_src"].tolist()))' "$ckpt" "$work/spm.model"
 spm_encode --model="$work/spm.model" --output_format=id < "$work/src.de" > "$work/src.ids"
 
-echo "peer: beam $beam, $batch_tokens batch tokens, $threads threads ..." >&2
-$py scripts/bench/peer_translate.py --ckpt "$ckpt" --ids "$work/src.ids" --beam "$beam" --batch-tokens "$batch_tokens" \
-  --threads "$threads" --latency 100 > "$work/peer.ids" 2> "$work/peer.log"
-spm_decode --model="$work/spm.model" --input_format=id < "$work/peer.ids" > "$work/peer.en"
-echo "mtx: beam $beam, $batch_tokens batch tokens, $threads threads ..." >&2
-common=(--ckpt "$ckpt" --beam "$beam" --threads "$threads")
-/usr/bin/time -f "%M" -o "$work/mtx.rss" $mtx translate "${common[@]}" --batch-tokens "$batch_tokens" \
-  --input "$work/src.de" --output "$work/mtx.en" 2> "$work/mtx.log"
-$mtx translate "${common[@]}" --chunk-lines 1 --input "$work/latency.de" --output /dev/null 2> "$work/mtx-latency.log"
+for side in "${sides[@]}"; do
+  IFS='|' read -r kind torch exe <<< "$side"
+  name=$kind-$torch
+  echo "$name: beam $beam, $batch_tokens batch tokens, $threads threads ..." >&2
+  if [ "$kind" = peer ]; then
+    /usr/bin/time -f "%M" -o "$work/$name.rss" "$exe" scripts/bench/peer_translate.py --ckpt "$ckpt" --ids "$work/src.ids" \
+      --beam "$beam" --batch-tokens "$batch_tokens" --threads "$threads" --latency 100 > "$work/$name.ids" 2> "$work/$name.log"
+    spm_decode --model="$work/spm.model" --input_format=id < "$work/$name.ids" > "$work/$name.en"
+    "$exe" -c 'import torch; print(torch.__version__)' > "$work/$name.version"
+  else
+    common=(--ckpt "$ckpt" --beam "$beam" --threads "$threads")
+    /usr/bin/time -f "%M" -o "$work/$name.rss" "$exe" translate "${common[@]}" --batch-tokens "$batch_tokens" \
+      --input "$work/src.de" --output "$work/$name.en" 2> "$work/$name.log"
+    "$exe" translate "${common[@]}" --chunk-lines 1 --input "$work/latency.de" --output /dev/null 2> "$work/$name.latency.log"
+    "$exe" --version | sed -n 's/^LibTorch //p' > "$work/$name.version"
+  fi
+done
 
-$py - "$work" "$beam" "$batch_tokens" "$threads" <<'PY'
+$py - "$work" "$beam" "$batch_tokens" "$threads" "${sides[@]}" <<'PY'
 import json, re, sys
 work, beam, batch_tokens, threads = sys.argv[1], *sys.argv[2:5]
-peer = json.loads(open(f"{work}/peer.log").read().strip().splitlines()[-1])
-log = open(f"{work}/mtx.log").read()
-m = re.search(r"(\d+) lines in ([\d.]+) s: ([\d.]+) sentences/s, (\d+) generated tokens/s", log)
-lat = re.search(r"p50 ([\d.]+) ms, p95 ([\d.]+) ms", open(f"{work}/mtx-latency.log").read())
-a, b = open(f"{work}/peer.en").read().splitlines(), open(f"{work}/mtx.en").read().splitlines()
-same = sum(x == y for x, y in zip(a, b))
-mtx_tps, mtx_sps = float(m.group(4)), float(m.group(3))
-print(f"beam {beam}, {batch_tokens} batch tokens, {threads} threads, {len(b)} sentences of test_2016_flickr")
-print(f"  peer (torch.nn.Transformer, re-decode): {peer['tokens_per_s']:8.0f} generated tokens/s {peer['sentences_per_s']:7.1f} sentences/s"
-      f"   latency p50 {peer['latency_p50_ms']:.0f} ms p95 {peer['latency_p95_ms']:.0f} ms")
-print(f"  mtx (incremental, cached)            : {mtx_tps:8.0f} generated tokens/s {mtx_sps:7.1f} sentences/s"
-      f"   latency p50 {float(lat.group(1)):.0f} ms p95 {float(lat.group(2)):.0f} ms")
-print(f"  ratio mtx/peer: {mtx_tps / peer['tokens_per_s']:.2f}x tokens/s, {mtx_sps / peer['sentences_per_s']:.2f}x sentences/s;"
-      f" identical outputs {same}/{len(b)}; mtx peak RSS {int(open(f'{work}/mtx.rss').read().split()[-1]) / 1024:.0f} MiB")
+sides = [s.split("|")[:2] for s in sys.argv[5:]]
+res = {}
+for kind, torch in sides:
+    name = f"{kind}-{torch}"
+    r = {"version": open(f"{work}/{name}.version").read().strip(), "lines": open(f"{work}/{name}.en").read().splitlines(),
+         "rss": int(open(f"{work}/{name}.rss").read().split()[-1]) / 1024}
+    if kind == "peer":
+        p = json.loads(open(f"{work}/{name}.log").read().strip().splitlines()[-1])
+        r.update(tps=p["tokens_per_s"], sps=p["sentences_per_s"], p50=p["latency_p50_ms"], p95=p["latency_p95_ms"])
+    else:
+        m = re.search(r"(\d+) lines in ([\d.]+) s: ([\d.]+) sentences/s, (\d+) generated tokens/s", open(f"{work}/{name}.log").read())
+        lat = re.search(r"p50 ([\d.]+) ms, p95 ([\d.]+) ms", open(f"{work}/{name}.latency.log").read())
+        r.update(tps=float(m.group(4)), sps=float(m.group(3)), p50=float(lat.group(1)), p95=float(lat.group(2)))
+    res[(kind, torch)] = r
+base = res[("peer", "1.13")]
+mtx0 = res[("mtx", "1.13")]["lines"]
+print(f"beam {beam}, {batch_tokens} batch tokens, {threads} threads, {len(mtx0)} sentences of test_2016_flickr")
+print("| side | LibTorch | generated tokens/s | sentences/s | vs peer 1.13 | vs peer, same torch | latency p50 / p95 ms | peak RSS MiB | same output as mtx 1.13 |")
+print("|---|---|---|---|---|---|---|---|---|")
+for kind, torch in sides:
+    r = res[(kind, torch)]
+    same_torch = res[("peer", torch)]["tps"]
+    label = "mtx (incremental, cached)" if kind == "mtx" else "peer (torch.nn.Transformer, re-decode)"
+    same = sum(a == b for a, b in zip(r["lines"], mtx0))
+    print(f"| {label} | {r['version']} | {r['tps']:.0f} | {r['sps']:.1f} | {r['tps'] / base['tps']:.2f}x | "
+          f"{r['tps'] / same_torch:.2f}x | {r['p50']:.0f} / {r['p95']:.0f} | {r['rss']:.0f} | {same}/{len(mtx0)} |")
 PY

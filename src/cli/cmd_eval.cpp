@@ -18,6 +18,7 @@
 #include "mtx/train/checkpoint.h"
 #include "mtx/train/trainer.h"
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/device.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/strings.h"
@@ -174,7 +175,7 @@ int run_eval(const EvalArgs& a) {
       throw DataError(fmt::format("--src '{}' has {} lines but reference '{}' has {}", a.src, src.size(), a.refs[0],
                                   refs[0].size()));
     }
-    const torch::Device device = train::select_device(parse_device(a.device));
+    const torch::Device device = select_device(parse_device(a.device), "--device");
     set_threads(a.threads);
     train::CheckpointContent ckpt = train::load_checkpoint(a.ckpt, device);
     decode::TranslateOptions to = decode::options_from_config(ckpt.config.decode);

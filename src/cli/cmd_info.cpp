@@ -54,8 +54,10 @@ int run_info(const InfoArgs& args) {
                         {"blas", r.blas},
                         {"blas_is_reference", r.blas_is_reference},
                         {"allocator", r.allocator},
-                        {"cuda_available", r.cuda_available},
-                        {"cuda_devices", r.cuda_devices},
+                        {"cuda_compiled", r.cuda.compiled},
+                        {"cuda_runtime", r.cuda.runtime},
+                        {"cuda_available", r.cuda.devices > 0},
+                        {"cuda_devices", r.cuda.devices},
                         {"threads", r.threads},
                         {"sentencepiece_shim", tokenizer::shim_description()}};
   if (!args.config.config.empty()) {

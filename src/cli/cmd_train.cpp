@@ -22,8 +22,9 @@ struct TrainArgs {
 
 namespace {
 
-// On resume only the stop criteria may change.
-const std::vector<std::string> kResumable = {"train.max_steps", "train.max_epochs", "train.max_minutes"};
+// On resume only the stop criteria and the device may change (a run moves between CPU and GPU machines;
+// it continues exactly only on the device it was saved on).
+const std::vector<std::string> kResumable = {"train.max_steps", "train.max_epochs", "train.max_minutes", "train.device"};
 
 // First SIGINT/SIGTERM: finish the update, save, exit 130/143. A second one: leave at once.
 void on_signal(int sig) {

@@ -12,7 +12,7 @@
 #include "mtx/decode/stream.h"
 #include "mtx/decode/translator.h"
 #include "mtx/train/checkpoint.h"
-#include "mtx/train/trainer.h"
+#include "mtx/util/device.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/system.h"
@@ -34,7 +34,7 @@ struct TranslateArgs {
 namespace {
 
 int run_translate(const TranslateArgs& args) {
-  const torch::Device device = train::select_device(parse_device(args.device));
+  const torch::Device device = select_device(parse_device(args.device), "--device");
   set_threads(args.threads);
 
   // Check the files before loading anything.

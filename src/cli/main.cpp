@@ -20,7 +20,7 @@ std::string version_text() {
   s += "LibTorch " + r.torch_version + "\n";
   s += "BLAS: " + r.blas + (r.blas_is_reference ? "  <-- slow, install libopenblas0-openmp" : "") + "\n";
   s += "allocator: " + r.allocator + "\n";
-  s += "CUDA: " + (r.cuda_available ? "available (" + std::to_string(r.cuda_devices) + " device(s))" : std::string("not available")) + "\n";
+  s += "CUDA: " + mtx::cuda_summary(r.cuda) + "\n";
   s += "threads: " + std::to_string(r.threads) + "\n";
   return s;
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <type_traits>
 
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
@@ -156,10 +157,47 @@ CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& dev
   return c;
 }
 
+namespace {
+
+// The key under which an optimizer keeps a parameter's state: its TensorImpl address, as a pointer
+// (LibTorch 2.x) or as text (1.x, what its c10::guts::to_string writes); picked by the key type.
+[[maybe_unused]] void* state_key(const torch::Tensor& p, void* /*tag*/) { return p.unsafeGetTensorImpl(); }
+[[maybe_unused]] std::string state_key(const torch::Tensor& p, const std::string& /*tag*/) {
+  std::ostringstream address;
+  address << p.unsafeGetTensorImpl();
+  return address.str();
+}
+
+// The archive is read onto the CPU: each parameter's optimizer state goes where the parameter lives, so a
+// run saved on one device resumes on another (CUDA -> CPU, CPU -> CUDA).
+void move_state_to_params(torch::optim::Optimizer& optimizer) {
+  auto& states = optimizer.state();
+  using Key = typename std::decay_t<decltype(states)>::key_type;  // void* (LibTorch 2.x) or std::string (1.x)
+  for (auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      const auto it = states.find(state_key(p, Key{}));
+      if (it == states.end()) continue;
+      auto to = [&](const torch::Tensor& t) { return t.defined() ? t.to(p.device()) : t; };
+      if (auto* a = dynamic_cast<torch::optim::AdamParamState*>(it->second.get())) {
+        a->exp_avg(to(a->exp_avg())).exp_avg_sq(to(a->exp_avg_sq())).max_exp_avg_sq(to(a->max_exp_avg_sq()));
+      } else if (auto* w = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get())) {
+        w->exp_avg(to(w->exp_avg())).exp_avg_sq(to(w->exp_avg_sq())).max_exp_avg_sq(to(w->max_exp_avg_sq()));
+      } else if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) {
+        s->momentum_buffer(to(s->momentum_buffer()));
+      } else {
+        throw Error("restore_optimizer: unknown optimizer state type");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void restore_optimizer(const CheckpointContent& content, torch::optim::Optimizer& optimizer) {
   torch::serialize::InputArchive opt;
   if (!content.archive->try_read("optimizer", opt)) throw DataError("checkpoint has no optimizer state to resume from");
   optimizer.load(opt);
+  move_state_to_params(optimizer);
 }
 
 void restore_rng(const CheckpointContent& content) {

@@ -23,6 +23,7 @@
 #include "mtx/train/loss.h"
 #include "mtx/train/schedule.h"
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/device.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/strings.h"
@@ -203,18 +204,9 @@ void load_metrics(const fs::path& path, int64_t step, std::vector<CurvePoint>& t
 
 void request_stop(int signal) { g_stop_signal.store(signal); }
 
-torch::Device select_device(config::Device device) {
-  const bool cuda = torch::cuda::is_available();
-  if (device == config::Device::cuda && !cuda) {
-    throw ConfigError("train.device: cuda was asked for, but this LibTorch sees no CUDA device");
-  }
-  if (device == config::Device::cuda || (device == config::Device::auto_ && cuda)) return torch::Device(torch::kCUDA);
-  return torch::Device(torch::kCPU);
-}
-
 TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, std::optional<CheckpointContent> resume) {
   const auto& tc = cfg.train;
-  const torch::Device device = select_device(tc.device);
+  const torch::Device device = select_device(tc.device, "train.device");
   const bool bf16 = tc.bf16 && device.is_cuda();
   if (tc.bf16 && !device.is_cuda()) log::warn("train.bf16 applies to CUDA only; training in fp32 on the CPU");
   set_threads(tc.threads);

@@ -78,8 +78,7 @@ RuntimeInfo runtime_info() {
   r.torch_version = TORCH_VERSION;
   r.blas = blas_info().name;
   r.blas_is_reference = blas_info().reference;
-  r.cuda_available = torch::cuda::is_available();
-  r.cuda_devices = r.cuda_available ? int(torch::cuda::device_count()) : 0;
+  r.cuda = cuda_info();
   r.threads = at::get_num_threads();
   // tcmalloc exports tc_malloc; found in the process only when it is linked in (or preloaded).
   r.allocator = dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr ? "tcmalloc" : "glibc malloc";

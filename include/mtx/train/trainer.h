@@ -30,9 +30,6 @@ TrainSummary run_training(const config::Config& config, const std::filesystem::p
 // Asks a running training to stop after the current update (async-signal-safe).
 void request_stop(int signal);
 
-// Picks the device for a config value; throws ConfigError when CUDA is asked for but absent.
-torch::Device select_device(config::Device device);
-
 // Teacher-forced loss of a model on a parallel set: nll per target token (padding ignored) and its
 // perplexity -- the seq2seq tutorial's "Val. Loss / Val. PPL" and "Test Loss / Test PPL".
 struct LossEvaluation {

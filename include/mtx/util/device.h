@@ -1,0 +1,29 @@
+// The compute device of a run: what CUDA this LibTorch has (compiled in, devices, runtime version), and
+// the one place a device setting (auto | cpu | cuda) becomes a torch::Device or an actionable error.
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+
+#include "mtx/config/config.h"
+
+namespace mtx {
+
+struct CudaInfo {
+  bool compiled = false;        // LibTorch was built with CUDA (its CUDA library is loaded)
+  int devices = 0;              // visible CUDA devices (0 without a GPU or driver)
+  std::string runtime;          // CUDA runtime LibTorch was built against, e.g. "13.2" ("" if not compiled)
+};
+
+CudaInfo cuda_info();
+
+// One line for --version and logs: "compiled (CUDA 13.2), no device", "not compiled",
+// "available: 1 device(s) (CUDA 13.2)".
+std::string cuda_summary(const CudaInfo& info);
+
+// auto: CUDA when a device is visible, else the CPU. cuda without a device: ConfigError (exit 2) whose
+// message names `setting` (e.g. "train.device", "--device") and says whether CUDA is compiled in at all.
+torch::Device select_device(config::Device device, const std::string& setting);
+
+}  // namespace mtx
