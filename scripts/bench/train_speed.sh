@@ -14,16 +14,7 @@ updates=${2:-60}
 threads=${3:-2}
 rounds=${4:-2}
 skip=10
-torch2=${MTX_BENCH_TORCH2:-1}
-MTX_EXTRA_PACKAGES="python3-torch python3-numpy" scripts/setup.sh >/dev/null
-scripts/build.sh >/dev/null
-sides=("mtx|1.13|build/bin/mtx" "peer|1.13|/usr/bin/python3")   # Debian's python, where python3-torch lives
-if [ "$torch2" = 1 ]; then
-  scripts/setup.sh --torch pip >/dev/null
-  scripts/venv.sh numpy >/dev/null
-  scripts/build.sh --torch pip >/dev/null
-  sides+=("mtx|2.x|build-torch2/bin/mtx" "peer|2.x|.venv/bin/python")
-fi
+source scripts/bench/sides.sh
 py=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -50,7 +41,7 @@ for r in $(seq "$rounds"); do
   done
 done
 $py scripts/bench/gemm_rate.py "$threads" > "$work/gemm-1.13.json"
-[ "$torch2" = 1 ] && .venv/bin/python scripts/bench/gemm_rate.py "$threads" > "$work/gemm-2.x.json"
+if [ "${MTX_BENCH_TORCH2:-1}" = 1 ]; then .venv/bin/python scripts/bench/gemm_rate.py "$threads" > "$work/gemm-2.x.json"; fi
 versions=$(for side in "${sides[@]}"; do IFS='|' read -r kind torch exe <<< "$side"
   if [ "$kind" = mtx ]; then "$exe" --version | sed -n 's/^LibTorch /mtx-'"$torch"'=/p'
   else "$exe" -c 'import sys, torch; print(f"peer-{sys.argv[1]}={torch.__version__}")' "$torch"; fi; done | tr '\n' ' ')

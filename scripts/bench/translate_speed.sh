@@ -15,17 +15,8 @@ beam=${2:-5}
 batch_tokens=${3:-640}
 threads=${4:-2}
 sentences=${5:-0}
-torch2=${MTX_BENCH_TORCH2:-1}
 data=${MTX_DATA_DIR:-data/multi30k}
-MTX_EXTRA_PACKAGES="python3-torch python3-numpy" scripts/setup.sh >/dev/null
-scripts/build.sh >/dev/null
-sides=("peer|1.13|/usr/bin/python3" "mtx|1.13|build/bin/mtx")
-if [ "$torch2" = 1 ]; then
-  scripts/setup.sh --torch pip >/dev/null
-  scripts/venv.sh numpy >/dev/null
-  scripts/build.sh --torch pip >/dev/null
-  sides+=("peer|2.x|.venv/bin/python" "mtx|2.x|build-torch2/bin/mtx")
-fi
+source scripts/bench/sides.sh
 py=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
