@@ -23,7 +23,7 @@ trap 'rm -rf "$work"' EXIT
 
 src="$data/test_2016_flickr.de.gz"
 [ -f "$src" ] || src="$data/test_2016_flickr.de"
-if [ "$sentences" -gt 0 ]; then zcat -f "$src" | head -n "$sentences" > "$work/src.de"; else zcat -f "$src" > "$work/src.de"; fi
+if [ "$sentences" -gt 0 ]; then zcat -f "$src" | awk -v n="$sentences" 'NR <= n' > "$work/src.de"; else zcat -f "$src" > "$work/src.de"; fi
 head -n 100 "$work/src.de" > "$work/latency.de"
 # The checkpoint's own source tokenizer gives the peer its ids.
 $py -c 'import sys,torch; b=dict(torch.jit.load(sys.argv[1]).named_buffers()); open(sys.argv[2],"wb").write(bytes(b["mtx_tokenizer_src"].tolist()))' "$ckpt" "$work/spm.model"
