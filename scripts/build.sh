@@ -19,10 +19,6 @@ case "$torch" in
     build=${MTX_BUILD_DIR:-build-torch2}
     [ -x .venv/bin/python ] || { echo "build: no .venv; run scripts/setup.sh --torch pip first" >&2; exit 1; }
     prefix=(-DCMAKE_PREFIX_PATH="$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')")
-    # torch's CMake package enables CUDA: point it at the toolkit when nvcc is not on PATH.
-    if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
-      prefix+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
-    fi
     ;;
   *) echo "build: --torch is debian or pip, not '$torch'" >&2; exit 2 ;;
 esac

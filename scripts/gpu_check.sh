@@ -71,10 +71,8 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 t0=$(date +%s)
 mkdir -p "$build"
-cuda_args=()
-if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then cuda_args=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc); fi
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMTX_USE_CCACHE=OFF \
-  -DCMAKE_PREFIX_PATH="$torch_prefix;$root/usr" "${cuda_args[@]}" >"$build/configure.log" 2>&1 ||
+  -DCMAKE_PREFIX_PATH="$torch_prefix;$root/usr" >"$build/configure.log" 2>&1 ||
   { tail -n 30 "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" -j "$(nproc)" >"$build/build.log" 2>&1 || { grep -m 20 -B2 -A8 "error" "$build/build.log" >&2; exit 1; }
 build_s=$(($(date +%s) - t0))

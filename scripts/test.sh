@@ -7,7 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh "$@"
 build=build
-for ((i = 1; i <= $#; i++)); do
-  [ "${!i}" = "--torch" ] && j=$((i + 1)) && [ "${!j:-}" = "pip" ] && build=build-torch2
-done
+[[ " $* " == *" --torch pip "* ]] && build=build-torch2
 ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)"
