@@ -187,3 +187,67 @@ TEST(BeamSearch, RejectsBadOptions) {
   EXPECT_THROW(validate(opts(2, -1)), mtx::ConfigError);
   EXPECT_NO_THROW(validate(opts(5, 0.6, 5)));
 }
+
+// ---- Defects of issue #12 (each failed before its fix) ----
+
+// Defect 4: the length limit wins over min_len; min_len past the limit gave an empty result silently.
+TEST(BeamSearch, LengthLimitWinsOverMinimumLength) {
+  for (const int beam : {1, 3}) {
+    FakeStep fn([](int64_t, const std::vector<int32_t>&) { return dist({{kEos, 0.9}}); }, 1);
+    SearchOptions o = opts(beam);
+    o.min_len = 5;
+    const auto out = beam_search(fn, {3}, kBos, kEos, o);
+    ASSERT_EQ(out[0].size(), 1u) << "beam " << beam << ": a hypothesis, not an empty result";
+    EXPECT_EQ(out[0][0].tokens.size(), 2u) << "limit 3 = 2 tokens + EOS";
+  }
+}
+
+// Defect 4: a beam the vocabulary cannot feed is a ConfigError naming the beam, not a raw c10 error.
+TEST(BeamSearch, BeamLargerThanHalfTheVocabularyIsAConfigError) {
+  FakeStep fn(garden_path, 1);
+  try {
+    beam_search(fn, {10}, kBos, kEos, opts(6));  // 2 * 6 > 10 pieces
+    FAIL() << "expected a ConfigError";
+  } catch (const mtx::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("beam"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
+// Defect 7: BOS is never generated (pad is masked by the translator, which knows its id; see
+// Translator.NeverGeneratesPadOrBos).
+TEST(BeamSearch, NeverGeneratesBos) {
+  auto table = [](int64_t, const std::vector<int32_t>& prefix) {
+    std::vector<double> p = prefix.size() < 3 ? dist({{6, 0.3}}) : dist({{kEos, 0.9}});
+    p[size_t(kBos)] = 0.6;  // a model that wants BOS most
+    return p;
+  };
+  for (const int beam : {1, 3}) {
+    FakeStep fn(table, 1);
+    const auto out = beam_search(fn, {10}, kBos, kEos, opts(beam));
+    for (const int32_t t : out[0][0].tokens) EXPECT_NE(t, kBos) << "beam " << beam;
+  }
+}
+
+// Defect 7: by default a sentence ends once `beam` hypotheses have finished (fairseq's and CTranslate2's
+// rule): under length normalisation a live hypothesis could still have won. exact_stop keeps searching
+// until no live hypothesis can beat the beam-th finished one, and finds it.
+TEST(BeamSearch, ExactStopFindsWhatTheFirstKRuleMisses) {
+  auto table = [](int64_t, const std::vector<int32_t>& prefix) {
+    if (prefix.empty()) return dist({{kEos, 0.31}, {4, 0.35}, {6, 0.29}});
+    if (prefix == std::vector<int32_t>{4}) return dist({{kEos, 0.9}});
+    if (prefix == std::vector<int32_t>{6}) return dist({{6, 0.9}, {kEos, 0.05}});
+    if (prefix == std::vector<int32_t>{6, 6}) return dist({{kEos, 0.97}});
+    return dist({{kEos, 0.95}});
+  };
+  SearchOptions o = opts(2, 2.0);
+  FakeStep first_k(table, 1);
+  const auto approx = beam_search(first_k, {10}, kBos, kEos, o);
+  EXPECT_EQ(approx[0][0].tokens, std::vector<int32_t>({4})) << "what the first-k rule returns (documented)";
+  o.exact_stop = true;
+  FakeStep exact_fn(table, 1);
+  const auto exact = beam_search(exact_fn, {10}, kBos, kEos, o);
+  EXPECT_EQ(exact[0][0].tokens, std::vector<int32_t>({6, 6}));
+  EXPECT_GT(exact[0][0].score, approx[0][0].score) << "a better hypothesis under the same scoring";
+  EXPECT_NEAR(exact[0][0].score, std::log(0.29 * 0.9 * 0.97) / length_penalty(3, 2.0), 1e-5);
+}

@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "mtx/train/average.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/faults.h"
 #include "test_utils.h"
 
 namespace fs = std::filesystem;
@@ -43,7 +48,7 @@ TEST(Trainer, ResumeContinuesBitwiseIdentically) {
   c.train.accum_steps = 2;
   c.train.validate_every = 7;
 
-  c.train.max_steps = 24;  // crosses an epoch boundary (5 batches per epoch)
+  c.train.max_steps = 24;
   train::run_training(c, tmp / "one");
 
   c.train.max_steps = 11;
@@ -240,4 +245,213 @@ TEST(Checkpoint, AveragingGivesTheElementwiseMeanAndRefusesOtherModels) {
       [&] { train::average_checkpoints({tmp / "run" / "step-6.pt", tmp2 / "run" / "last.pt"}, tmp / "bad.pt"); });
   EXPECT_NE(msg.find("different model"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(tmp / "bad.pt"));
+}
+
+// ---- Defects of issue #12: each test below failed on the code before its fix. ----
+
+namespace {
+
+struct ValidRow {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  bool best = false;
+  bool operator==(const ValidRow& o) const { return step == o.step && epoch == o.epoch && best == o.best; }
+};
+
+std::vector<ValidRow> valid_rows(const fs::path& run) {
+  std::vector<ValidRow> rows;
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row["type"] == "valid") rows.push_back({row["step"], row["epoch"], row["best"]});
+  }
+  return rows;
+}
+
+std::string describe(const std::vector<ValidRow>& rows) {
+  std::string s;
+  for (const auto& r : rows) s += fmt::format("(step {} epoch {}{}) ", r.step, r.epoch, r.best ? " best" : "");
+  return s;
+}
+
+std::vector<std::string> step_files(const fs::path& run) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(run)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string sha_of(const fs::path& ckpt) { return train::load_checkpoint(ckpt).weights_sha256; }
+
+// Disarms the failpoints when a test ends, whatever happens.
+struct Faults {
+  explicit Faults(const std::string& spec) { mtx::fault::arm(spec); }
+  ~Faults() { mtx::fault::arm(""); }
+};
+
+}  // namespace
+
+// Defect 1: a run stopped at an epoch's end (max_epochs) and resumed with a larger max_epochs trains
+// exactly the missing epochs, labelled with their numbers.
+TEST(Trainer, ResumingAfterMaxEpochsTrainsTheMissingEpochsOnly) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_epochs = 4;
+  const auto whole = train::run_training(c, tmp / "one");
+  c.train.max_epochs = 2;
+  train::run_training(c, tmp / "two");
+  c.train.max_epochs = 4;
+  const auto resumed = train::run_training(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
+  EXPECT_EQ(resumed.steps, whole.steps) << "4 epochs in one run and 2 + resume to 4 train as many updates";
+  EXPECT_EQ(resumed.stop_reason, "max_epochs");
+  EXPECT_EQ(valid_rows(tmp / "two"), valid_rows(tmp / "one"))
+      << describe(valid_rows(tmp / "two")) << "vs " << describe(valid_rows(tmp / "one"));
+  EXPECT_EQ(sha_of(tmp / "two" / "last.pt"), sha_of(tmp / "one" / "last.pt"));
+  const auto last = train::load_checkpoint(tmp / "one" / "last.pt");
+  EXPECT_EQ(last.state.epoch, last.state.position.epoch) << "the checkpoint's epoch is the batcher's";
+}
+
+// Defect 2: the validation at a stop between scheduled validations is a report only: it moves no
+// best metric, writes no step-N.pt, so the run resumed from there equals the unbroken one.
+TEST(Trainer, StopBetweenValidationsLeavesTheRunAsAnUnbrokenOne) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.validate_every = 4;
+  c.train.keep_last = 6;
+  c.train.average_last = 3;
+  c.train.max_steps = 14;
+  train::run_training(c, tmp / "one");
+  c.train.max_steps = 6;  // 6 is no validation point: a stop (signal, time) lands between two
+  train::run_training(c, tmp / "two");
+  EXPECT_EQ(step_files(tmp / "two"), std::vector<std::string>{"step-4.pt"})
+      << "a stop adds no step checkpoint";
+  c.train.max_steps = 14;
+  train::run_training(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
+  EXPECT_EQ(step_files(tmp / "two"), step_files(tmp / "one"));
+  EXPECT_EQ(valid_rows(tmp / "two"), valid_rows(tmp / "one"))
+      << describe(valid_rows(tmp / "two")) << "vs " << describe(valid_rows(tmp / "one"));
+  for (const char* f : {"last.pt", "best.pt", "avg.pt"}) {
+    EXPECT_EQ(sha_of(tmp / "two" / f), sha_of(tmp / "one" / f)) << f;
+  }
+  const auto a = train::load_checkpoint(tmp / "one" / "last.pt"), b = train::load_checkpoint(tmp / "two" / "last.pt");
+  EXPECT_EQ(a.state.best_step, b.state.best_step);
+  EXPECT_EQ(a.state.best_metric, b.state.best_metric);
+  EXPECT_EQ(a.state.bad_validations, b.state.bad_validations);
+}
+
+// Defect 3: when validate_every divides the update that ends an epoch, that update is validated (and
+// counted towards patience and the plateau schedule) once.
+TEST(Trainer, AnUpdateIsValidatedOnceWhenAnEpochEndsOnIt) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_epochs = 3;
+  c.train.validate_every = 9;  // the toy epoch is 27 updates
+  train::run_training(c, tmp / "run");
+  const auto rows = valid_rows(tmp / "run");
+  ASSERT_EQ(rows.size(), 9u) << describe(rows);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].step, int64_t(9 * (i + 1)));
+    EXPECT_EQ(rows[i].epoch, int64_t(i / 3 + 1)) << "an epoch-end validation is labelled with the epoch it ends";
+  }
+}
+
+// Defect 5: best.pt and metrics.jsonl are replaced, never rewritten in place: a reader that opened the old
+// file reads it whole.
+TEST(Trainer, CheckpointsAndMetricsAreReplacedAtomically) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_epochs = 1;
+  train::run_training(c, tmp / "run");
+  const std::string best_before = mtx::read_file(tmp / "run" / "best.pt");
+  const std::string metrics_before = mtx::read_file(tmp / "run" / "metrics.jsonl");
+  std::ifstream best_reader(tmp / "run" / "best.pt", std::ios::binary);
+  std::ifstream metrics_reader(tmp / "run" / "metrics.jsonl", std::ios::binary);
+  c.train.max_epochs = 3;
+  train::run_training(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt"));
+  ASSERT_NE(mtx::read_file(tmp / "run" / "best.pt"), best_before) << "the toy model improves: best.pt is replaced";
+  std::ostringstream best_seen, metrics_seen;
+  best_seen << best_reader.rdbuf();
+  metrics_seen << metrics_reader.rdbuf();
+  EXPECT_TRUE(best_seen.str() == best_before) << "best.pt was overwritten in place (" << best_seen.str().size()
+                                              << " bytes seen, " << best_before.size() << " before)";
+  EXPECT_TRUE(metrics_seen.str() == metrics_before) << "metrics.jsonl was rewritten in place";
+  for (const auto& e : fs::directory_iterator(tmp / "run")) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+  }
+}
+
+// Defect 6a: a non-finite gradient skips the update when clipping is off, too.
+TEST(Trainer, NonFiniteGradientsAreSkippedWithoutClipping) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.clip_norm = 0;
+  c.train.max_steps = 6;
+  {
+    Faults faults("nonfinite_grad@3");
+    const auto s = train::run_training(c, tmp / "run");
+    EXPECT_EQ(s.steps, 6);
+  }
+  auto last = train::load_checkpoint(tmp / "run" / "last.pt");
+  EXPECT_TRUE(train::weights_finite(last.model));
+  EXPECT_EQ(last.state.step, 6);
+}
+
+// Defect 6b: files in the run directory that look like step checkpoints but are not do not stop training.
+TEST(Trainer, StrayStepLikeFilesAreLeftAlone) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 4;
+  c.train.validate_every = 2;
+  c.train.keep_last = 1;
+  c.train.average_last = 2;
+  for (const char* f : {"step-best.pt", "step-.pt", "step-12abc.pt"}) mtx::test::write_text(tmp / "run" / f, "mine");
+  train::run_training(c, tmp / "run");
+  for (const char* f : {"step-best.pt", "step-.pt", "step-12abc.pt"}) EXPECT_TRUE(fs::exists(tmp / "run" / f)) << f;
+  EXPECT_TRUE(fs::exists(tmp / "run" / "step-4.pt"));
+  EXPECT_FALSE(fs::exists(tmp / "run" / "step-2.pt")) << "keep_last = 1";
+}
+
+// Defect 6c: a training set that the filters empty is an error before training, not an endless loop.
+TEST(Trainer, AnEmptyTrainingSetIsAnErrorNotALoop) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.data.filter_max_tokens = 1;  // every toy pair is longer
+  c.train.max_steps = 10;
+  c.train.max_minutes = 0.05;  // bounds the old endless loop to 3 seconds
+  const std::string msg = mtx::test::boundary_error<mtx::DataError>([&] { train::run_training(c, tmp / "run"); });
+  EXPECT_NE(msg.find("no training pairs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("data.filter_max_tokens"), std::string::npos) << msg;
+
+  // With the tokenizer given (a resumed run), where the old code looped over empty epochs.
+  mtx::config::Config ok = toy_training(tmp);
+  ok.train.max_steps = 2;
+  train::run_training(ok, tmp / "resumed");
+  const std::string msg2 = mtx::test::boundary_error<mtx::DataError>(
+      [&] { train::run_training(c, tmp / "resumed", train::load_checkpoint(tmp / "resumed" / "last.pt")); });
+  EXPECT_NE(msg2.find("no training pairs"), std::string::npos) << msg2;
+}
+
+// Defect 6d: a NaN validation loss is never the best, and the run still resumes.
+TEST(Trainer, NanValidationLossIsNotBestAndResumeWorks) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.validate_every = 4;
+  c.train.max_steps = 4;
+  {
+    Faults faults("nan_val_loss@4");
+    train::run_training(c, tmp / "run");
+  }
+  c.train.max_steps = 8;
+  EXPECT_NO_THROW(train::run_training(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt")));
+  const auto rows = valid_rows(tmp / "run");
+  ASSERT_GE(rows.size(), 2u) << describe(rows);
+  EXPECT_EQ(rows[0].step, 4);
+  EXPECT_FALSE(rows[0].best) << "a NaN loss is no improvement";
+  EXPECT_TRUE(rows[1].best) << "the first finite loss is";
+  const auto best = train::load_checkpoint(tmp / "run" / "best.pt");
+  EXPECT_TRUE(std::isfinite(best.state.best_metric));
+  EXPECT_NE(best.state.best_step, 4);
 }

@@ -149,3 +149,26 @@ TEST(TranslateStream, NbestFormatIsParseable) {
   }
   EXPECT_EQ(indices, (std::vector<int>{0, 0, 1, 2, 2})) << "two per line; one empty entry for the empty line";
 }
+
+// Defect 7 of issue #12: search never yields pad or BOS, even from a model that prefers them.
+TEST(Translator, NeverGeneratesPadOrBos) {
+  Toy toy;
+  toy.config.model.tie_output = false;
+  toy.model = train::build_model(toy.config, *toy.tok);
+  const auto ids = toy.tok->special_ids();
+  {
+    torch::NoGradGuard g;
+    auto bias = toy.model->named_parameters()["output.bias"];
+    bias[ids.pad].fill_(50);
+    bias[ids.bos].fill_(49);
+  }
+  for (const int beam : {1, 4}) {
+    const auto hyps = toy.translator(beam).translate_ids({toy.tok->src().encode(kLines[0])});
+    ASSERT_FALSE(hyps[0].empty());
+    EXPECT_FALSE(hyps[0][0].tokens.empty());
+    for (const int32_t t : hyps[0][0].tokens) {
+      EXPECT_NE(t, ids.pad) << "beam " << beam;
+      EXPECT_NE(t, ids.bos) << "beam " << beam;
+    }
+  }
+}

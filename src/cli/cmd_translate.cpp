@@ -24,6 +24,7 @@ struct TranslateArgs {
   // Unset: the checkpoint's decode section decides.
   std::optional<int> beam, nbest, max_len_b, batch_tokens, min_len;
   std::optional<double> alpha, max_len_a;
+  std::optional<bool> exact_stop;
   bool scores = false;
   std::string device = "auto";
   int threads = 0;
@@ -48,6 +49,7 @@ int run_translate(const TranslateArgs& args) {
   if (args.beam) options.search.beam = *args.beam;
   if (args.alpha) options.search.alpha = *args.alpha;
   if (args.min_len) options.search.min_len = *args.min_len;
+  if (args.exact_stop) options.search.exact_stop = *args.exact_stop;
   if (args.max_len_a) options.max_len_a = *args.max_len_a;
   if (args.max_len_b) options.max_len_b = *args.max_len_b;
   if (args.batch_tokens) options.batch_tokens = *args.batch_tokens;
@@ -110,6 +112,9 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--max-len-a", args->max_len_a, "Output limit a * source_length + b: a (default: decode.max_len_a)");
   cmd->add_option("--max-len-b", args->max_len_b, "Output limit a * source_length + b: b (default: decode.max_len_b)");
   cmd->add_option("--min-len", args->min_len, "Tokens generated before EOS may be chosen (default: decode.min_len)");
+  cmd->add_flag("--exact-stop{true},--first-k-stop{false}", args->exact_stop,
+                "Search a sentence until no live hypothesis can still win (default: decode.exact_stop; "
+                "otherwise it ends once `beam` hypotheses finished)");
   cmd->add_option("--batch-tokens", args->batch_tokens, "Sentences x longest source per batch (default: decode.batch_tokens)");
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);

@@ -174,6 +174,7 @@ void visit(DecodeConfig& c, V&& v) {
   v("batch_tokens", c.batch_tokens);
   v("nbest", c.nbest);
   v("min_len", c.min_len);
+  v("exact_stop", c.exact_stop);
 }
 
 template <class V>

@@ -19,6 +19,15 @@ using nlohmann::json;
 namespace mtx::data {
 namespace {
 
+// Training on nothing would loop over empty epochs: say which filter emptied the set, before any work.
+void require_training_pairs(const FilterStats& f, const fs::path& src) {
+  if (f.kept > 0) return;
+  throw DataError(fmt::format("{}: no training pairs left after the length filters ({} read: {} too short, {} too "
+                              "long, {} over the length ratio); loosen data.filter_min_tokens / "
+                              "data.filter_max_tokens / data.filter_max_ratio",
+                              src.string(), f.read, f.too_short, f.too_long, f.bad_ratio));
+}
+
 // Bump when the encoded format or the encoding rules change: old caches are then ignored.
 constexpr int kCacheVersion = 1;
 
@@ -65,6 +74,7 @@ tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFile
   reused = false;
   const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
   const ParallelCorpus text = read_parallel(train.src, train.tgt, filter);
+  require_training_pairs(text.stats, train.src);
   auto tok = tokenizer::Tokenizer::train(cfg.tokenizer, text.src, text.tgt);
   const fs::path tmp = temp_dir_beside(dir);
   fs::remove_all(tmp);
@@ -188,6 +198,7 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
   fs::create_directories(tmp);
   try {
     const ParallelCorpus train_text = read_parallel(files.train.src, files.train.tgt, filter);
+    require_training_pairs(train_text.stats, files.train.src);
     out.filter = train_text.stats;
     out.train = encode_corpus(tok, train_text, cfg.model.max_len, threads);
     save_corpus(out.train, tmp / "train.bin");

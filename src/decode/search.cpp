@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -26,7 +27,8 @@ double length_penalty(int64_t length, double alpha) {
 }
 
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths,
-                                                 int32_t bos, int32_t eos, const SearchOptions& options) {
+                                                 int32_t bos, int32_t eos, const SearchOptions& options,
+                                                 int32_t pad) {
   validate(options);
   const int64_t k = options.beam;
   const auto batch = int64_t(max_lengths.size());
@@ -55,10 +57,16 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     TORCH_CHECK(logp.dim() == 2 && logp.size(0) == rows, "beam_search: step returned ", logp.sizes(),
                 " for ", rows, " rows");
     const int64_t vocab = logp.size(1);
-    TORCH_CHECK(vocab >= 2 * k, "beam_search: vocabulary ", vocab, " smaller than twice the beam ", k);
+    if (vocab < 2 * k) {
+      throw ConfigError("beam " + std::to_string(k) + " needs a target vocabulary of at least " +
+                        std::to_string(2 * k) + " pieces; this model has " + std::to_string(vocab) +
+                        ": use a beam of at most " + std::to_string(vocab / 2));
+    }
     logp = logp.to(torch::kFloat);
-    if (t < options.min_len) logp.select(1, eos).fill_(kNegInf);
-    // Sentences at their length limit may only end.
+    // Never generated: BOS (and pad, when given), whatever mass the model (label smoothing) gives them.
+    logp.select(1, bos).fill_(kNegInf);
+    if (pad >= 0 && pad < vocab) logp.select(1, pad).fill_(kNegInf);
+    // Sentences at their length limit may only end, min_len or not: the limit wins.
     std::vector<int64_t> forced;
     for (int64_t a = 0; a < n_active; ++a) {
       if (t + 1 >= max_lengths[size_t(active[size_t(a)])]) {
@@ -68,8 +76,11 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     if (!forced.empty()) {
       const torch::Tensor idx = torch::tensor(forced, torch::kLong).to(logp.device());
       const torch::Tensor eos_col = logp.index_select(0, idx).select(1, eos).clone();  // [forced]
+      if (t < options.min_len) logp.select(1, eos).fill_(kNegInf);
       logp.index_fill_(0, idx, kNegInf);
       logp.select(1, eos).index_copy_(0, idx, eos_col);
+    } else if (t < options.min_len) {
+      logp.select(1, eos).fill_(kNegInf);
     }
     const torch::Tensor prior = torch::tensor(scores, torch::kFloat).to(logp.device()).unsqueeze(1);  // [rows, 1]
     const torch::Tensor cand = (prior + logp).view({n_active, k * vocab});                          // [A, k*V]
@@ -100,7 +111,18 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
           chosen.push_back(c);
         }
       }
-      if (int64_t(done.size()) >= k || chosen.empty()) continue;  // sentence finished
+      if (chosen.empty()) continue;  // sentence finished: nothing left alive
+      if (int64_t(done.size()) >= k) {
+        if (!options.exact_stop) continue;  // finished: `beam` hypotheses ended (the first-k rule)
+        // Exact: finished unless a live hypothesis can still beat the k-th best finished one. Its score
+        // can only fall with more tokens, the length penalty only grow up to the sentence's limit.
+        std::vector<double> ended;
+        for (const auto& h : done) ended.push_back(h.score);
+        std::nth_element(ended.begin(), ended.begin() + (k - 1), ended.end(), std::greater<double>());
+        const double kth = ended[size_t(k - 1)];
+        const double best_live = double(sc[a][chosen.front()]);  // candidates come best first
+        if (best_live / length_penalty(max_lengths[size_t(s)], options.alpha) <= kth) continue;
+      }
       next_active.push_back(s);
       for (int64_t j = 0; j < k; ++j) {
         // Fewer than k live candidates (tiny vocabularies): repeat the last one as a dead row.

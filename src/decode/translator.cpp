@@ -45,6 +45,7 @@ TranslateOptions options_from_config(const config::DecodeConfig& d) {
   o.search.alpha = d.alpha;
   o.search.nbest = d.nbest;
   o.search.min_len = d.min_len;
+  o.search.exact_stop = d.exact_stop;
   o.max_len_a = d.max_len_a;
   o.max_len_b = d.max_len_b;
   o.batch_tokens = d.batch_tokens;
@@ -62,6 +63,12 @@ void validate(const TranslateOptions& o) {
 Translator::Translator(model::Transformer model, tokenizer::Tokenizer tokenizer, TranslateOptions options)
     : model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options) {
   validate(options_);
+  const int64_t vocab = model_->options.tgt_vocab();
+  if (vocab < 2 * int64_t(options_.search.beam)) {
+    throw ConfigError("beam " + std::to_string(options_.search.beam) + " needs a target vocabulary of at least " +
+                      std::to_string(2 * options_.search.beam) + " pieces; this model has " + std::to_string(vocab) +
+                      ": use a beam of at most " + std::to_string(vocab / 2));
+  }
   model_->eval();
 }
 
@@ -86,7 +93,7 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
   const torch::Device device = model_->parameters().front().device();
   const model::Memory memory = model_->encode(src.to(device));
   ModelStep step(model_, memory);
-  return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search);
+  return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources) {

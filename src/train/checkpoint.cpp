@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <type_traits>
 
@@ -45,29 +46,57 @@ std::string read_string(torch::serialize::InputArchive& a, const std::string& ke
 
 }  // namespace
 
+namespace {
+
+// JSON has no NaN or infinity: a non-finite number is written as null and read back as `missing`.
+json number(double x) { return std::isfinite(x) ? json(x) : json(); }
+double number_or(const json& j, const char* key, double missing) {
+  const auto it = j.find(key);
+  return it == j.end() || it->is_null() ? missing : it->get<double>();
+}
+
+}  // namespace
+
 json to_json(const TrainState& s) {
   return {{"step", s.step},
           {"epoch", s.epoch},
           {"position", {{"epoch", s.position.epoch}, {"index", s.position.index}}},
           {"tgt_tokens", s.tgt_tokens},
           {"elapsed_s", s.elapsed_s},
-          {"best_metric", std::isfinite(s.best_metric) ? json(s.best_metric) : json()},
+          {"best_metric", number(s.best_metric)},
           {"best_step", s.best_step},
           {"bad_validations", s.bad_validations},
-          {"schedule", s.schedule}};
+          {"schedule", s.schedule},
+          {"epoch_nll", s.epoch_nll},
+          {"epoch_tokens", s.epoch_tokens},
+          {"last_validation_step", s.last_validation_step},
+          {"last_val_loss", number(s.last_val_loss)},
+          {"last_val_ppl", number(s.last_val_ppl)},
+          {"last_val_bleu", number(s.last_val_bleu)}};
 }
 
 TrainState train_state_from_json(const json& j) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   TrainState s;
   s.step = j.at("step");
   s.epoch = j.at("epoch");
   s.position = {j.at("position").at("epoch"), j.at("position").at("index")};
   s.tgt_tokens = j.at("tgt_tokens");
   s.elapsed_s = j.at("elapsed_s");
-  s.best_metric = j.at("best_metric").is_null() ? std::numeric_limits<double>::infinity() : j.at("best_metric").get<double>();
+  s.best_metric = number_or(j, "best_metric", std::numeric_limits<double>::infinity());
   s.best_step = j.at("best_step");
   s.bad_validations = j.at("bad_validations");
   s.schedule = j.at("schedule");
+  s.epoch_nll = number_or(j, "epoch_nll", 0.0);
+  s.epoch_tokens = j.value("epoch_tokens", int64_t(0));
+  s.last_validation_step = j.value("last_validation_step", int64_t(-1));
+  s.last_val_loss = number_or(j, "last_val_loss", kNaN);
+  s.last_val_ppl = number_or(j, "last_val_ppl", kNaN);
+  s.last_val_bleu = number_or(j, "last_val_bleu", kNaN);
+  // Older checkpoints (no last_validation_step) were taken at an epoch's end before the epoch counter moved on.
+  if (!j.contains("last_validation_step") && s.position.index == 0 && s.position.epoch > s.epoch) {
+    s.epoch = s.position.epoch;
+  }
   return s;
 }
 

@@ -30,7 +30,7 @@ double LrSchedule::lr(int64_t step) const {
 
 void LrSchedule::on_validation(double loss) {
   if (config_.schedule != config::Schedule::plateau) return;
-  if (!has_best_ || loss < best_) {
+  if (std::isfinite(loss) && (!has_best_ || loss < best_)) {
     best_ = loss;
     has_best_ = true;
     bad_ = 0;

@@ -22,9 +22,11 @@
 #include "mtx/train/curve.h"
 #include "mtx/train/loss.h"
 #include "mtx/train/schedule.h"
+#include "mtx/train/scheduler.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/device.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/faults.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/strings.h"
 #include "mtx/util/system.h"
@@ -159,17 +161,20 @@ void translate_validation(model::Transformer& model, const tokenizer::Tokenizer&
   }
 }
 
-// The run's step-N.pt files, oldest first.
-std::vector<fs::path> step_checkpoints(const fs::path& run_dir) {
+// The run's step-<N>.pt files (N digits only; other files are the user's), oldest first, with their N.
+std::vector<std::pair<int64_t, fs::path>> step_checkpoints(const fs::path& run_dir) {
   std::vector<std::pair<int64_t, fs::path>> steps;
   for (const auto& e : fs::directory_iterator(run_dir)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && e.path().extension() == ".pt") steps.emplace_back(std::stoll(name.substr(5)), e.path());
+    if (name.size() <= 8 || name.rfind("step-", 0) != 0 || e.path().extension() != ".pt") continue;
+    const std::string digits = name.substr(5, name.size() - 8);
+    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      continue;
+    }
+    steps.emplace_back(std::stoll(digits), e.path());
   }
   std::sort(steps.begin(), steps.end());
-  std::vector<fs::path> out;
-  for (auto& s : steps) out.push_back(std::move(s.second));
-  return out;
+  return steps;
 }
 
 std::string minutes_seconds(double s) {
@@ -177,27 +182,31 @@ std::string minutes_seconds(double s) {
   return fmt::format("{}m {}s", total / 60, total % 60);
 }
 
-// Rewrites metrics.jsonl keeping rows up to `step` (a resumed run continues from there) and
-// returns the loss curves they hold.
+// Replaces metrics.jsonl (atomically) by its rows up to `step` (a resumed run continues from there)
+// and returns the loss curves they hold.
 void load_metrics(const fs::path& path, int64_t step, std::vector<CurvePoint>& train, std::vector<CurvePoint>& valid) {
   if (!fs::exists(path)) return;
   std::ifstream in(path);
   std::string line, kept;
+  auto point = [](const json& row, const char* key, std::vector<CurvePoint>& curve) {
+    const auto it = row.find(key);
+    if (it != row.end() && it->is_number()) curve.push_back({row["step"].get<double>(), it->get<double>()});
+  };
   while (std::getline(in, line)) {
     json row;
     try {
       row = json::parse(line);
     } catch (const json::exception&) {
-      continue;
+      continue;  // a torn last line of a killed run
     }
-    if (row.value("step", int64_t(0)) > step) continue;
+    if (!row.is_object() || !row.contains("step") || !row["step"].is_number_integer()) continue;
+    if (row["step"].get<int64_t>() > step) continue;
     kept += line + "\n";
-    if (row.value("type", "") == "train") train.push_back({row["step"].get<double>(), row["nll"].get<double>()});
-    if (row.value("type", "") == "valid") valid.push_back({row["step"].get<double>(), row["val_loss"].get<double>()});
+    if (row.value("type", "") == "train") point(row, "nll", train);
+    if (row.value("type", "") == "valid") point(row, "val_loss", valid);
   }
   in.close();
-  std::ofstream out(path, std::ios::trunc);
-  out << kept;
+  write_file_atomic(path, kept);
 }
 
 }  // namespace
@@ -235,13 +244,9 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   model->to(device);
   model->train();
   auto optimizer = make_optimizer(tc, model->parameters());
-  LrSchedule schedule(tc, cfg.model.d_model);
-  TrainState state;
-  if (resume) {
-    restore_optimizer(*resume, *optimizer);
-    state = resume->state;
-    schedule.load_state(state.schedule);
-  }
+  if (resume) restore_optimizer(*resume, *optimizer);
+  Scheduler scheduler(tc, cfg.model.d_model, resume ? resume->state : TrainState{}, resume.has_value());
+  const TrainState& state = scheduler.state();
   data::BatcherOptions bo;
   bo.max_tokens = tc.max_tokens;
   bo.sort_window = tc.sort_window;
@@ -249,6 +254,11 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   data::Batcher batcher = data::Batcher::for_corpus(data.train, bo);
   batcher.restore(state.position);
   const int64_t batches_per_epoch = int64_t(batcher.epoch_batches());
+  if (batches_per_epoch == 0) {
+    throw DataError(fmt::format("data.train: no training pairs to train on ({} after the length filters); loosen "
+                                "data.filter_min_tokens / data.filter_max_tokens / data.filter_max_ratio",
+                                data.train.size()));
+  }
 
   std::vector<CurvePoint> train_curve, valid_curve;
   const fs::path metrics_path = run_dir / "metrics.jsonl";
@@ -270,62 +280,58 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   const int64_t steps_at_start = state.step;
   const int64_t tokens_at_start = state.tgt_tokens;
 
-  // Running sums for the epoch line and the metrics rows.
-  double epoch_nll = 0, window_loss = 0, window_nll = 0;
-  int64_t epoch_tokens = 0, window_tokens = 0, window_steps = 0;
+  // Running sums for the metrics rows (logging only: they do not steer training).
+  double window_loss = 0, window_nll = 0;
+  int64_t window_tokens = 0;
   auto epoch_start = Clock::now();
   int bad_steps = 0;
   TrainSummary summary;
 
   // Validation loss, and BLEU (cased sacreBLEU 13a) of the validation translations when wanted.
   struct Validation : LossEvaluation {
-    std::optional<double> bleu;
+    double bleu = std::numeric_limits<double>::quiet_NaN();
+    double metric(bool bleu_best) const { return bleu_best ? bleu : loss; }
   };
   auto validate = [&]() {
     Validation v;
     static_cast<LossEvaluation&>(v) = evaluate_loss(model, *data.valid, ids, tc.max_tokens, device, bf16);
+    if (fault::fires("nan_val_loss", state.step)) v.loss = v.ppl = std::numeric_limits<double>::quiet_NaN();
     if (want_bleu) {
       const auto hyps = translate_corpus(model, data.tokenizer, *data.valid, cfg, tc.val_bleu_beam);
       v.bleu = eval::corpus_score(*eval::make_bleu({}), hyps, {val_refs}).score;
     }
     return v;
   };
-  auto bleu_text = [&](const Validation& v) {
-    return v.bleu ? fmt::format(" Val. BLEU: {:5.2f} |", *v.bleu) : std::string();
-  };
+  auto bleu_text = [&](double bleu) { return want_bleu ? fmt::format(" Val. BLEU: {:5.2f} |", bleu) : std::string(); };
 
-  int64_t last_saved_step = -1;
-  auto save_all = [&](const Validation& v, bool count_for_patience) {
-    last_saved_step = state.step;
-    state.position = batcher.position();
-    state.elapsed_s = elapsed();
-    const double value = bleu_best ? *v.bleu : v.loss;
-    const bool improved = !std::isfinite(state.best_metric) || (bleu_best ? value > state.best_metric : value < state.best_metric);
-    if (improved) {
-      state.best_metric = value;
-      state.best_step = state.step;
+  // Every checkpoint is taken here, of the scheduler's state at this moment: last.pt always; after a
+  // counted validation also step-N.pt (keep_last) and, when it improved, best.pt.
+  auto save = [&](bool validated, bool improved) {
+    const TrainState snapshot = scheduler.checkpoint(batcher.position(), elapsed());
+    save_checkpoint(run_dir / "last.pt", cfg, data.tokenizer, model, optimizer.get(), snapshot);
+    if (validated && improved) copy_file_atomic(run_dir / "last.pt", run_dir / "best.pt");
+    if (validated && tc.keep_last > 0) {
+      copy_file_atomic(run_dir / "last.pt", run_dir / fmt::format("step-{}.pt", snapshot.step));
+      const auto kept = step_checkpoints(run_dir);
+      for (size_t i = 0; i + size_t(tc.keep_last) < kept.size(); ++i) fs::remove(kept[i].second);
     }
-    if (count_for_patience) {
-      schedule.on_validation(v.loss);
-      state.bad_validations = improved ? 0 : state.bad_validations + 1;
-    }
-    state.schedule = schedule.state();
-    save_checkpoint(run_dir / "last.pt", cfg, data.tokenizer, model, optimizer.get(), state);
-    if (improved) fs::copy_file(run_dir / "last.pt", run_dir / "best.pt", fs::copy_options::overwrite_existing);
-    if (tc.keep_last > 0) {
-      fs::copy_file(run_dir / "last.pt", run_dir / fmt::format("step-{}.pt", state.step),
-                    fs::copy_options::overwrite_existing);
-      const std::vector<fs::path> kept = step_checkpoints(run_dir);
-      for (size_t i = 0; i + size_t(tc.keep_last) < kept.size(); ++i) fs::remove(kept[i]);
-    }
-    valid_curve.push_back({double(state.step), v.loss});
-    json row = {{"type", "valid"}, {"step", state.step},   {"epoch", state.epoch},          {"val_loss", v.loss},
-                {"val_ppl", v.ppl}, {"best", improved}, {"elapsed_s", state.elapsed_s}};
-    if (v.bleu) row["val_bleu"] = *v.bleu;
-    metrics << row.dump() << std::endl;
+  };
+  auto write_curve = [&] {
     write_curve_svg(run_dir / "curve.svg", train_curve, valid_curve,
                     fmt::format("mtx: {} (best {} {:.3f} at update {})", run_dir.filename().string(), metric_name,
                                 state.best_metric, state.best_step));
+  };
+  // A counted validation: the scheduler takes it, metrics.jsonl and the curve record it.
+  auto record = [&](const Validation& v, int64_t epoch) {
+    const bool improved = scheduler.on_validation(v.metric(bleu_best), v.loss, v.ppl, v.bleu);
+    valid_curve.push_back({double(state.step), v.loss});
+    json row = {{"type", "valid"},   {"step", state.step}, {"epoch", epoch},
+                {"val_loss", v.loss}, {"val_ppl", v.ppl},   {"best", improved}, {"elapsed_s", elapsed()}};
+    if (want_bleu) row["val_bleu"] = v.bleu;
+    metrics << row.dump() << std::endl;
+    write_curve();
+    summary.last_val_loss = v.loss;
+    return improved;
   };
 
   auto clear_progress = [&] {
@@ -348,10 +354,16 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         log::info("profile of updates {}..{} written to {}", profile_from + 1, profile_to, profile_path);
       }
     }
-    // ---- stop criteria checked between updates ----
-    if (tc.max_steps > 0 && state.step >= tc.max_steps) { summary.stop_reason = "max_steps"; break; }
-    if (tc.max_minutes > 0 && elapsed() >= tc.max_minutes * 60) { summary.stop_reason = "max_minutes"; break; }
-    if (const int sig = g_stop_signal.load()) { summary.stop_reason = "signal"; summary.signal = sig; break; }
+    // ---- stop criteria, checked between updates ----
+    summary.stop_reason = scheduler.stop_reason(elapsed(), g_stop_signal.load());
+    if (!summary.stop_reason.empty()) {
+      summary.signal = summary.stop_reason == "signal" ? g_stop_signal.load() : 0;
+      if (summary.stop_reason == "early_stopping") {
+        log::info("early stopping: no improvement of the {} in {} validations (best {:.3f} at update {})", metric_name,
+                  state.bad_validations, state.best_metric, state.best_step);
+      }
+      break;
+    }
 
     // ---- one update over accum_steps batches ----
     std::vector<data::Batch> group;
@@ -378,10 +390,16 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         loss_sum += t.smoothed_sum.item<double>();
         nll_sum += t.nll_sum.item<double>();
       }
+      if (fault::fires("nonfinite_grad", state.step + 1)) {
+        model->parameters().front().mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+      }
+      // The global gradient norm, clipped when train.clip_norm is set: computed either way, since a
+      // non-finite gradient must skip the update whether or not clipping is on.
       double grad_norm = 0;
       bool finite = std::isfinite(loss_sum);
-      if (finite && tc.clip_norm > 0) {
-        grad_norm = torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip_norm);
+      if (finite) {
+        grad_norm = torch::nn::utils::clip_grad_norm_(
+            model->parameters(), tc.clip_norm > 0 ? tc.clip_norm : std::numeric_limits<double>::infinity());
         finite = std::isfinite(grad_norm);
       }
       if (!finite) {
@@ -397,17 +415,13 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         }
       } else {
         bad_steps = 0;
-        const double lr = schedule.lr(state.step + 1);
+        const double lr = scheduler.next_lr();
         set_lr(*optimizer, lr);
         optimizer->step();
-        ++state.step;
-        state.tgt_tokens += tokens;
-        epoch_nll += nll_sum;
-        epoch_tokens += tokens;
+        scheduler.on_update(tokens, nll_sum);
         window_loss += loss_sum;
         window_nll += nll_sum;
         window_tokens += tokens;
-        ++window_steps;
         const double now = elapsed();
         const double run_s = now - elapsed_before;
         const double tok_per_s = run_s > 0 ? double(state.tgt_tokens - tokens_at_start) / run_s : 0;
@@ -429,7 +443,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
                       state.step, window_loss / double(window_tokens), window_nll / double(window_tokens), lr, tok_per_s);
           }
           window_loss = window_nll = 0;
-          window_tokens = window_steps = 0;
+          window_tokens = 0;
         }
         if (tty && std::chrono::duration<double>(Clock::now() - last_progress).count() > 0.5) {
           last_progress = Clock::now();
@@ -449,52 +463,65 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
                        remaining < 1e299 ? format_duration(std::max(0.0, remaining)).c_str() : "?");
           std::fflush(stderr);
         }
-        if (tc.validate_every > 0 && state.step % tc.validate_every == 0) {
+        if (scheduler.validation_due()) {
           const Validation v = validate();
           clear_progress();
-          log::info("| Update: {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v));
-          save_all(v, true);
+          log::info("| Update: {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
+          const bool improved = record(v, state.epoch);
+          save(true, improved);
         }
-        if (tc.translate_every > 0 && state.step % tc.translate_every == 0) {
+        if (scheduler.translation_due()) {
           clear_progress();
           translate_validation(model, data.tokenizer, *data.valid, val_refs, cfg, run_dir, state.step);
         }
       }
     }
     if (epoch_ended) {
-      const Validation v = validate();
-      const double train_loss = epoch_tokens ? epoch_nll / double(epoch_tokens) : 0.0;
+      // One validation per update: when validate_every just validated this update, the epoch's end uses it.
+      std::optional<Validation> v;
+      if (scheduler.epoch_end_needs_validation()) v = validate();
+      const Scheduler::EpochEnd e = scheduler.on_epoch_end();
+      const double val_loss = v ? v->loss : state.last_val_loss, val_ppl = v ? v->ppl : state.last_val_ppl;
       clear_progress();
       log::info("| Epoch: {:03d} | Time: {}| Train Loss: {:.3f} | Train PPL: {:7.3f} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}",
-                state.epoch, minutes_seconds(std::chrono::duration<double>(Clock::now() - epoch_start).count()),
-                train_loss, std::exp(std::min(train_loss, 700.0)), v.loss, v.ppl, bleu_text(v));
-      epoch_nll = 0;
-      epoch_tokens = 0;
+                e.epoch, minutes_seconds(std::chrono::duration<double>(Clock::now() - epoch_start).count()),
+                e.train_nll, std::exp(std::min(e.train_nll, 700.0)), val_loss, val_ppl,
+                bleu_text(v ? v->bleu : state.last_val_bleu));
       epoch_start = Clock::now();
-      save_all(v, true);
-      ++state.epoch;
-      summary.last_val_loss = v.loss;
-      if (tc.patience > 0 && state.bad_validations >= tc.patience) {
-        summary.stop_reason = "early_stopping";
-        log::info("early stopping: no improvement of the {} in {} validations (best {:.3f} at update {})", metric_name,
-                  state.bad_validations, state.best_metric, state.best_step);
-        break;
-      }
-      if (tc.max_epochs > 0 && state.epoch > tc.max_epochs) { summary.stop_reason = "max_epochs"; break; }
+      const bool improved = v && record(*v, e.epoch);
+      save(v.has_value(), improved);
     }
   }
   clear_progress();
 
-  // Whatever stopped training: a final validation and fresh last.pt/best.pt (unless one just ran).
-  if (last_saved_step != state.step) {
+  // Whatever stopped training, the state at the stop is saved in last.pt (unless it just was). Its
+  // validation is a report: it moves no best metric or patience and writes no best.pt or step-N.pt, so a
+  // run resumed from here takes the same decisions as one that never stopped.
+  if (scheduler.unsaved()) {
     const Validation v = validate();
-    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v));
-    // Not counted for the schedule or patience, so a resumed run continues exactly as an unbroken one.
-    save_all(v, false);
+    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
+    json row = {{"type", "final"}, {"step", state.step}, {"epoch", state.epoch}, {"val_loss", v.loss},
+                {"val_ppl", v.ppl}, {"elapsed_s", elapsed()}};
+    if (want_bleu) row["val_bleu"] = v.bleu;
+    metrics << row.dump() << std::endl;
+    save(false, false);
     summary.last_val_loss = v.loss;
+    // Until a scheduled validation has chosen a best model, best.pt is the model at the stop (the first
+    // scheduled validation replaces it in any run, resumed or not).
+    if (!std::isfinite(state.best_metric)) copy_file_atomic(run_dir / "last.pt", run_dir / "best.pt");
+    if (scheduler.better_than_best(v.metric(bleu_best))) {
+      log::info("the model at the stop (last.pt, {} {:.3f}) beats best.pt ({:.3f} at update {}); best.pt holds the "
+                "best of the scheduled validations only",
+                metric_name, v.metric(bleu_best), state.best_metric, state.best_step);
+    }
   }
+  write_curve();
   if (tc.average_last > 1) {
-    std::vector<fs::path> last = step_checkpoints(run_dir);
+    // The last K scheduled checkpoints, the model at the stop (last.pt) among them when it is newer.
+    const auto steps = step_checkpoints(run_dir);
+    std::vector<fs::path> last;
+    for (const auto& s : steps) last.push_back(s.second);
+    if (steps.empty() || steps.back().first < state.step) last.push_back(run_dir / "last.pt");
     if (last.size() > size_t(tc.average_last)) last.erase(last.begin(), last.end() - tc.average_last);
     if (last.size() >= 2) average_checkpoints(last, run_dir / "avg.pt");
   }

@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "mtx/util/errors.h"
+#include "mtx/util/faults.h"
 
 namespace fs = std::filesystem;
 
@@ -42,6 +44,8 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
       if (!out) throw Error("write to '" + tmp.string() + "' failed (disk full?)");
     }
     fsync_path(tmp, false);
+    static std::atomic<int64_t> writes{0};
+    if (fault::fires("crash_in_write", ++writes)) ::_exit(137);
     fs::rename(tmp, path, ec);
     if (ec) throw Error("cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
     fsync_path(dir, true);
@@ -53,6 +57,27 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
 
 void write_file_atomic(const fs::path& path, std::string_view content) {
   write_file_atomic(path, [&](std::ostream& out) { out.write(content.data(), std::streamsize(content.size())); });
+}
+
+void copy_file_atomic(const fs::path& from, const fs::path& to) {
+  const fs::path dir = to.has_parent_path() ? to.parent_path() : fs::path(".");
+  const fs::path tmp = dir / ("." + to.filename().string() + ".tmp." + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  if (::link(from.c_str(), tmp.c_str()) == 0) {
+    fs::rename(tmp, to, ec);
+    if (ec) {
+      fs::remove(tmp);
+      throw Error("cannot rename '" + tmp.string() + "' to '" + to.string() + "': " + ec.message());
+    }
+    fsync_path(dir, true);
+    return;
+  }
+  std::ifstream in(from, std::ios::binary);
+  if (!in) throw Error("cannot read '" + from.string() + "': " + std::strerror(errno));
+  write_file_atomic(to, [&](std::ostream& out) {
+    if (in.peek() != std::char_traits<char>::eof()) out << in.rdbuf();
+  });
 }
 
 std::string read_file(const fs::path& path) {

@@ -110,7 +110,9 @@ struct DecodeConfig {
   int max_len_b = 10;
   int batch_tokens = 4096;     // source tokens per decoding batch
   int nbest = 1;               // hypotheses written per input line (<= beam)
-  int min_len = 0;             // tokens generated before EOS may be chosen
+  int min_len = 0;             // tokens generated before EOS may be chosen (the length limit wins)
+  bool exact_stop = false;     // end a sentence's search only when no live hypothesis can still win
+                               // (false: once `beam` hypotheses finished, as fairseq and CTranslate2 do)
 };
 
 struct Config {

@@ -15,6 +15,10 @@ void write_file_atomic(const std::filesystem::path& path,
                        const std::function<void(std::ostream&)>& write);
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
 
+// Makes `to` a copy of `from` atomically (a hard link when the file system allows it, else a copy; `from`
+// must itself only ever be replaced by rename, as write_file_atomic does).
+void copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to);
+
 // Whole file as bytes; throws DataError naming the path when missing or unreadable.
 std::string read_file(const std::filesystem::path& path);
 
