@@ -39,12 +39,18 @@ for split in train val test_2016_flickr; do
       cp "$mirror/$f" "$tmp"
     else
       echo "get_multi30k: downloading $f"
+      ok=1
       if command -v curl >/dev/null; then
-        curl -fsSL --retry 3 -o "$tmp" "$upstream/$f"
+        curl -fsL --retry 2 --connect-timeout 15 -o "$tmp" "$upstream/$f" 2>/dev/null || ok=0
       elif command -v wget >/dev/null; then
-        wget -q -O "$tmp" "$upstream/$f"
+        wget -q --tries=3 --timeout=15 -O "$tmp" "$upstream/$f" 2>/dev/null || ok=0
       else
         echo "get_multi30k: need curl or wget to download (or pass --mirror DIR)" >&2; exit 1
+      fi
+      if [ "$ok" = 0 ]; then
+        rm -f "$tmp"
+        echo "get_multi30k: cannot download $upstream/$f (no network?); copy a local Multi30k with --mirror DIR" >&2
+        exit 1
       fi
     fi
     if ! gzip -t "$tmp" 2>/dev/null; then

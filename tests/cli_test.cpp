@@ -197,11 +197,17 @@ TEST(Cli, TrainsTinyOnMulti30kAndLossFalls) {
 TEST(Cli, InterruptSavesLastCheckpointAndResumeRefusesOtherChanges) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = mtx::test::toy_setup(tmp);
-  c.train.max_epochs = 0;  // until interrupted
+  c.train.max_epochs = 0;       // until interrupted...
+  c.train.max_minutes = 3;      // ...or, if the signal were lost, a bounded failure (rc 0), never a hang
   mtx::config::write_resolved(c, tmp / "toy.json");
   const std::string run = (tmp / "run").string();
-  const Result r = run_mtx("train --config " + (tmp / "toy.json").string() + " --out " + run + " & pid=$!; sleep 4; kill -INT $pid; wait $pid; echo rc=$?",
-                           "");
+  const std::string log = (tmp / "train.log").string();
+  // `set -m`: a background job of a non-interactive shell would start with SIGINT ignored. The signal is
+  // sent once training has begun (its handler is installed before), however slow the start.
+  const Result r = run_mtx("train --config " + (tmp / "toy.json").string() + " --out " + run + " > " + log +
+                           " 2>&1 & pid=$!; for i in $(seq 1200); do grep -q 'training .* parameters' " + log +
+                           " && break; sleep 0.1; done; sleep 1; kill -INT $pid; wait $pid; echo rc=$?; cat " + log,
+                           "set -m; ");
   EXPECT_NE(r.output.find("rc=130"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("mtx train --resume " + run), std::string::npos) << r.output;
   ASSERT_TRUE(std::filesystem::exists(tmp / "run" / "last.pt"));

@@ -21,17 +21,26 @@ TEST(Dropout, KeepsTheRightShareScaledAndIsIdentityWhenOff) {
 
 TEST(Dropout, FollowsTorchSeedAndNotTheThreadCount) {
   const int threads = at::get_num_threads();
-  const torch::Tensor x = torch::randn({300, 257});
+  const torch::Tensor x = torch::randn({1000, 257});  // 257k elements: 8 chunks of 32k, several per thread
+  std::vector<torch::Tensor> masks;
+  for (const int n : {1, 2, 4}) {
+    at::set_num_threads(n);
+    ASSERT_EQ(at::get_num_threads(), n);
+    torch::manual_seed(7);
+    masks.push_back(mtx::model::dropout(x, 0.3, true));
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(masks[0], masks[1])) << "1 vs 2 threads: same seed, same mask";
+  EXPECT_TRUE(torch::equal(masks[0], masks[2])) << "1 vs 4 threads: same seed, same mask";
   torch::manual_seed(7);
   const torch::Tensor a = mtx::model::dropout(x, 0.3, true);
   const torch::Tensor a2 = mtx::model::dropout(x, 0.3, true);
+  EXPECT_TRUE(torch::equal(a, masks[0]));
   EXPECT_FALSE(torch::equal(a, a2)) << "each call draws a new mask";
-  at::set_num_threads(1);
-  torch::manual_seed(7);
-  const torch::Tensor b = mtx::model::dropout(x, 0.3, true);
-  at::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(a, b)) << "same seed, different thread count: same mask";
-  EXPECT_TRUE(torch::equal(dropout_mask({5, 5}, 0.5, 42), dropout_mask({5, 5}, 0.5, 42)));
+  // The mask is a function of (seed, element index): another seed gives another mask, and an element's
+  // fate does not depend on the tensor's size (how the work was cut into chunks).
+  EXPECT_FALSE(torch::equal(dropout_mask({64, 64}, 0.5, 42), dropout_mask({64, 64}, 0.5, 43)));
+  EXPECT_TRUE(torch::equal(dropout_mask({200000}, 0.5, 42).slice(0, 0, 1000), dropout_mask({1000}, 0.5, 42)));
 }
 
 TEST(Dropout, BackwardUsesTheSameMask) {

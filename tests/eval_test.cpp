@@ -20,7 +20,9 @@ namespace {
 // format named in MTX_EVAL_FIXTURES_EXTRA (':'-separated; CMake passes ../shared/eval-fixtures), used only
 // where they exist. Each holds text files and expected.json, written by scripts/make_eval_fixtures.py.
 std::vector<fs::path> fixture_dirs() {
-  std::vector<fs::path> dirs{fs::path(MTX_SOURCE_DIR) / "tests" / "fixtures" / "eval"};
+  // eval-random: the fixed-seed slice of scripts/eval_differential.py (random sets, options inline).
+  std::vector<fs::path> dirs{fs::path(MTX_SOURCE_DIR) / "tests" / "fixtures" / "eval",
+                             fs::path(MTX_SOURCE_DIR) / "tests" / "fixtures" / "eval-random"};
   if (const char* env = std::getenv("MTX_EVAL_FIXTURES_EXTRA"); env && *env) {
     std::stringstream list(env);
     for (std::string d; std::getline(list, d, ':');)
@@ -43,7 +45,14 @@ std::vector<std::string> lines(const fs::path& p) {
   return out;
 }
 
+// A case's texts: files beside expected.json, or inline ("hyp_lines", "refs_lines") in random cases.
+std::vector<std::string> hyps_of(const fs::path& dir, const nlohmann::json& c) {
+  if (c.contains("hyp_lines")) return c["hyp_lines"].get<std::vector<std::string>>();
+  return lines(dir / c["hyp"].get<std::string>());
+}
+
 Streams refs_of(const fs::path& dir, const nlohmann::json& c) {
+  if (c.contains("refs_lines")) return c["refs_lines"].get<Streams>();
   Streams refs;
   for (const auto& r : c["refs"]) refs.push_back(lines(dir / r.get<std::string>()));
   return refs;
@@ -96,7 +105,7 @@ TEST(EvalParity, EveryFixtureCaseMatchesSacreBleu) {
     int cases = 0;
     for (const auto& c : expected["cases"]) {
       const auto metric = metric_for(c);
-      const Score s = corpus_score(*metric, lines(dir / c["hyp"].get<std::string>()), refs_of(dir, c));
+      const Score s = corpus_score(*metric, hyps_of(dir, c), refs_of(dir, c));
       EXPECT_NEAR(s.score, c["score"].get<double>(), 0.01) << describe(dir, c);
       EXPECT_EQ(without_version(s.signature), without_version(c["signature"])) << describe(dir, c);
       EXPECT_EQ(s.text, c["text"].get<std::string>()) << describe(dir, c);
@@ -119,7 +128,7 @@ TEST(EvalParity, SentenceLevelScoresMatchSacreBleu) {
                        {"scores", expected["sentence_bleu_sysB_first20"]}});
     for (const auto& c : cases) {
       const auto& want = c["scores"];
-      auto hyps = lines(dir / c["hyp"].get<std::string>());
+      auto hyps = hyps_of(dir, c);
       auto refs = refs_of(dir, c);
       ASSERT_LE(want.size(), hyps.size()) << describe(dir, c);
       hyps.resize(want.size());  // a case may cover the first lines only

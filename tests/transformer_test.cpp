@@ -92,19 +92,35 @@ TEST(Transformer, LongerThanMaxLenIsRefused) {
   EXPECT_THROW(model->encode(torch::ones({1, 40}, torch::kLong)), c10::Error);
 }
 
-TEST(Transformer, LogitsAtSelectedPositionsEqualTheFullPass) {
+TEST(Transformer, LogitsAtSelectedPositionsEqualTheIncrementalDecoder) {
   torch::manual_seed(10);
   Transformer model(small(false, false, true));
   model->eval();
   torch::NoGradGuard no_grad;
   const torch::Tensor src = torch::tensor({5, 6, 7, 8, 3, 9, 10, 3, 0, 0}, torch::kLong).view({2, 5});
   const torch::Tensor tgt = torch::tensor({2, 11, 12, 13, 2, 15, 0, 0}, torch::kLong).view({2, 4});
-  const torch::Tensor positions = tgt.ne(0);
-  const torch::Tensor some = model->logits_at(src, tgt, positions);  // [6, 50]
-  const torch::Tensor full = model->forward(src, tgt);               // [2, 4, 50]
-  ASSERT_EQ(some.sizes(), (std::vector<int64_t>{6, 50}));
-  EXPECT_TRUE(torch::allclose(some, full.index({positions}), 1e-5, 1e-5));
-  EXPECT_THROW(model->logits_at(src, tgt, positions.to(torch::kLong)), c10::Error);
+  // The reference is the incremental decoder (its own path: a cache, no causal mask), not forward().
+  DecoderCache cache = model->start_decoding(model->encode(src));
+  std::vector<torch::Tensor> steps;
+  for (int64_t t = 0; t < tgt.size(1); ++t) steps.push_back(model->decode_step(tgt.select(1, t), cache));  // [2, 50]
+  const torch::Tensor reference = torch::stack(steps, 1);  // [2, 4, 50]
+  // Every real position, and an irregular selection (row-major order of the selected rows).
+  const torch::Tensor real = tgt.ne(0);                                                   // [2, 4]
+  const torch::Tensor some = torch::tensor({0, 1, 0, 1, 1, 0, 0, 0}, torch::kBool).view({2, 4});
+  for (const auto& positions : {real, some}) {
+    const torch::Tensor got = model->logits_at(src, tgt, positions);  // [n, 50]
+    ASSERT_EQ(got.size(0), positions.sum().item<int64_t>());
+    EXPECT_TRUE(torch::allclose(got, reference.index({positions}), 1e-4, 1e-5))
+        << (got - reference.index({positions})).abs().max().item<float>();
+  }
+  // Causality: a later target token changes no earlier position's logits; an earlier one changes later ones.
+  torch::Tensor later = tgt.clone(), earlier = tgt.clone();
+  later[0][3] = 20;
+  earlier[0][1] = 20;
+  const torch::Tensor base = model->logits_at(src, tgt, real);
+  EXPECT_TRUE(torch::allclose(model->logits_at(src, later, real).slice(0, 0, 3), base.slice(0, 0, 3), 1e-5, 1e-6));
+  EXPECT_FALSE(torch::allclose(model->logits_at(src, earlier, real).slice(0, 2, 4), base.slice(0, 2, 4), 1e-3, 1e-3));
+  EXPECT_THROW(model->logits_at(src, tgt, real.to(torch::kLong)), c10::Error);
 }
 
 // LibTorch 2.x runs attention through scaled_dot_product_attention; the whole model (padding, causal and

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <sstream>
+#include <thread>
 
 #include "mtx/data/prepare.h"
 #include "mtx/decode/stream.h"
@@ -93,14 +96,40 @@ TEST(Translator, OutputDoesNotDependOnTheBatch) {
   }
 }
 
-TEST(Translator, NbestGivesSortedDistinctHypotheses) {
+// Every n-best entry is a distinct hypothesis, the list is sorted, and each score is what the model gives
+// that output by teacher forcing (log-probability over the length penalty), not a search artefact.
+TEST(Translator, NbestGivesSortedDistinctHypothesesWithTheirTrueScores) {
   Toy toy;
-  const auto out = toy.translator(5, 4096, 3).translate({kLines[1]});
-  ASSERT_EQ(out[0].hypotheses.size(), 3u);
-  ASSERT_EQ(out[0].texts.size(), 3u);
-  EXPECT_GE(out[0].hypotheses[0].score, out[0].hypotheses[1].score);
-  EXPECT_GE(out[0].hypotheses[1].score, out[0].hypotheses[2].score);
-  EXPECT_NE(out[0].hypotheses[0].tokens, out[0].hypotheses[1].tokens);
+  const double alpha = 0.6;
+  const int n = 5;
+  auto tr = toy.translator(8, 4096, n);
+  const auto out = tr.translate({kLines[1]});
+  ASSERT_EQ(out[0].hypotheses.size(), size_t(n));
+  ASSERT_EQ(out[0].texts.size(), size_t(n));
+  const auto ids = toy.tok->special_ids();
+  std::vector<int64_t> src;
+  for (const int32_t t : toy.tok->src().encode(kLines[1])) src.push_back(t);
+  src.push_back(ids.eos);
+  toy.model->eval();
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < n; ++i) {
+    const auto& h = out[0].hypotheses[size_t(i)];
+    if (i > 0) {
+      EXPECT_GE(out[0].hypotheses[size_t(i - 1)].score, h.score) << "sorted, entry " << i;
+    }
+    for (int j = 0; j < i; ++j) EXPECT_NE(out[0].hypotheses[size_t(j)].tokens, h.tokens) << j << " and " << i;
+    std::vector<int64_t> in = {ids.bos}, want;
+    for (const int32_t t : h.tokens) {
+      in.push_back(t);
+      want.push_back(t);
+    }
+    want.push_back(ids.eos);
+    const torch::Tensor logits = toy.model->forward(torch::tensor(src).unsqueeze(0), torch::tensor(in).unsqueeze(0));
+    const torch::Tensor logp = logits[0].log_softmax(-1).gather(1, torch::tensor(want).unsqueeze(1));  // [len, 1]
+    const double log_prob = logp.sum().item<double>();
+    EXPECT_NEAR(h.log_prob, log_prob, 1e-3) << "entry " << i;
+    EXPECT_NEAR(h.score, log_prob / decode::length_penalty(int64_t(want.size()), alpha), 1e-3) << "entry " << i;
+  }
 }
 
 TEST(TranslateStream, OneLineOutPerLineInWhateverTheInput) {
@@ -171,4 +200,35 @@ TEST(Translator, NeverGeneratesPadOrBos) {
       EXPECT_NE(t, ids.bos) << "beam " << beam;
     }
   }
+}
+
+// Defect 6 of issue #12: input that never ends a line is read in bounded memory: an over-long line is
+// cut to its first kMaxLineBytes (at a character boundary) and the next line is read as usual.
+TEST(TranslateStream, AnEndlessLineIsCutNotBuffered) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::thread writer([fd = fds[1]] {
+    const std::string block(1 << 16, 'a');
+    std::string big;
+    for (int i = 0; i < 48; ++i) big += block;  // 3 MiB without a newline
+    big += "\xc3\xa4 tail\nnext line\nlast";
+    for (size_t off = 0; off < big.size();) {
+      const ssize_t n = ::write(fd, big.data() + off, big.size() - off);
+      if (n <= 0) break;
+      off += size_t(n);
+    }
+    ::close(fd);
+  });
+  auto in = decode::fd_line_source(fds[0]);
+  std::string line;
+  ASSERT_TRUE(in->next(line));
+  EXPECT_LE(line.size(), size_t(1) << 20) << "the over-long line was buffered whole";
+  EXPECT_GT(line.size(), size_t(1) << 19);
+  ASSERT_TRUE(in->next(line));
+  EXPECT_EQ(line, "next line");
+  ASSERT_TRUE(in->next(line));
+  EXPECT_EQ(line, "last");
+  EXPECT_FALSE(in->next(line));
+  writer.join();
+  ::close(fds[0]);
 }

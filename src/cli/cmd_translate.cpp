@@ -1,9 +1,12 @@
 // mtx translate: German in, English out (or whatever the checkpoint was trained on). Reads stdin (or
 // --input), writes stdout (or --output), streaming in chunks; the checkpoint carries its own tokenizer.
 #include <torch/csrc/autograd/profiler_legacy.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -39,11 +42,17 @@ int run_translate(const TranslateArgs& args) {
   set_threads(args.threads);
 
   // Check the files before loading anything.
-  std::ifstream input_file;
+  int input_fd = STDIN_FILENO;
   if (!args.input.empty()) {
-    input_file.open(args.input, std::ios::binary);
-    if (!input_file) throw DataError("--input: cannot read '" + args.input + "'");
+    input_fd = ::open(args.input.c_str(), O_RDONLY | O_CLOEXEC);
+    if (input_fd < 0) throw DataError("--input: cannot read '" + args.input + "': " + std::strerror(errno));
   }
+  struct CloseFd {
+    int fd;
+    ~CloseFd() {
+      if (fd != STDIN_FILENO) ::close(fd);
+    }
+  } close_input{input_fd};
   train::CheckpointContent ckpt = train::load_checkpoint(args.ckpt, device);
   decode::TranslateOptions options = decode::options_from_config(ckpt.config.decode);
   if (args.beam) options.search.beam = *args.beam;
@@ -62,8 +71,7 @@ int run_translate(const TranslateArgs& args) {
     if (!output_file) throw DataError("--output: cannot write '" + args.output + "'");
   }
   std::ostream& out = args.output.empty() ? std::cout : output_file;
-  std::unique_ptr<decode::LineSource> in =
-      args.input.empty() ? decode::fd_line_source(STDIN_FILENO) : decode::istream_line_source(input_file);
+  std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
 
   log::info("translating with {} (step {}), beam {}, alpha {}, on {}", args.ckpt, ckpt.state.step,
             options.search.beam, options.search.alpha, device.str());

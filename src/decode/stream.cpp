@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -20,14 +21,36 @@ namespace {
 
 class FdLineSource final : public LineSource {
  public:
-  explicit FdLineSource(int fd) : fd_(fd) {}
+  FdLineSource(int fd, size_t max_line_bytes) : fd_(fd), max_(std::max<size_t>(max_line_bytes, 4)) {}
 
   bool next(std::string& line) override {
     while (true) {
       const size_t nl = buffer_.find('\n', pos_);
       if (nl != std::string::npos) {
-        line.assign(buffer_, pos_, nl - pos_);
+        line.assign(buffer_, pos_, std::min(nl - pos_, max_));
+        if (nl - pos_ > max_) cut(line);
         pos_ = nl + 1;
+        ++lines_;
+        strip_cr(line);
+        return true;
+      }
+      if (buffer_.size() - pos_ > max_) {
+        // A line longer than the cap (or input without newlines): keep its first max_ bytes, drop the rest
+        // up to the newline as it arrives, so memory stays bounded whatever comes in.
+        line.assign(buffer_, pos_, max_);
+        cut(line);
+        ++lines_;
+        buffer_.clear();
+        pos_ = 0;
+        while (!eof_) {
+          fill();
+          const size_t end = buffer_.find('\n');
+          if (end != std::string::npos) {
+            pos_ = end + 1;
+            break;
+          }
+          buffer_.clear();
+        }
         strip_cr(line);
         return true;
       }
@@ -35,6 +58,7 @@ class FdLineSource final : public LineSource {
         if (pos_ >= buffer_.size()) return false;
         line.assign(buffer_, pos_, std::string::npos);  // last line without '\n'
         pos_ = buffer_.size();
+        ++lines_;
         strip_cr(line);
         return true;
       }
@@ -52,6 +76,23 @@ class FdLineSource final : public LineSource {
   static void strip_cr(std::string& line) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
   }
+  // The kept beginning of an over-long line: whole UTF-8 characters only, and said once.
+  void cut(std::string& line) {
+    size_t end = line.size();
+    size_t back = 0;
+    while (back < 4 && back < end && (static_cast<unsigned char>(line[end - 1 - back]) & 0xC0) == 0x80) ++back;
+    if (back < end) {
+      const auto lead = static_cast<unsigned char>(line[end - 1 - back]);
+      const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+      if (need > back + 1) end -= back + 1;  // the last character is incomplete
+    }
+    line.resize(end);
+    if (!warned_) {
+      warned_ = true;
+      log::warn("input line {} is longer than {} bytes: only its beginning is read (further such lines are not "
+                "reported)", lines_, max_);
+    }
+  }
   void fill() {
     if (pos_ > 0) {
       buffer_.erase(0, pos_);
@@ -68,6 +109,9 @@ class FdLineSource final : public LineSource {
   }
 
   int fd_;
+  size_t max_;
+  int64_t lines_ = 0;
+  bool warned_ = false;
   std::string buffer_;
   size_t pos_ = 0;
   bool eof_ = false;
@@ -97,7 +141,9 @@ std::string one_line(std::string text) {
 
 }  // namespace
 
-std::unique_ptr<LineSource> fd_line_source(int fd) { return std::make_unique<FdLineSource>(fd); }
+std::unique_ptr<LineSource> fd_line_source(int fd, size_t max_line_bytes) {
+  return std::make_unique<FdLineSource>(fd, max_line_bytes);
+}
 std::unique_ptr<LineSource> istream_line_source(std::istream& in) { return std::make_unique<IstreamLineSource>(in); }
 
 StreamStats translate_stream(Translator& translator, LineSource& in, std::ostream& out, const StreamOptions& options) {

@@ -8,6 +8,7 @@
 
 #include "mtx/eval/internal.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/parallel.h"
 #include "mtx/util/random.h"
 
 namespace mtx::eval {
@@ -16,21 +17,10 @@ std::string signature_version() { return std::string("mtx-") + MTX_VERSION; }
 
 namespace {
 
-// A plain thread pool loop (the metrics library stays free of torch): fn(begin, end) over chunks.
+// fn(begin, end) over chunks on one thread per core (the metrics library stays free of torch).
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F fn) {
-  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), (n + grain - 1) / grain);
-  if (threads <= 1) {
-    if (n > 0) fn(int64_t(0), n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int64_t chunk = (n + threads - 1) / threads;
-  for (int64_t t = 0; t < threads; ++t) {
-    const int64_t begin = t * chunk, end = std::min(n, begin + chunk);
-    if (begin < end) pool.emplace_back([=, &fn] { fn(begin, end); });
-  }
-  for (auto& th : pool) th.join();
+  mtx::parallel_for(n, grain, int(std::max(1u, std::thread::hardware_concurrency())), fn);
 }
 
 // ROUGE-N / ROUGE-L F1 per segment (13a tokens, lowercased), averaged over segments.

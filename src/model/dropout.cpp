@@ -7,6 +7,8 @@
 #include <cmath>
 #include <mutex>
 
+#include "mtx/util/parallel.h"
+
 namespace mtx::model {
 namespace {
 
@@ -39,8 +41,9 @@ torch::Tensor dropout_mask(at::IntArrayRef sizes, double p, uint64_t seed) {
   float* out = mask.data_ptr<float>();
   const auto threshold = uint32_t(std::min(std::ldexp(p, 32), 4294967295.0));
   const auto scale = float(1.0 / (1.0 - p));
-  at::parallel_for(0, mask.numel(), 1 << 15,
-                   [&](int64_t begin, int64_t end) { fill_mask(out, begin, end, seed, threshold, scale); });
+  // Each element's fate is a function of (seed, index): the same mask on any number of threads.
+  parallel_for(mask.numel(), 1 << 15, at::get_num_threads(),
+               [&](int64_t begin, int64_t end) { fill_mask(out, begin, end, seed, threshold, scale); });
   return mask;
 }
 

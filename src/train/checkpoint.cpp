@@ -154,7 +154,14 @@ void save_checkpoint(const fs::path& path, const config::Config& config, const t
   if (torch::cuda::is_available()) {
     archive.write("rng_cuda", at::globalContext().defaultGenerator(at::kCUDA).get_state(), /*is_buffer=*/true);
   }
-  write_file_atomic(path, [&](std::ostream& out) { archive.save_to(out); });
+  // torch's zip writer aborts the process when a write fails (it throws again from its destructor): it gets a
+  // sink that never fails, and write_file_atomic checks the stream afterwards ("disk full?", one error).
+  write_file_atomic(path, [&](std::ostream& out) {
+    archive.save_to([&out](const void* data, size_t n) -> size_t {
+      out.write(static_cast<const char*>(data), std::streamsize(n));
+      return n;
+    });
+  });
 }
 
 CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& device) {
@@ -163,24 +170,39 @@ CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& dev
   try {
     archive->load_from(path.string(), torch::Device(torch::kCPU));
   } catch (const c10::Error& e) {
-    throw DataError(path.string() + ": not a readable checkpoint (" + std::string(e.what_without_backtrace()).substr(0, 200) + ")");
-  }
-  if (read_string(*archive, "mtx_format", path) != kFormat) {
-    throw DataError(path.string() + ": unsupported checkpoint format (expected " + kFormat + ")");
+    std::string what = e.what_without_backtrace();
+    throw DataError(path.string() + ": not a readable checkpoint (" + what.substr(0, what.find('\n')).substr(0, 200) + ")");
   }
   CheckpointContent c;
-  c.config = config::from_json(json::parse(read_string(*archive, "mtx_config", path)));
-  c.state = train_state_from_json(json::parse(read_string(*archive, "mtx_state", path)));
-  c.tokenizer = tokenizer::Tokenizer::from_bytes(read_string(*archive, "mtx_tokenizer_src", path),
-                                                 read_string(*archive, "mtx_tokenizer_tgt", path));
-  if (c.tokenizer->hash() != read_string(*archive, "mtx_tokenizer_sha256", path)) {
-    throw DataError(path.string() + ": embedded tokenizer does not match its recorded hash (corrupt file?)");
+  // Past the zip container every part is checked: a damaged file is one DataError naming it, never a crash
+  // or silently wrong weights.
+  try {
+    if (read_string(*archive, "mtx_format", path) != kFormat) {
+      throw DataError(path.string() + ": unsupported checkpoint format (expected " + kFormat + ")");
+    }
+    c.config = config::from_json(json::parse(read_string(*archive, "mtx_config", path)));
+    c.state = train_state_from_json(json::parse(read_string(*archive, "mtx_state", path)));
+    c.tokenizer = tokenizer::Tokenizer::from_bytes(read_string(*archive, "mtx_tokenizer_src", path),
+                                                   read_string(*archive, "mtx_tokenizer_tgt", path));
+    if (c.tokenizer->hash() != read_string(*archive, "mtx_tokenizer_sha256", path)) {
+      throw DataError(path.string() + ": embedded tokenizer does not match its recorded hash (corrupt file?)");
+    }
+    c.model = build_model(c.config, *c.tokenizer);
+    torch::serialize::InputArchive weights;
+    if (!archive->try_read("model", weights)) throw DataError(path.string() + ": checkpoint has no weights");
+    c.model->load(weights);
+    c.weights_sha256 = read_string(*archive, "mtx_weights_sha256", path);
+    if (weights_sha256(c.model) != c.weights_sha256) {
+      throw DataError(path.string() + ": weights do not match their recorded sha256 (corrupt file?)");
+    }
+  } catch (const DataError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();
+    what = what.substr(0, what.find('\n')).substr(0, 200);
+    throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + what + ")");
   }
-  c.model = build_model(c.config, *c.tokenizer);
-  torch::serialize::InputArchive weights;
-  if (!archive->try_read("model", weights)) throw DataError(path.string() + ": checkpoint has no weights");
-  c.model->load(weights);
-  c.weights_sha256 = read_string(*archive, "mtx_weights_sha256", path);
   c.model->to(device);
   c.archive = archive;
   return c;

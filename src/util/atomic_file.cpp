@@ -41,7 +41,7 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
       if (!out) throw Error("cannot write '" + tmp.string() + "': " + std::strerror(errno));
       write(out);
       out.flush();
-      if (!out) throw Error("write to '" + tmp.string() + "' failed (disk full?)");
+      if (!out) throw Error("writing '" + path.string() + "' failed (disk full? " + std::strerror(errno) + ")");
     }
     fsync_path(tmp, false);
     static std::atomic<int64_t> writes{0};

@@ -23,8 +23,12 @@ class LineSource {
   virtual bool ready() = 0;
 };
 
-// A file descriptor (stdin), read through its own buffer; ready() polls without blocking.
-std::unique_ptr<LineSource> fd_line_source(int fd);
+// A file descriptor (stdin), read through its own buffer; ready() polls without blocking. A line longer
+// than max_line_bytes (no model reads that far: sources are cut to the model's max_len tokens anyway) is
+// cut to its first max_line_bytes at a character boundary, the rest skipped: memory stays bounded even
+// when the input never ends a line.
+constexpr size_t kMaxLineBytes = size_t(1) << 20;
+std::unique_ptr<LineSource> fd_line_source(int fd, size_t max_line_bytes = kMaxLineBytes);
 // A std::istream (files, tests); always ready.
 std::unique_ptr<LineSource> istream_line_source(std::istream& in);
 
