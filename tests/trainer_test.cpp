@@ -17,6 +17,7 @@
 
 namespace fs = std::filesystem;
 namespace train = mtx::train;
+namespace model = mtx::model;
 
 namespace {
 
@@ -209,6 +210,53 @@ TEST(Checkpoint, RoundTripKeepsWeightsAndTokenizerAndRejectsGarbage) {
   mtx::test::write_text(tmp / "bad.pt", "not a checkpoint");
   EXPECT_THROW(train::load_checkpoint(tmp / "bad.pt"), mtx::DataError);
   EXPECT_THROW(train::load_checkpoint(tmp / "missing.pt"), mtx::DataError);
+}
+
+// Any single flipped byte anywhere in a checkpoint either changes nothing that is read (zip padding, names,
+// CRCs) or is a DataError naming the file: never a crash, never a resume from silently different weights,
+// training state, optimizer state or random generator state.
+TEST(Checkpoint, EveryFlippedByteIsRefusedOrChangesNothing) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 2;
+  train::run_training(c, tmp / "run");
+  const fs::path good_path = tmp / "run" / "last.pt";
+  const std::string good = mtx::read_file(good_path);
+  const auto ref = train::load_checkpoint(good_path);
+  ASSERT_FALSE(ref.optimizer_bytes.empty());
+  torch::Tensor ref_rng;
+  ASSERT_TRUE(ref.archive->try_read("rng_cpu", ref_rng, true));
+  const size_t stride = good.size() / 400 + 1;
+  int refused = 0, unchanged = 0;
+  for (size_t off = 7; off < good.size(); off += stride) {
+    std::string bad = good;
+    bad[off] = char(~bad[off]);
+    const fs::path path = tmp / "flip.pt";
+    mtx::test::write_text(path, bad);
+    try {
+      auto ck = train::load_checkpoint(path);
+      model::Transformer fresh = train::build_model(ck.config, *ck.tokenizer);
+      auto opt = torch::optim::Adam(fresh->parameters(), torch::optim::AdamOptions(1e-3));
+      train::restore_optimizer(ck, opt);
+      train::restore_rng(ck);
+      torch::Tensor rng;
+      ASSERT_TRUE(ck.archive->try_read("rng_cpu", rng, true)) << "flip at " << off;
+      EXPECT_EQ(ck.weights_sha256, ref.weights_sha256) << "flip at " << off;
+      EXPECT_EQ(train::weights_sha256(ck.model), ref.weights_sha256) << "flip at " << off;
+      EXPECT_EQ(train::to_json(ck.state), train::to_json(ref.state)) << "flip at " << off;
+      EXPECT_EQ(mtx::config::to_json(ck.config), mtx::config::to_json(ref.config)) << "flip at " << off;
+      EXPECT_EQ(ck.tokenizer->hash(), ref.tokenizer->hash()) << "flip at " << off;
+      EXPECT_TRUE(ck.optimizer_bytes == ref.optimizer_bytes) << "optimizer state changed by a flip at " << off;
+      EXPECT_TRUE(torch::equal(rng, ref_rng)) << "generator state changed by a flip at " << off;
+      ++unchanged;
+    } catch (const mtx::DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+      ++refused;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "flip at " << off << ": not a DataError: " << e.what();
+    }
+  }
+  EXPECT_GT(refused, 300) << unchanged << " flips changed nothing";
 }
 
 TEST(Checkpoint, AveragingGivesTheElementwiseMeanAndRefusesOtherModels) {

@@ -27,6 +27,13 @@ torch::Tensor bytes_tensor(const std::string& bytes) {
   return t;
 }
 
+std::string short_what(const std::exception& e) {
+  std::string what = e.what();
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();
+  what.erase(0, std::min(what.size(), what.find_first_not_of(" \n")));  // some start with a newline
+  return what.substr(0, what.find('\n')).substr(0, 200);
+}
+
 std::string tensor_bytes(const torch::Tensor& t) {
   const torch::Tensor c = t.to(torch::kCPU).contiguous();
   return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()), size_t(c.numel()));
@@ -42,6 +49,18 @@ std::string read_string(torch::serialize::InputArchive& a, const std::string& ke
     throw DataError(path.string() + ": not an mtx checkpoint (no '" + key + "')");
   }
   return tensor_bytes(t);
+}
+
+// One sha256 over the named parts of a checkpoint that no other hash covers (format, config, training state,
+// optimizer state, random generator state) and the tokenizer's and weights' own hashes: a flipped byte in
+// any of them is a DataError, never a resumed run that silently differs.
+std::string parts_sha256(const std::vector<std::pair<std::string, std::string>>& parts) {
+  Sha256 h;
+  for (const auto& [name, bytes] : parts) {
+    h.update(name + "\n" + std::to_string(bytes.size()) + "\n");
+    h.update(bytes);
+  }
+  return h.hex();
 }
 
 }  // namespace
@@ -134,26 +153,33 @@ void save_checkpoint(const fs::path& path, const config::Config& config, const t
   if (!weights_finite(model)) {
     throw Error("refusing to write " + path.string() + ": the model has non-finite weights");
   }
+  std::vector<std::pair<std::string, std::string>> parts = {{"mtx_format", kFormat},
+                                                             {"mtx_config", config::to_json(config).dump()},
+                                                             {"mtx_state", to_json(state).dump()},
+                                                             {"mtx_tokenizer_sha256", tok.hash()},
+                                                             {"mtx_weights_sha256", weights_sha256(model)}};
+  if (optimizer) {  // serialized on its own, so that its bytes can be hashed and checked before they are parsed
+    torch::serialize::OutputArchive opt;
+    optimizer->save(opt);
+    std::string bytes;
+    opt.save_to([&bytes](const void* data, size_t n) -> size_t {
+      bytes.append(static_cast<const char*>(data), n);
+      return n;
+    });
+    parts.emplace_back("mtx_optimizer", std::move(bytes));
+  }
+  parts.emplace_back("rng_cpu", tensor_bytes(at::detail::getDefaultCPUGenerator().get_state()));
+  if (torch::cuda::is_available()) {
+    parts.emplace_back("rng_cuda", tensor_bytes(at::globalContext().defaultGenerator(at::kCUDA).get_state()));
+  }
   torch::serialize::OutputArchive archive;
-  write_string(archive, "mtx_format", kFormat);
-  write_string(archive, "mtx_config", config::to_json(config).dump());
-  write_string(archive, "mtx_state", to_json(state).dump());
+  for (const auto& [name, bytes] : parts) write_string(archive, name, bytes);
   write_string(archive, "mtx_tokenizer_src", tok.src().bytes());
   write_string(archive, "mtx_tokenizer_tgt", tok.joint() ? std::string() : tok.tgt().bytes());
-  write_string(archive, "mtx_tokenizer_sha256", tok.hash());
-  write_string(archive, "mtx_weights_sha256", weights_sha256(model));
+  write_string(archive, "mtx_sha256", parts_sha256(parts));
   torch::serialize::OutputArchive weights;
   model->save(weights);
   archive.write("model", weights);
-  if (optimizer) {
-    torch::serialize::OutputArchive opt;
-    optimizer->save(opt);
-    archive.write("optimizer", opt);
-  }
-  archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
-  if (torch::cuda::is_available()) {
-    archive.write("rng_cuda", at::globalContext().defaultGenerator(at::kCUDA).get_state(), /*is_buffer=*/true);
-  }
   // torch's zip writer aborts the process when a write fails (it throws again from its destructor): it gets a
   // sink that never fails, and write_file_atomic checks the stream afterwards ("disk full?", one error).
   write_file_atomic(path, [&](std::ostream& out) {
@@ -169,17 +195,33 @@ CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& dev
   auto archive = std::make_shared<torch::serialize::InputArchive>();
   try {
     archive->load_from(path.string(), torch::Device(torch::kCPU));
-  } catch (const c10::Error& e) {
-    std::string what = e.what_without_backtrace();
-    throw DataError(path.string() + ": not a readable checkpoint (" + what.substr(0, what.find('\n')).substr(0, 200) + ")");
+  } catch (const std::exception& e) {  // c10::Error from the zip reader, jit::ErrorReport from its code/ part
+    throw DataError(path.string() + ": not a readable checkpoint (" + short_what(e) + ")");
   }
   CheckpointContent c;
+  c.path = path;
   // Past the zip container every part is checked: a damaged file is one DataError naming it, never a crash
-  // or silently wrong weights.
+  // or silently wrong weights or training state.
   try {
     if (read_string(*archive, "mtx_format", path) != kFormat) {
       throw DataError(path.string() + ": unsupported checkpoint format (expected " + kFormat + ")");
     }
+    // (try_read into a defined tensor would set_() it, i.e. repoint the archive's own tensor: fresh ones each time)
+    if (torch::Tensor t; archive->try_read("mtx_sha256", t, /*is_buffer=*/true)) {
+      std::vector<std::pair<std::string, std::string>> parts;
+      for (const char* name : {"mtx_format", "mtx_config", "mtx_state", "mtx_tokenizer_sha256", "mtx_weights_sha256",
+                               "mtx_optimizer", "rng_cpu", "rng_cuda"}) {
+        if (torch::Tensor part; archive->try_read(name, part, /*is_buffer=*/true)) {
+          parts.emplace_back(name, tensor_bytes(part));
+        }
+      }
+      if (parts_sha256(parts) != read_string(*archive, "mtx_sha256", path)) {
+        throw DataError(path.string() + ": contents do not match their recorded sha256 (corrupt file?)");
+      }
+      for (const auto& [name, bytes] : parts) {
+        if (name == "mtx_optimizer") c.optimizer_bytes = bytes;
+      }
+    }  // else: written before mtx_sha256 existed (weights and tokenizer are still checked below)
     c.config = config::from_json(json::parse(read_string(*archive, "mtx_config", path)));
     c.state = train_state_from_json(json::parse(read_string(*archive, "mtx_state", path)));
     c.tokenizer = tokenizer::Tokenizer::from_bytes(read_string(*archive, "mtx_tokenizer_src", path),
@@ -195,13 +237,11 @@ CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& dev
     if (weights_sha256(c.model) != c.weights_sha256) {
       throw DataError(path.string() + ": weights do not match their recorded sha256 (corrupt file?)");
     }
-  } catch (const DataError&) {
-    throw;
+  } catch (const DataError& e) {
+    if (std::string(e.what()).rfind(path.string(), 0) == 0) throw;
+    throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();
-    what = what.substr(0, what.find('\n')).substr(0, 200);
-    throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + what + ")");
+    throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
   }
   c.model->to(device);
   c.archive = archive;
@@ -245,23 +285,38 @@ void move_state_to_params(torch::optim::Optimizer& optimizer) {
 }  // namespace
 
 void restore_optimizer(const CheckpointContent& content, torch::optim::Optimizer& optimizer) {
-  torch::serialize::InputArchive opt;
-  if (!content.archive->try_read("optimizer", opt)) throw DataError("checkpoint has no optimizer state to resume from");
-  optimizer.load(opt);
-  move_state_to_params(optimizer);
+  const std::string where = content.path.string() + ": ";
+  try {
+    torch::serialize::InputArchive opt;
+    if (!content.optimizer_bytes.empty()) {
+      opt.load_from(content.optimizer_bytes.data(), content.optimizer_bytes.size(), torch::Device(torch::kCPU));
+    } else if (!content.archive || !content.archive->try_read("optimizer", opt)) {  // older checkpoints
+      throw DataError(where + "checkpoint has no optimizer state to resume from");
+    }
+    optimizer.load(opt);
+    move_state_to_params(optimizer);
+  } catch (const DataError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw DataError(where + "optimizer state does not fit this model or is damaged (" + short_what(e) + ")");
+  }
 }
 
 void restore_rng(const CheckpointContent& content) {
-  torch::Tensor state;
-  if (content.archive->try_read("rng_cpu", state, true)) {
-    at::Generator cpu = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(cpu.mutex());
-    cpu.set_state(state);
-  }
-  if (torch::cuda::is_available() && content.archive->try_read("rng_cuda", state, true)) {
-    at::Generator cuda = at::globalContext().defaultGenerator(at::kCUDA);
-    std::lock_guard<std::mutex> lock(cuda.mutex());
-    cuda.set_state(state);
+  try {
+    // A fresh tensor per read: try_read into a defined one would repoint the archive's own tensor.
+    if (torch::Tensor state; content.archive->try_read("rng_cpu", state, true)) {
+      at::Generator cpu = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(cpu.mutex());
+      cpu.set_state(state);
+    }
+    if (torch::Tensor state; torch::cuda::is_available() && content.archive->try_read("rng_cuda", state, true)) {
+      at::Generator cuda = at::globalContext().defaultGenerator(at::kCUDA);
+      std::lock_guard<std::mutex> lock(cuda.mutex());
+      cuda.set_state(state);
+    }
+  } catch (const std::exception& e) {
+    throw DataError(content.path.string() + ": random generator state is damaged (" + short_what(e) + ")");
   }
 }
 

@@ -509,7 +509,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     // Until a scheduled validation has chosen a best model, best.pt is the model at the stop (the first
     // scheduled validation replaces it in any run, resumed or not).
     if (!std::isfinite(state.best_metric)) copy_file_atomic(run_dir / "last.pt", run_dir / "best.pt");
-    if (scheduler.better_than_best(v.metric(bleu_best))) {
+    if (std::isfinite(state.best_metric) && scheduler.better_than_best(v.metric(bleu_best))) {
       log::info("the model at the stop (last.pt, {} {:.3f}) beats best.pt ({:.3f} at update {}); best.pt holds the "
                 "best of the scheduled validations only",
                 metric_name, v.metric(bleu_best), state.best_metric, state.best_step);
@@ -528,10 +528,14 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   summary.steps = state.step;
   summary.epoch = state.epoch;
   summary.best_val_loss = state.best_metric;
-  log::info("stopped ({}) at update {} after {}; best {} {:.3f}{} at update {}; {}", summary.stop_reason, state.step,
-            format_duration(elapsed()), metric_name, state.best_metric,
-            bleu_best ? std::string() : fmt::format(" (ppl {:.2f})", std::exp(std::min(state.best_metric, 700.0))),
-            state.best_step, (run_dir / "best.pt").string());
+  const std::string best =
+      std::isfinite(state.best_metric)
+          ? fmt::format("best {} {:.3f}{} at update {}", metric_name, state.best_metric,
+                        bleu_best ? std::string() : fmt::format(" (ppl {:.2f})", std::exp(std::min(state.best_metric, 700.0))),
+                        state.best_step)
+          : std::string("no scheduled validation yet, best.pt is the model at the stop");
+  log::info("stopped ({}) at update {} after {}; {}; {}", summary.stop_reason, state.step, format_duration(elapsed()), best,
+            (run_dir / "best.pt").string());
   if (summary.signal) {
     log::info("interrupted by signal {}: last.pt is saved; continue with: mtx train --resume {}", summary.signal,
               run_dir.string());

@@ -46,7 +46,9 @@ struct CheckpointContent {
   model::Transformer model{nullptr};
   TrainState state;
   std::string weights_sha256;
-  // Optimizer state as saved; restore with restore_optimizer().
+  std::filesystem::path path;   // where it was read from (named in errors)
+  std::string optimizer_bytes;  // optimizer state as saved, checked against mtx_sha256 (empty: none or older file)
+  // The whole archive (older files keep their optimizer state here); restore with restore_optimizer().
   std::shared_ptr<torch::serialize::InputArchive> archive;
 };
 
