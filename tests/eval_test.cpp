@@ -312,6 +312,16 @@ TEST(EvalOther, RougeAndWer) {
   EXPECT_NEAR(corpus_score(*make_wer(), {"the dog sat on mat"}, ref).score, 100 * 2.0 / 6, 1e-9);
 }
 
+TEST(EvalTer, ReferencesAreTokenizedTwiceLikeSacreBleu) {
+  // sacreBLEU 2.6.0 runs tercom's (not idempotent) normalisation over each reference twice and over the
+  // hypothesis once: "it's\u00a0a" only splits off "'s" on the second pass. Its scores (sentence_score):
+  // hyp "it 's a dog" vs ref "it's\u00a0a dog" -> 0.00; the other way round -> 50.00 (3 words vs 4).
+  TerOptions o;
+  o.normalized = true;
+  EXPECT_NEAR(corpus_score(*make_ter(o), {"it 's a dog"}, {{"it's\u00a0a dog"}}).score, 0.0, 1e-9);
+  EXPECT_NEAR(corpus_score(*make_ter(o), {"it's\u00a0a dog"}, {{"it 's a dog"}}).score, 50.0, 1e-9);
+}
+
 TEST(EvalErrors, MismatchedLineCountsAreDataErrors) {
   EXPECT_THROW(corpus_score(*make_bleu({}), {"a", "b"}, {{"a"}}), mtx::DataError);
   EXPECT_THROW(parse_bleu_tokenizer("zh"), mtx::ConfigError);

@@ -188,16 +188,21 @@ class Ter final : public Metric {
 
   std::vector<double> segment_stats(const std::string& hyp, const std::vector<std::string>& refs) const override {
     std::unordered_map<std::u32string, int32_t> ids;
-    auto words = [&](const std::string& s) {
+    auto ids_of = [&](const std::vector<std::u32string>& tokens) {
       Words w;
-      for (const auto& t : ter_tokens(rstrip(to_u32(s)), o_)) w.push_back(ids.emplace(t, int32_t(ids.size())).first->second);
+      for (const auto& t : tokens) w.push_back(ids.emplace(t, int32_t(ids.size())).first->second);
       return w;
     };
-    const Words h = words(hyp);
+    const Words h = ids_of(ter_tokens(rstrip(to_u32(hyp)), o_));
     int64_t best = -1;
     double ref_lengths = 0;
     for (const auto& ref : refs) {
-      const auto [edits, len] = translation_edit_rate(h, words(ref));
+      // sacreBLEU tokenizes each reference twice (Metric._cache_references, then TER._extract_reference_info);
+      // tercom's normalisation is not idempotent ("it's\u00a0" only splits off "'s" the second time), so mtx
+      // does the same to report the very same scores.
+      const auto once = ter_tokens(rstrip(to_u32(ref)), o_);
+      const Words r = ids_of(ter_tokens(join_words(once), o_));
+      const auto [edits, len] = translation_edit_rate(h, r);
       ref_lengths += double(len);
       if (best < 0 || edits < best) best = edits;
     }
