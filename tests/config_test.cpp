@@ -150,6 +150,12 @@ TEST(Config, BadOverridesAreRejected) {
   EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"model.d_model=abc"}); })
                 .find("model.d_model: expected an integer, got string"),
             std::string::npos);
+  // Found by fuzz_config (tests/fixtures/fuzz/fuzz_config/): a bare word with invalid UTF-8 made the error
+  // message itself throw nlohmann's type_error; a string setting would have failed writing config.json.
+  EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"train.lr=0.=8\xd0"}); }).find("invalid UTF-8 at byte 13"),
+            std::string::npos);
+  EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"data.dir=caf\xc3"}); }).find("invalid UTF-8"),
+            std::string::npos);
 }
 
 TEST(Config, ResolvedConfigRoundTrips) {

@@ -10,6 +10,7 @@
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/strings.h"
+#include "mtx/util/utf8.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -188,7 +189,7 @@ void visit(Config& c, V&& v) {
 
 // ---- reading -----------------------------------------------------------------------------------
 std::string describe(const json& j) {
-  std::string dumped = j.dump();
+  std::string dumped = j.dump(-1, ' ', false, json::error_handler_t::replace);
   if (dumped.size() > 40) dumped = dumped.substr(0, 37) + "...";
   return std::string(j.type_name()) + " " + dumped;
 }
@@ -435,6 +436,11 @@ json to_json(const Config& config) {
 }
 
 void apply_override(json& document, const std::string& assignment) {
+  // The JSON reader checks a file's strings; a bare word from the command line is checked here, so every
+  // string in a Config is valid UTF-8 (it is written back out as JSON).
+  if (const size_t bad = utf8::find_invalid(assignment); bad != utf8::kValid) {
+    throw ConfigError("--set '" + assignment.substr(0, bad) + "...': invalid UTF-8 at byte " + std::to_string(bad));
+  }
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw ConfigError("--set '" + assignment + "': expected section.key=value");

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets (tests/fuzz/fuzz_*.cpp, built by scripts/sanitize.sh into build-asan/ with
+# ASan+UBSan) from seed inputs made here, each for a given time, two at a time. Corpora grow in
+# fuzz-corpus/<target>/ (git-ignored) from run to run; a crashing input lands in fuzz-crashes/ and fails
+# the run (turn it into a regression test: tests/fuzz_regression_test.cpp replays tests/fixtures/fuzz/).
+#   scripts/fuzz.sh [--seconds N] [--build DIR] [--jobs J] [target ...]    (N per target, default 60)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+seconds=60 build=build-asan jobs=$(nproc) targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    -*) echo "usage: $0 [--seconds N] [--build DIR] [--jobs J] [target ...]" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+for t in "${targets[@]}"; do
+  [ -x "$build/bin/$t" ] || { echo "fuzz: $build/bin/$t not built: scripts/sanitize.sh --build-only" >&2; exit 2; }
+done
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+# Seeds (small, valid inputs of each kind) are made fresh each run next to the growing corpora.
+seeds=$(mktemp -d)
+trap 'rm -rf "$seeds"' EXIT
+mkdir -p "$seeds"/{fuzz_config,fuzz_corpus,fuzz_translate_input,fuzz_eval,fuzz_checkpoint} fuzz-crashes
+for f in configs/*.json; do cp "$f" "$seeds/fuzz_config/"; done
+printf '{"model": {"d_model": 64}}\0train.lr=0.5\0model.heads=8' > "$seeds/fuzz_config/with-set"
+printf '{"data": {"dir": "x"}, // comment\n "train": {"max_steps": -1}}' > "$seeds/fuzz_config/comment"
+for f in tests/fixtures/eval/*.hyp tests/fixtures/eval/*.en; do cp "$f" "$seeds/fuzz_corpus/"; done
+printf 'ein Hund\r\nläuft\n\nim Park' > "$seeds/fuzz_corpus/crlf"
+printf '\x08ein Hund läuft über die Straße\r\nzwei\n\n%s\nénd' "$(head -c 300 /dev/zero | tr '\0' 'x')" \
+  > "$seeds/fuzz_translate_input/lines"
+printf '\x04一二三四五六七八九十\n😀😀😀😀\r\n' > "$seeds/fuzz_translate_input/wide"
+i=0
+for h in tests/fixtures/eval/*.hyp tests/fixtures/eval/sysA.en; do
+  r=${h%.*}.ref; [ -f "$r" ] || r=tests/fixtures/eval/ref.en
+  { printf "\\x$(printf %02x $((i * 37 % 256)))"; head -c 600 "$h"; printf '\0'; head -c 600 "$r"; } \
+    > "$seeds/fuzz_eval/seed-$i"
+  i=$((i + 1))
+done
+printf '\x05It'"'"'s a dog.\n\0it is a dog .\0It'"'"'s\xc2\xa0a dog' > "$seeds/fuzz_eval/tercom"
+# A real (tiny) checkpoint, and the JSON of a training state.
+if [ -f data/multi30k/train.de.gz ]; then
+  (
+    MTX=$root/$build/bin/mtx DATA=$root/data/multi30k
+    source scripts/faults/common.sh
+    make_corpus "$seeds/ck-corpus" 500
+    write_config "$seeds/ck.json" "$seeds/ck-corpus" "$seeds/ck-cache"
+    "$MTX" train --config "$seeds/ck.json" --set train.max_steps=1 \
+      --out "$seeds/ck-run" > "$seeds/ck.log" 2>&1 || { cat "$seeds/ck.log" >&2; exit 1; }
+  )
+  cp "$seeds/ck-run/last.pt" "$seeds/fuzz_checkpoint/"
+fi
+printf '{"step": 3, "epoch": 1, "position": {"epoch": 1, "index": 2}, "tgt_tokens": 10, "elapsed_s": 1.5, "best_metric": null, "best_step": 0, "bad_validations": 0, "schedule": {}}' \
+  > "$seeds/fuzz_checkpoint/state.json"
+
+max_len() {
+  case "$1" in
+    fuzz_checkpoint) local m=4096 f; for f in "$seeds/fuzz_checkpoint"/*; do
+                       [ "$(stat -c %s "$f")" -lt "$m" ] || m=$(( $(stat -c %s "$f") + 4096 )); done; echo "$m" ;;
+    fuzz_eval) echo 2048 ;;   # TER's shift search is quadratic and more in the line length
+    *) echo 8192 ;;
+  esac
+}
+
+run_one() {
+  local t=$1 log=fuzz-crashes/$1.log
+  mkdir -p "fuzz-corpus/$t"
+  set +e
+  "$build/bin/$t" "fuzz-corpus/$t" "$seeds/$t" -max_total_time="$seconds" -max_len="$(max_len "$t")" \
+    -timeout=30 -rss_limit_mb=6144 -print_final_stats=1 -artifact_prefix="fuzz-crashes/$t-" > "$log" 2>&1
+  local rc=$?
+  set -e
+  local runs
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  if [ "$rc" = 0 ]; then
+    echo "fuzz: $t: ${runs:-?} inputs in ${seconds}s, no crash ($(find "fuzz-corpus/$t" -type f | wc -l) in its corpus)"
+  else
+    echo "fuzz: $t: FAILED (exit $rc) after ${runs:-?} inputs: see $log and fuzz-crashes/$t-*" >&2
+    grep -m3 -E "ERROR: |runtime error|invariant broken|uncaught|terminate" "$log" >&2 || tail -5 "$log" >&2
+    return 1
+  fi
+}
+
+failed=0 pids=()
+for t in "${targets[@]}"; do
+  run_one "$t" & pids+=($!)
+  if [ ${#pids[@]} -ge "$jobs" ]; then wait "${pids[0]}" || failed=1; pids=("${pids[@]:1}"); fi
+done
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+exit $failed
