@@ -99,6 +99,19 @@ TEST(Config, OutOfRangeValuesNameTheKey) {
             std::string::npos);
   EXPECT_NE(config_error([] { cfg::from_json(json{{"data", {{"src_lang", "en"}}}}); }).find("both 'en'"),
             std::string::npos);
+  // Found by fuzz_config: a float far outside an integer setting's range was converted before the range check
+  // (undefined behaviour, UBSan's float-cast-overflow); 2^63 itself slipped past a check against double(max).
+  for (const double big : {1.28667e30, 9223372036854775808.0, -1e19}) {
+    EXPECT_NE(config_error([&] { cfg::from_json(json{{"train", {{"max_steps", big}}}}); })
+                  .find("train.max_steps: " + json(big).dump() + " does not fit in the integer range"),
+              std::string::npos)
+        << big;
+  }
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"d_model", 4294967296.0}}}}); }).find("does not fit"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"max_steps", 18446744073709551615ull}}}}); })
+                .find("does not fit"),
+            std::string::npos);
 }
 
 TEST(Config, MissingFilesAreNamed) {

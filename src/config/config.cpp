@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <limits>
 #include <sstream>
 #include <type_traits>
@@ -206,18 +207,27 @@ void read_value(const json& j, std::string& out, const std::string& key) {
 
 template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
 void read_value(const json& j, T& out, const std::string& key) {
-  // 2.0 is accepted as 2, 2.5 is not.
+  static_assert(sizeof(T) <= sizeof(int64_t));
+  const auto out_of_range = [&] { return ConfigError(key + ": " + j.dump() + " does not fit in the integer range"); };
+  using L = std::numeric_limits<T>;
   if (j.is_number_float()) {
+    // 2.0 is accepted as 2, 2.5 is not; the range is checked in double before any conversion (a float
+    // outside the target type's range converts to an undefined value: fuzz_config found 1.3e30).
     const double d = j.get<double>();
-    if (d != double(int64_t(d))) throw ConfigError(key + ": expected an integer, got " + describe(j));
-  } else if (!j.is_number_integer()) {
+    if (!std::isfinite(d) || d != std::trunc(d)) throw ConfigError(key + ": expected an integer, got " + describe(j));
+    const double hi = std::ldexp(1.0, L::digits);  // 2^63 for int64_t: exact, unlike double(L::max())
+    if (d < (L::is_signed ? -hi : 0.0) || d >= hi) throw out_of_range();
+    out = T(d);
+  } else if (j.is_number_unsigned()) {
+    if (j.get<uint64_t>() > uint64_t(L::max())) throw out_of_range();
+    out = T(j.get<uint64_t>());
+  } else if (j.is_number_integer()) {
+    const int64_t i = j.get<int64_t>();
+    if (i < int64_t(L::min()) || (i > 0 && uint64_t(i) > uint64_t(L::max()))) throw out_of_range();
+    out = T(i);
+  } else {
     throw ConfigError(key + ": expected an integer, got " + describe(j));
   }
-  const double d = j.get<double>();
-  if (d < double(std::numeric_limits<T>::min()) || d > double(std::numeric_limits<T>::max())) {
-    throw ConfigError(key + ": " + j.dump() + " does not fit in the integer range");
-  }
-  out = T(j.get<int64_t>());
 }
 
 void read_value(const json& j, double& out, const std::string& key) {
