@@ -169,6 +169,13 @@ TEST(Config, BadOverridesAreRejected) {
             std::string::npos);
   EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"data.dir=caf\xc3"}); }).find("invalid UTF-8"),
             std::string::npos);
+  // fuzz_config: a file that is JSON but not an object, with a --set (nlohmann's type_error before).
+  for (const char* text : {"0", "[]", "null", "\"text\""}) {
+    mtx::test::write_text(tmp / "n.json", text);
+    EXPECT_NE(config_error([&] { cfg::load(tmp / "n.json", {"model.d_model=64"}); }).find("expected a JSON object"),
+              std::string::npos)
+        << text;
+  }
 }
 
 TEST(Config, ResolvedConfigRoundTrips) {

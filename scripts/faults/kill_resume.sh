@@ -30,9 +30,10 @@ say "reference took ${ref_ms} ms, last.pt weights $ref_sha"
 
 run=$work/run
 killed=0 starts=0 resumes=0 fresh=0
-# Kill times are drawn over the reference run's duration, so kills land in start-up, in updates, in
-# validation and in checkpoint writes alike.
-max_ms=$((ref_ms / 6))
+# Kill times are drawn at random up to the reference run's duration over the number of kills: kills land in
+# start-up, in updates, in validation and in checkpoint writes alike, and all of them land before the run ends
+# (on average each run is killed after a quarter of its share, a margin for a machine whose speed changes).
+max_ms=$((ref_ms / (2 * kills)))
 [ "$max_ms" -ge 1500 ] || max_ms=1500
 while true; do
   if [ -f "$run/last.pt" ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # All fault checks: kill -9 and resume, disk full, damaged checkpoints.
-#   scripts/faults/run.sh            the full form (20 kills over 240 updates, 12 byte flips)
+#   scripts/faults/run.sh            the full form (20 kills over 480 updates, 12 byte flips)
 #   scripts/faults/run.sh --short    CI's form (5 kills over 150 updates, 4 flips)
 # MTX (the binary) and DATA (Multi30k) as in common.sh.
 set -euo pipefail

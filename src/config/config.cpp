@@ -467,6 +467,8 @@ void apply_override(json& document, const std::string& assignment) {
   } catch (const json::parse_error&) {
     value = text;  // a bare word: a string
   }
+  // (load() checks this first, naming the file; for any other caller of apply_override:)
+  if (!document.is_object()) throw ConfigError("--set '" + assignment + "': the config is not a JSON object");
   json& section = document[parts[0]];
   if (section.is_null()) section = json::object();
   if (!section.is_object()) throw ConfigError("--set '" + assignment + "': '" + parts[0] + "' is not a section");
@@ -487,6 +489,8 @@ Config load(const fs::path& file, const std::vector<std::string>& overrides) {
     throw ConfigError(file.string() + ":" + std::to_string(line) + ":" + std::to_string(col) +
                       ": invalid JSON: " + what);
   }
+  // fuzz_config: a file holding `0` or `[]` plus a --set made nlohmann throw type_error from operator[].
+  if (!document.is_object()) throw ConfigError(file.string() + ": expected a JSON object at the top level");
   for (const auto& o : overrides) apply_override(document, o);
   try {
     return from_json(document);
