@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -30,6 +31,17 @@ mtx::config::Config toy_training(const mtx::test::TempDir& tmp) {
   c.train.log_every = 5;
   c.train.keep_last = 2;
   return c;
+}
+
+// The step-*.pt names in a run directory, sorted.
+std::vector<std::string> step_files(const fs::path& run) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(run)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 bool same_weights(train::CheckpointContent& a, train::CheckpointContent& b) {
@@ -76,9 +88,7 @@ TEST(Trainer, RunDirectoryHoldsCheckpointsMetricsAndCurve) {
   for (const char* f : {"best.pt", "last.pt", "config.json", "metrics.jsonl", "curve.svg"}) {
     EXPECT_TRUE(fs::exists(tmp / "run" / f)) << f;
   }
-  size_t step_files = 0;
-  for (const auto& e : fs::directory_iterator(tmp / "run")) step_files += e.path().filename().string().rfind("step-", 0) == 0;
-  EXPECT_EQ(step_files, 2u) << "keep_last = 2";
+  EXPECT_EQ(step_files(tmp / "run").size(), 2u) << "keep_last = 2";
 
   std::ifstream in(tmp / "run" / "metrics.jsonl");
   std::string line;
@@ -320,16 +330,6 @@ std::string describe(const std::vector<ValidRow>& rows) {
   std::string s;
   for (const auto& r : rows) s += fmt::format("(step {} epoch {}{}) ", r.step, r.epoch, r.best ? " best" : "");
   return s;
-}
-
-std::vector<std::string> step_files(const fs::path& run) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(run)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0) names.push_back(n);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 std::string sha_of(const fs::path& ckpt) { return train::load_checkpoint(ckpt).weights_sha256; }

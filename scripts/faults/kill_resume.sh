@@ -21,50 +21,72 @@ make_corpus "$work/corpus" 3000
 write_config "$work/cfg.json" "$work/corpus" "$work/cache"
 
 say "reference: $steps updates without interruption"
+# log_every=1: the kill loop below follows a run's progress in its log (logging never changes the weights).
+set_args=(--set train.max_steps="$steps" --set train.log_every=1)
 start=$(date +%s%N)
-"$MTX" train --config "$work/cfg.json" --set train.max_steps="$steps" --out "$work/ref" > "$work/ref.log" 2>&1 ||
+"$MTX" train --config "$work/cfg.json" "${set_args[@]}" --out "$work/ref" > "$work/ref.log" 2>&1 ||
   fail "reference run failed: $(tail -3 "$work/ref.log")"
 ref_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 ref_sha=$(sha "$work/ref/last.pt")
 say "reference took ${ref_ms} ms, last.pt weights $ref_sha"
 
+# The last update a run's log reports (0 before its first).
+progress() { grep -o 'update [0-9]*' "$1" 2>/dev/null | tail -1 | cut -d' ' -f2 || true; }
+
 run=$work/run
-killed=0 starts=0 resumes=0 fresh=0
-# Kill times are drawn at random up to the reference run's duration over the number of kills: kills land in
-# start-up, in updates, in validation and in checkpoint writes alike, and all of them land before the run ends
-# (on average each run is killed after a quarter of its share, a margin for a machine whose speed changes).
-max_ms=$((ref_ms / (2 * kills)))
-[ "$max_ms" -ge 1500 ] || max_ms=1500
+killed=0 starts=0 resumes=0 fresh=0 in_startup=0
+# Kill moments follow the run's progress, not the clock, so a loaded or changing machine spreads them the same:
+# one kill in four lands in start-up (a random delay), the others a random 0-400 ms after a run reports an
+# update drawn at random about its share of the remaining ones on -- in an update, a validation or a checkpoint
+# write alike.
 while true; do
   if [ -f "$run/last.pt" ]; then
     cmd=(train --resume "$run" --set train.max_steps="$steps"); resumes=$((resumes + 1))
   else
-    cmd=(train --config "$work/cfg.json" --set train.max_steps="$steps" --out "$run"); fresh=$((fresh + 1))
+    cmd=(train --config "$work/cfg.json" "${set_args[@]}" --out "$run"); fresh=$((fresh + 1))
   fi
   starts=$((starts + 1))
-  "$MTX" "${cmd[@]}" >> "$work/run.log" 2>&1 &
+  log=$work/run-$starts.log
+  at=$( [ -f "$run/last.pt" ] && "$MTX" info --ckpt "$run/last.pt" | sed -n 's/.*"step": *\([0-9]*\).*/\1/p' | head -1 || echo 0)
+  at=${at:-0}
+  "$MTX" "${cmd[@]}" > "$log" 2>&1 &
   pid=$!
   if [ "$killed" -ge "$kills" ]; then
-    wait "$pid" || fail "the last run (no kill) failed: $(tail -3 "$work/run.log")"
+    wait "$pid" || fail "the last run (no kill) failed: $(tail -3 "$log")"
     break
   fi
-  delay_ms=$((300 + (RANDOM * 32768 + RANDOM) % max_ms))
-  sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+  if [ $((RANDOM % 4)) = 0 ]; then
+    delay_ms=$((100 + RANDOM % 1500)) what="start-up"
+    sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+  else
+    share=$(( (steps - at) / (kills - killed + 1) ))
+    [ "$share" -ge 1 ] || share=1
+    target=$((at + 1 + RANDOM % (2 * share)))   # on average one share on: kills reach the run's end
+    [ "$target" -lt "$steps" ] || target=$((steps - 1))
+    while kill -0 "$pid" 2>/dev/null; do
+      p=$(progress "$log")
+      [ "${p:-0}" -lt "$target" ] || break
+      sleep 0.05
+    done
+    delay_ms=$((RANDOM % 400)) what="update $target"
+    sleep "$(printf '0.%03d' "$delay_ms")"
+  fi
   if kill -0 "$pid" 2>/dev/null; then
     kill -9 "$pid"
     wait "$pid" 2>/dev/null || true
     killed=$((killed + 1))
+    [ "$what" != start-up ] || in_startup=$((in_startup + 1))
     step=$( [ -f "$run/last.pt" ] && "$MTX" info --ckpt "$run/last.pt" | sed -n 's/.*"step": *\([0-9]*\).*/\1/p' | head -1 || echo none)
-    say "kill $killed after ${delay_ms} ms: last.pt at update ${step:-none}"
+    say "kill $killed ($what + ${delay_ms} ms; the run had reported update $(progress "$log" || true)): last.pt at update ${step:-none}"
     [ -d "$run" ] && all_load "$run"
   else
-    wait "$pid" || fail "a run failed on its own: $(tail -3 "$work/run.log")"
+    wait "$pid" || fail "a run failed on its own: $(tail -3 "$log")"
     break  # finished before the kill
   fi
 done
 all_load "$run"
 got_sha=$(sha "$run/last.pt")
-say "$killed kills, $starts starts ($resumes resumes, $fresh fresh), final last.pt weights $got_sha"
+say "$killed kills ($in_startup in start-up), $starts starts ($resumes resumes, $fresh fresh), final last.pt weights $got_sha"
 [ "$killed" -ge "$kills" ] || fail "only $killed kills landed before the run finished (raise --steps)"
 [ "$got_sha" = "$ref_sha" ] || fail "final weights differ from the uninterrupted run's"
 for f in best.pt avg.pt; do
