@@ -169,6 +169,10 @@ TEST(Config, BadOverridesAreRejected) {
             std::string::npos);
   EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"data.dir=caf\xc3"}); }).find("invalid UTF-8"),
             std::string::npos);
+  // fuzz_config: a number too large for a double is nlohmann's out_of_range (not a parse_error): it escaped.
+  mtx::test::write_text(tmp / "big.json", "{\"train\": {\"max_steps\": 2222222222222222e22222}}");
+  EXPECT_NE(config_error([&] { cfg::load(tmp / "big.json", {}); }).find("big.json: invalid JSON: number overflow"),
+            std::string::npos);
   // fuzz_config: a file that is JSON but not an object, with a --set (nlohmann's type_error before).
   for (const char* text : {"0", "[]", "null", "\"text\""}) {
     mtx::test::write_text(tmp / "n.json", text);

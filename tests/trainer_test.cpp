@@ -269,6 +269,28 @@ TEST(Checkpoint, EveryFlippedByteIsRefusedOrChangesNothing) {
   EXPECT_GT(refused, 300) << unchanged << " flips changed nothing";
 }
 
+// Found by fuzz_checkpoint: a training state whose integer holds 3.4e29 was converted by nlohmann (undefined
+// behaviour); any such value, a string, or a non-object is now a DataError (load_checkpoint names the file).
+TEST(Checkpoint, TrainingStateJsonIsCheckedNotConverted) {
+  const nlohmann::json good = train::to_json(train::TrainState{});
+  EXPECT_NO_THROW(train::train_state_from_json(good));
+  for (const char* key : {"step", "epoch", "tgt_tokens", "best_step", "bad_validations"}) {
+    for (const nlohmann::json& bad : {nlohmann::json(3.44444e29), nlohmann::json(1.5), nlohmann::json("7"),
+                                      nlohmann::json(18446744073709551615ull)}) {
+      nlohmann::json j = good;
+      j[key] = bad;
+      EXPECT_THROW(train::train_state_from_json(j), mtx::DataError) << key << " = " << bad.dump();
+    }
+  }
+  nlohmann::json j = good;
+  j["bad_validations"] = int64_t(1) << 40;  // an int64 that does not fit the int counter
+  EXPECT_THROW(train::train_state_from_json(j), mtx::DataError);
+  j = good;
+  j["elapsed_s"] = "soon";
+  EXPECT_THROW(train::train_state_from_json(j), mtx::DataError);
+  EXPECT_THROW(train::train_state_from_json(nlohmann::json::array()), mtx::DataError);
+}
+
 TEST(Checkpoint, AveragingGivesTheElementwiseMeanAndRefusesOtherModels) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);

@@ -23,6 +23,7 @@ Command add_translate(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_info(CLI::App& app);
 Command add_average(CLI::App& app);
+Command add_plot(CLI::App& app);
 
 // --config FILE and repeated --set section.key=value, shared by every config-reading subcommand.
 struct ConfigArgs {

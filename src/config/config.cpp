@@ -488,6 +488,11 @@ Config load(const fs::path& file, const std::vector<std::string>& overrides) {
     if (colon != std::string::npos) what = what.substr(colon + 2);
     throw ConfigError(file.string() + ":" + std::to_string(line) + ":" + std::to_string(col) +
                       ": invalid JSON: " + what);
+  } catch (const json::exception& e) {  // out_of_range 406 (fuzz_config: a number too large for a double)
+    std::string what = e.what();
+    const size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    throw ConfigError(file.string() + ": invalid JSON: " + what);
   }
   // fuzz_config: a file holding `0` or `[]` plus a --set made nlohmann throw type_error from operator[].
   if (!document.is_object()) throw ConfigError(file.string() + ": expected a JSON object at the top level");

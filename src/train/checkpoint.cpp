@@ -71,7 +71,9 @@ namespace {
 json number(double x) { return std::isfinite(x) ? json(x) : json(); }
 double number_or(const json& j, const char* key, double missing) {
   const auto it = j.find(key);
-  return it == j.end() || it->is_null() ? missing : it->get<double>();
+  if (it == j.end() || it->is_null()) return missing;
+  if (!it->is_number()) throw DataError(std::string("training state: '") + key + "' is not a number: " + it->dump());
+  return it->get<double>();
 }
 
 }  // namespace
@@ -94,21 +96,50 @@ json to_json(const TrainState& s) {
           {"last_val_bleu", number(s.last_val_bleu)}};
 }
 
+namespace {
+
+// An integer of the training state, as mtx writes it (a JSON integer): a float, string or out-of-range value is
+// a DataError, never a conversion (fuzz_checkpoint: 3.4e29 into an int64_t is undefined behaviour).
+template <class T = int64_t>
+T integer(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())) return T(v.get<uint64_t>());
+  if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+      v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())) {
+    return T(v.get<int64_t>());
+  }
+  throw DataError(std::string("training state: '") + key + "' is not an integer of its range: " + v.dump());
+}
+template <class T = int64_t>
+T integer_or(const json& j, const char* key, T missing) {
+  return j.contains(key) ? integer<T>(j, key) : missing;
+}
+double real(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number()) throw DataError(std::string("training state: '") + key + "' is not a number: " + v.dump());
+  return v.get<double>();
+}
+
+}  // namespace
+
 TrainState train_state_from_json(const json& j) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  if (!j.is_object()) throw DataError("training state: not a JSON object");
   TrainState s;
-  s.step = j.at("step");
-  s.epoch = j.at("epoch");
-  s.position = {j.at("position").at("epoch"), j.at("position").at("index")};
-  s.tgt_tokens = j.at("tgt_tokens");
-  s.elapsed_s = j.at("elapsed_s");
+  s.step = integer(j, "step");
+  s.epoch = integer(j, "epoch");
+  const json& position = j.at("position");
+  if (!position.is_object()) throw DataError("training state: 'position' is not an object");
+  s.position = {integer<decltype(s.position.epoch)>(position, "epoch"), integer<decltype(s.position.index)>(position, "index")};
+  s.tgt_tokens = integer(j, "tgt_tokens");
+  s.elapsed_s = real(j, "elapsed_s");
   s.best_metric = number_or(j, "best_metric", std::numeric_limits<double>::infinity());
-  s.best_step = j.at("best_step");
-  s.bad_validations = j.at("bad_validations");
+  s.best_step = integer(j, "best_step");
+  s.bad_validations = integer<int>(j, "bad_validations");
   s.schedule = j.at("schedule");
   s.epoch_nll = number_or(j, "epoch_nll", 0.0);
-  s.epoch_tokens = j.value("epoch_tokens", int64_t(0));
-  s.last_validation_step = j.value("last_validation_step", int64_t(-1));
+  s.epoch_tokens = integer_or<int64_t>(j, "epoch_tokens", 0);
+  s.last_validation_step = integer_or<int64_t>(j, "last_validation_step", -1);
   s.last_val_loss = number_or(j, "last_val_loss", kNaN);
   s.last_val_ppl = number_or(j, "last_val_ppl", kNaN);
   s.last_val_bleu = number_or(j, "last_val_bleu", kNaN);

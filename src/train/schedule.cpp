@@ -1,5 +1,7 @@
 #include "mtx/train/schedule.h"
 
+#include "mtx/util/errors.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -47,10 +49,15 @@ nlohmann::json LrSchedule::state() const {
 }
 
 void LrSchedule::load_state(const nlohmann::json& s) {
-  scale_ = s.at("scale");
-  best_ = s.at("best");
-  has_best_ = s.at("has_best");
-  bad_ = s.at("bad");
+  // Checked, not converted (a checkpoint's sha256 guards its state; this guards what it says).
+  const bool ok = s.is_object() && s.contains("scale") && s["scale"].is_number() && s.contains("best") &&
+                  s["best"].is_number() && s.contains("has_best") && s["has_best"].is_boolean() && s.contains("bad") &&
+                  s["bad"].is_number_integer() && s["bad"].get<int64_t>() >= 0 && s["bad"].get<int64_t>() <= (1 << 30);
+  if (!ok) throw DataError("learning-rate schedule state is malformed: " + s.dump());
+  scale_ = s["scale"].get<double>();
+  best_ = s["best"].get<double>();
+  has_best_ = s["has_best"].get<bool>();
+  bad_ = int(s["bad"].get<int64_t>());
 }
 
 }  // namespace mtx::train
