@@ -173,6 +173,8 @@ TEST(Config, BadOverridesAreRejected) {
   mtx::test::write_text(tmp / "big.json", "{\"train\": {\"max_steps\": 2222222222222222e22222}}");
   EXPECT_NE(config_error([&] { cfg::load(tmp / "big.json", {}); }).find("big.json: invalid JSON: number overflow"),
             std::string::npos);
+  EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"train.lr=0.8888e99999"}); }).find("out of range"),
+            std::string::npos);
   // fuzz_config: a file that is JSON but not an object, with a --set (nlohmann's type_error before).
   for (const char* text : {"0", "[]", "null", "\"text\""}) {
     mtx::test::write_text(tmp / "n.json", text);

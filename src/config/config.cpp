@@ -466,6 +466,8 @@ void apply_override(json& document, const std::string& assignment) {
     value = json::parse(text);
   } catch (const json::parse_error&) {
     value = text;  // a bare word: a string
+  } catch (const json::out_of_range&) {  // fuzz_config: 0.888...e99999 overflows a double
+    throw ConfigError("--set '" + assignment + "': the number is out of range");
   }
   // (load() checks this first, naming the file; for any other caller of apply_override:)
   if (!document.is_object()) throw ConfigError("--set '" + assignment + "': the config is not a JSON object");
