@@ -44,24 +44,7 @@ std::string positions_svg(int64_t max_len, int64_t d_model, const std::vector<in
   map.lo = -1;
   map.hi = 1;
   map.diverging = true;
-  // Two figures in one file: the chart above the map.
-  std::string top = line_chart_svg(chart), bottom = heatmap_grid_svg({map}, 1, "");
-  auto inner = [](const std::string& svg) {  // the content of an <svg> element
-    const size_t open = svg.find('>', svg.find("<svg")) + 1, close = svg.rfind("</svg>");
-    return svg.substr(open, close - open);
-  };
-  auto size_of = [](const std::string& svg, const char* attr) {
-    const size_t at = svg.find(std::string(attr) + "=\"") + std::string(attr).size() + 2;
-    return std::stod(svg.substr(at, svg.find('"', at) - at));
-  };
-  const double w1 = size_of(top, "width"), h1 = size_of(top, "height");
-  const double w2 = size_of(bottom, "width"), h2 = size_of(bottom, "height");
-  const double W = std::max(w1, w2), H = h1 + h2;
-  return fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 0 {0:.0f} {1:.0f}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<g>{2}</g>\n<g transform=\"translate(0 {3:.0f})\">{4}</g>\n</svg>\n",
-      W, H, inner(top), h1, inner(bottom));
+  return to_svg(stack({line_chart(chart), heatmap_grid({map}, 1, "")}));  // the chart above the map
 }
 
 std::string mask_svg(int64_t len) {

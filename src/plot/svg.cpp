@@ -30,12 +30,6 @@ namespace {
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
-std::string header(double w, double h) {
-  return fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      w, h, w, h);
-}
 
 // A number for an axis label: short, and exact enough to tell the ticks apart.
 std::string tick(double v, double span) {
@@ -84,7 +78,24 @@ std::string shorten(const std::string& s) {
 
 }  // namespace
 
-std::string line_chart_svg(const LineChart& c) {
+std::string to_svg(const Figure& f) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 0 {0:.0f} {1:.0f}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n{2}</svg>\n",
+      f.width, f.height, f.body);
+}
+
+Figure stack(const std::vector<Figure>& figures) {
+  Figure out;
+  for (const Figure& f : figures) {
+    out.body += fmt::format("<g transform=\"translate(0 {:.0f})\">\n{}</g>\n", out.height, f.body);
+    out.width = std::max(out.width, f.width);
+    out.height += f.height;
+  }
+  return out;
+}
+
+Figure line_chart(const LineChart& c) {
   const double W = 760, H = 440, left = 70, right = 180, top = 44, bottom = 54;
   double x_min = 1e300, x_max = -1e300, y_min = 1e300, y_max = -1e300;
   for (const auto& s : c.series) {
@@ -105,8 +116,7 @@ std::string line_chart_svg(const LineChart& c) {
   const auto X = [&](double v) { return left + (W - left - right) * (v - x_min) / (x_max - x_min); };
   const auto Y = [&](double v) { return top + (H - top - bottom) * (1 - (v - y_min) / (y_max - y_min)); };
 
-  std::string svg = header(W, H);
-  svg += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"15\">{}</text>\n", left, xml_escape(c.title));
+  std::string svg = fmt::format("<text x=\"{}\" y=\"24\" font-size=\"15\">{}</text>\n", left, xml_escape(c.title));
   for (int i = 0; i <= 5; ++i) {  // grid and tick labels
     const double v = y_min + (y_max - y_min) * i / 5.0, y = Y(v);
     svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", left, y, W - right, y);
@@ -146,11 +156,10 @@ std::string line_chart_svg(const LineChart& c) {
       svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", W - right + 38, y + 4, xml_escape(s.label));
     }
   }
-  svg += "</svg>\n";
-  return svg;
+  return {W, H, svg};
 }
 
-std::string heatmap_grid_svg(const std::vector<Heatmap>& maps, int columns, const std::string& title) {
+Figure heatmap_grid(const std::vector<Heatmap>& maps, int columns, const std::string& title) {
   columns = std::max(1, columns);
   // One layout for every map of the grid: the largest map's size and labels.
   int64_t rows = 1, cols = 1;
@@ -167,8 +176,7 @@ std::string heatmap_grid_svg(const std::vector<Heatmap>& maps, int columns, cons
   const int grid_rows = int((maps.size() + size_t(columns) - 1) / size_t(columns));
   const double W = 20 + map_w * std::min<double>(columns, double(std::max<size_t>(maps.size(), 1))),
                H = 44 + map_h * std::max(grid_rows, 1);
-  std::string svg = header(W, H);
-  svg += fmt::format("<text x=\"20\" y=\"26\" font-size=\"15\">{}</text>\n", xml_escape(title));
+  std::string svg = fmt::format("<text x=\"20\" y=\"26\" font-size=\"15\">{}</text>\n", xml_escape(title));
   const double font = std::clamp(cell * 0.8, 6.0, 11.0);
   for (size_t k = 0; k < maps.size(); ++k) {
     const Heatmap& m = maps[k];
@@ -198,8 +206,7 @@ std::string heatmap_grid_svg(const std::vector<Heatmap>& maps, int columns, cons
     }
     svg += "</g>\n";
   }
-  svg += "</svg>\n";
-  return svg;
+  return {W, H, svg};
 }
 
 }  // namespace mtx::plot

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
@@ -54,11 +55,17 @@ std::string read_string(torch::serialize::InputArchive& a, const std::string& ke
 // One sha256 over the named parts of a checkpoint that no other hash covers (format, config, training state,
 // optimizer state, random generator state) and the tokenizer's and weights' own hashes: a flipped byte in
 // any of them is a DataError, never a resumed run that silently differs.
-std::string parts_sha256(const std::vector<std::pair<std::string, std::string>>& parts) {
+constexpr const char* kHashedParts[] = {"mtx_format",         "mtx_config",    "mtx_state", "mtx_tokenizer_sha256",
+                                        "mtx_weights_sha256", "mtx_optimizer", "rng_cpu",   "rng_cuda"};
+using Parts = std::map<std::string, std::string>;  // name -> bytes, of kHashedParts (optimizer and CUDA optional)
+
+std::string parts_sha256(const Parts& parts) {
   Sha256 h;
-  for (const auto& [name, bytes] : parts) {
-    h.update(name + "\n" + std::to_string(bytes.size()) + "\n");
-    h.update(bytes);
+  for (const char* name : kHashedParts) {  // one order for writing and reading
+    const auto it = parts.find(name);
+    if (it == parts.end()) continue;
+    h.update(it->first + "\n" + std::to_string(it->second.size()) + "\n");
+    h.update(it->second);
   }
   return h.hex();
 }
@@ -184,11 +191,11 @@ void save_checkpoint(const fs::path& path, const config::Config& config, const t
   if (!weights_finite(model)) {
     throw Error("refusing to write " + path.string() + ": the model has non-finite weights");
   }
-  std::vector<std::pair<std::string, std::string>> parts = {{"mtx_format", kFormat},
-                                                             {"mtx_config", config::to_json(config).dump()},
-                                                             {"mtx_state", to_json(state).dump()},
-                                                             {"mtx_tokenizer_sha256", tok.hash()},
-                                                             {"mtx_weights_sha256", weights_sha256(model)}};
+  Parts parts = {{"mtx_format", kFormat},
+                 {"mtx_config", config::to_json(config).dump()},
+                 {"mtx_state", to_json(state).dump()},
+                 {"mtx_tokenizer_sha256", tok.hash()},
+                 {"mtx_weights_sha256", weights_sha256(model)}};
   if (optimizer) {  // serialized on its own, so that its bytes can be hashed and checked before they are parsed
     torch::serialize::OutputArchive opt;
     optimizer->save(opt);
@@ -197,11 +204,11 @@ void save_checkpoint(const fs::path& path, const config::Config& config, const t
       bytes.append(static_cast<const char*>(data), n);
       return n;
     });
-    parts.emplace_back("mtx_optimizer", std::move(bytes));
+    parts.emplace("mtx_optimizer", std::move(bytes));
   }
-  parts.emplace_back("rng_cpu", tensor_bytes(at::detail::getDefaultCPUGenerator().get_state()));
+  parts.emplace("rng_cpu", tensor_bytes(at::detail::getDefaultCPUGenerator().get_state()));
   if (torch::cuda::is_available()) {
-    parts.emplace_back("rng_cuda", tensor_bytes(at::globalContext().defaultGenerator(at::kCUDA).get_state()));
+    parts.emplace("rng_cuda", tensor_bytes(at::globalContext().defaultGenerator(at::kCUDA).get_state()));
   }
   torch::serialize::OutputArchive archive;
   for (const auto& [name, bytes] : parts) write_string(archive, name, bytes);
@@ -239,19 +246,14 @@ CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& dev
     }
     // (try_read into a defined tensor would set_() it, i.e. repoint the archive's own tensor: fresh ones each time)
     if (torch::Tensor t; archive->try_read("mtx_sha256", t, /*is_buffer=*/true)) {
-      std::vector<std::pair<std::string, std::string>> parts;
-      for (const char* name : {"mtx_format", "mtx_config", "mtx_state", "mtx_tokenizer_sha256", "mtx_weights_sha256",
-                               "mtx_optimizer", "rng_cpu", "rng_cuda"}) {
-        if (torch::Tensor part; archive->try_read(name, part, /*is_buffer=*/true)) {
-          parts.emplace_back(name, tensor_bytes(part));
-        }
+      Parts parts;
+      for (const char* name : kHashedParts) {
+        if (torch::Tensor part; archive->try_read(name, part, /*is_buffer=*/true)) parts.emplace(name, tensor_bytes(part));
       }
       if (parts_sha256(parts) != read_string(*archive, "mtx_sha256", path)) {
         throw DataError(path.string() + ": contents do not match their recorded sha256 (corrupt file?)");
       }
-      for (const auto& [name, bytes] : parts) {
-        if (name == "mtx_optimizer") c.optimizer_bytes = bytes;
-      }
+      if (const auto it = parts.find("mtx_optimizer"); it != parts.end()) c.optimizer_bytes = std::move(it->second);
     }  // else: written before mtx_sha256 existed (weights and tokenizer are still checked below)
     c.config = config::from_json(json::parse(read_string(*archive, "mtx_config", path)));
     c.state = train_state_from_json(json::parse(read_string(*archive, "mtx_state", path)));

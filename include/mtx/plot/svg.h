@@ -20,7 +20,16 @@ struct LineChart {
   bool markers = false;      // a dot at every point (when a series has fewer than 60)
 };
 
-std::string line_chart_svg(const LineChart& chart);
+// A drawn figure: its size and its elements (without the enclosing <svg>), so that figures can be stacked.
+struct Figure {
+  double width = 0, height = 0;
+  std::string body;
+};
+std::string to_svg(const Figure& figure);          // a standalone document
+Figure stack(const std::vector<Figure>& figures);  // one above the other
+
+Figure line_chart(const LineChart& chart);
+inline std::string line_chart_svg(const LineChart& chart) { return to_svg(line_chart(chart)); }
 
 // values: rows x cols, row-major. Cells are shaded from `lo` (white) to `hi` (dark); labels (when given, one
 // per row / column) are written beside the cells, column labels turned 90 degrees.
@@ -34,7 +43,10 @@ struct Heatmap {
 };
 
 // Maps side by side, `columns` per row, under one title.
-std::string heatmap_grid_svg(const std::vector<Heatmap>& maps, int columns, const std::string& title);
+Figure heatmap_grid(const std::vector<Heatmap>& maps, int columns, const std::string& title);
+inline std::string heatmap_grid_svg(const std::vector<Heatmap>& maps, int columns, const std::string& title) {
+  return to_svg(heatmap_grid(maps, columns, title));
+}
 
 std::string xml_escape(const std::string& text);
 
