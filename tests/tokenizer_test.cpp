@@ -110,7 +110,7 @@ TEST(Tokenizer, LosslessOnEveryMulti30kValidationLine) {
   for (const char* file : {"val.de.gz", "val.en.gz"}) {
     const auto text = mtx::data::read_lines(mtx::test::multi30k_dir() / file);
     ASSERT_EQ(text.size(), 1014u);
-    const tok::SpmModel& m = std::string(file).find(".de") != std::string::npos ? t.src() : t.tgt();
+    const tok::Model& m = std::string(file).find(".de") != std::string::npos ? t.src() : t.tgt();
     for (size_t i = 0; i < text.size(); ++i) {
       ASSERT_EQ(m.decode(m.encode(text[i])), text[i]) << file << " line " << i + 1;
       ++lines;

@@ -13,6 +13,8 @@
 #include "commands.h"
 #include "mtx/data/corpus.h"
 #include "mtx/data/prepare.h"
+#include "mtx/data/stream.h"
+#include "mtx/decode/lm.h"
 #include "mtx/decode/translator.h"
 #include "mtx/eval/metrics.h"
 #include "mtx/train/checkpoint.h"
@@ -47,6 +49,8 @@ struct EvalArgs {
   bool ter_case_sensitive = false, ter_normalized = false, ter_no_punct = false;
   // --ckpt mode
   std::string ckpt, src, output;
+  std::string text;       // --text: a language model's perplexity on this text
+  std::optional<int> lm_batch;
   std::optional<int> beam, batch_tokens;
   std::optional<double> alpha;
   std::string device = "auto";
@@ -137,6 +141,35 @@ nlohmann::json to_json(const eval::Score& s) {
   return j;
 }
 
+// --text: a language model's perplexity, read as the tutorial's evaluate() reads the test split.
+int run_lm_perplexity(const EvalArgs& a, const std::vector<std::string>& names) {
+  if (names != std::vector<std::string>{"ppl"}) throw ConfigError("--text scores a language model: --metric ppl only");
+  if (a.ckpt.empty()) throw ConfigError("--text needs --ckpt (a language model, task lm)");
+  if (!a.refs.empty() || !a.hyps.empty() || !a.src.empty()) {
+    throw ConfigError("--text is a language model's test text: drop --ref, --hyp and --src");
+  }
+  const auto lines = read_text("text", a.text);
+  const torch::Device device = select_device(parse_device(a.device), "--device");
+  set_threads(a.threads);
+  train::CheckpointContent ckpt = train::load_checkpoint(a.ckpt, device);
+  if (ckpt.config.task != config::Task::lm) {
+    throw ConfigError(fmt::format("--text: '{}' is a translation model; score it with --src and --ref", a.ckpt));
+  }
+  const int64_t columns = a.lm_batch ? *a.lm_batch : ckpt.config.train.eval_batch_size;
+  if (columns < 1) throw ConfigError("--batch-size: must be >= 1");
+  const auto stream = data::encode_stream(ckpt.tokenizer->tgt(), lines);
+  const decode::StreamLoss l = decode::stream_loss(ckpt.model, stream, columns, ckpt.config.train.bptt, device);
+  if (a.json) {
+    std::cout << nlohmann::json({{"name", "PPL"}, {"score", l.ppl}, {"loss", l.loss}, {"tokens", l.tokens},
+                                 {"signature", fmt::format("lm|streams:{}|bptt:{}", columns, ckpt.config.train.bptt)}})
+                     .dump()
+              << "\n";
+  } else {
+    std::cout << fmt::format("| test loss {:5.2f} | test ppl {:8.2f} | {} tokens", l.loss, l.ppl, l.tokens) << "\n";
+  }
+  return 0;
+}
+
 int run_eval(const EvalArgs& a) {
   std::vector<std::string> names;
   for (const auto& m : split(a.metrics, ',')) {
@@ -148,9 +181,12 @@ int run_eval(const EvalArgs& a) {
     names.push_back(name);
   }
   if (names.empty()) throw ConfigError("--metric: no metric given");
+  if (!a.text.empty()) return run_lm_perplexity(a, names);
   const bool want_ppl = std::find(names.begin(), names.end(), "ppl") != names.end();
   if (a.refs.empty()) throw ConfigError("--ref: at least one reference file is required");
-  if (!a.ckpt.empty() && a.src.empty()) throw ConfigError("--ckpt needs --src (the source text to translate)");
+  if (!a.ckpt.empty() && a.src.empty()) {
+    throw ConfigError("--ckpt needs --src (the source text to translate), or --text for a language model");
+  }
   if (want_ppl && a.ckpt.empty()) throw ConfigError("--metric ppl needs --ckpt and --src");
   if (!a.ckpt.empty() && !a.hyps.empty()) throw ConfigError("--ckpt translates --src itself: drop --hyp");
   if (a.paired_bs && a.hyps.size() < 2) throw ConfigError("--paired-bs needs a baseline and at least one system: --hyp BASE --hyp SYS ...");
@@ -317,7 +353,7 @@ Command add_eval(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   auto* cmd = app.add_subcommand("eval", "Score translations: BLEU, chrF, TER exactly as sacreBLEU, ROUGE, WER, test PPL");
   cmd->add_option("--metric,-m", a->metrics, "Comma-separated: bleu,chrf,ter,rouge,wer,ppl (ppl needs --ckpt)");
-  cmd->add_option("--ref,-r", a->refs, "Reference file; repeat for multiple references")->required();
+  cmd->add_option("--ref,-r", a->refs, "Reference file; repeat for multiple references (required but with --text)");
   cmd->add_option("--hyp", a->hyps, "Hypothesis file (default: stdin); repeat to score several systems");
   cmd->add_option("--tokenize", a->tokenize, "BLEU tokenizer: 13a | intl | char | none | spacy (spaCy 2 English, the seq2seq tutorials' convention)");
   cmd->add_flag("--lowercase", a->lowercase, "Case-insensitive BLEU and chrF");
@@ -339,6 +375,8 @@ Command add_eval(CLI::App& app) {
   cmd->add_flag("--sentence-level", a->sentence_level, "Per-line scores (BLEU with effective order)");
   cmd->add_option("--ckpt", a->ckpt, "Translate --src with this checkpoint, then score (and ppl)");
   cmd->add_option("--src", a->src, "Source text for --ckpt");
+  cmd->add_option("--text", a->text, "With --ckpt of a language model (task lm): its perplexity on this text");
+  cmd->add_option("--batch-size", a->lm_batch, "With --text: streams the text is cut into (default: train.eval_batch_size)");
   cmd->add_option("--output", a->output, "With --ckpt: also write the translations here");
   cmd->add_option("--beam", a->beam, "With --ckpt: beam size (default: the checkpoint's decode.beam)");
   cmd->add_option("--alpha", a->alpha, "With --ckpt: length normalisation");

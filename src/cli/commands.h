@@ -24,6 +24,7 @@ Command add_eval(CLI::App& app);
 Command add_info(CLI::App& app);
 Command add_average(CLI::App& app);
 Command add_plot(CLI::App& app);
+Command add_generate(CLI::App& app);
 
 // --config FILE and repeated --set section.key=value, shared by every config-reading subcommand.
 struct ConfigArgs {

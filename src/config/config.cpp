@@ -25,7 +25,8 @@ struct EnumNames;
 template <>
 struct EnumNames<SpmType> {
   static constexpr std::pair<SpmType, const char*> list[] = {{SpmType::unigram, "unigram"},
-                                                             {SpmType::bpe, "bpe"}};
+                                                             {SpmType::bpe, "bpe"},
+                                                             {SpmType::basic_english, "basic_english"}};
 };
 template <>
 struct EnumNames<Device> {
@@ -63,7 +64,12 @@ struct EnumNames<Activation> {
 };
 template <>
 struct EnumNames<Init> {
-  static constexpr std::pair<Init, const char*> list[] = {{Init::xavier, "xavier"}, {Init::kaiming, "kaiming"}};
+  static constexpr std::pair<Init, const char*> list[] = {
+      {Init::xavier, "xavier"}, {Init::kaiming, "kaiming"}, {Init::uniform, "uniform"}};
+};
+template <>
+struct EnumNames<Task> {
+  static constexpr std::pair<Task, const char*> list[] = {{Task::translation, "translation"}, {Task::lm, "lm"}};
 };
 
 template <class E>
@@ -106,6 +112,7 @@ void visit(TokenizerConfig& c, V&& v) {
   v("input_sentence_size", c.input_sentence_size);
   v("train_threads", c.train_threads);
   v("model_dir", c.model_dir);
+  v("min_freq", c.min_freq);
 }
 
 template <class V>
@@ -133,6 +140,9 @@ void visit(TrainConfig& c, V&& v) {
   v("threads", c.threads);
   v("seed", c.seed);
   v("max_tokens", c.max_tokens);
+  v("batch_size", c.batch_size);
+  v("bptt", c.bptt);
+  v("eval_batch_size", c.eval_batch_size);
   v("sort_window", c.sort_window);
   v("max_steps", c.max_steps);
   v("max_epochs", c.max_epochs);
@@ -181,6 +191,7 @@ void visit(DecodeConfig& c, V&& v) {
 
 template <class V>
 void visit(Config& c, V&& v) {
+  v("task", c.task);
   v("data", c.data);
   v("tokenizer", c.tokenizer);
   v("model", c.model);
@@ -341,6 +352,7 @@ std::string to_string(Norm v) { return enum_name(v); }
 std::string to_string(Positions v) { return enum_name(v); }
 std::string to_string(Activation v) { return enum_name(v); }
 std::string to_string(Init v) { return enum_name(v); }
+std::string to_string(Task v) { return enum_name(v); }
 
 void validate(const Config& c) {
   constexpr int kBig = 1 << 30;
@@ -360,6 +372,10 @@ void validate(const Config& c) {
 
   const auto& t = c.tokenizer;
   check_range("tokenizer.vocab_size", t.vocab_size, t.byte_fallback ? 300 : 50, 1000000);
+  check_range("tokenizer.min_freq", t.min_freq, 1, kBig);
+  check(t.type != SpmType::basic_english || c.task == Task::lm,
+        "tokenizer.type: basic_english is the language-model tutorial's tokenizer (task: lm); translation needs "
+        "unigram or bpe");
   check(t.character_coverage > 0 && t.character_coverage <= 1,
         "tokenizer.character_coverage: must be in (0, 1], got " + std::to_string(t.character_coverage));
   check_range("tokenizer.input_sentence_size", t.input_sentence_size, 0, kBig);
@@ -401,7 +417,17 @@ void validate(const Config& c) {
   check(tr.label_smoothing >= 0 && tr.label_smoothing < 1, "train.label_smoothing: must be in [0, 1)");
   check(tr.momentum >= 0 && tr.momentum < 1, "train.momentum: must be in [0, 1)");
   check(tr.decay_factor > 0 && tr.decay_factor <= 1, "train.decay_factor: must be in (0, 1]");
-  check_range("train.decay_steps", tr.decay_steps, 1, kBig);
+  check_range("train.decay_steps", tr.decay_steps, tr.schedule == Schedule::step ? 0 : 1, kBig);
+  check_range("train.batch_size", tr.batch_size, 1, kBig);
+  check_range("train.bptt", tr.bptt, 1, 1 << 16);
+  check_range("train.eval_batch_size", tr.eval_batch_size, 1, kBig);
+  if (c.task == Task::lm) {
+    check(tr.bptt <= m.max_len, "train.bptt: " + std::to_string(tr.bptt) + " is longer than model.max_len " +
+                                    std::to_string(m.max_len) + " (the positions the model has)");
+    check(tr.best_metric != BestMetric::bleu && !tr.val_bleu && tr.translate_every == 0,
+          "train.best_metric/val_bleu/translate_every: BLEU and validation translations are for task "
+          "translation; a language model is validated by loss and perplexity");
+  }
   check_range("train.plateau_patience", tr.plateau_patience, 0, kBig);
   check_range("train.accum_steps", tr.accum_steps, 1, 4096);
   check_range("train.validate_every", tr.validate_every, 0, kBig);
@@ -510,6 +536,11 @@ std::vector<std::string> differences(const Config& a, const Config& b) {
   const json ja = to_json(a), jb = to_json(b);
   std::vector<std::string> out;
   for (const auto& section : ja.items()) {
+    if (!section.value().is_object()) {  // a top-level setting (task)
+      const json& other = jb.at(section.key());
+      if (section.value() != other) out.push_back(section.key() + ": " + section.value().dump() + " vs " + other.dump());
+      continue;
+    }
     for (const auto& item : section.value().items()) {
       const json& other = jb.at(section.key()).at(item.key());
       if (item.value() != other) {

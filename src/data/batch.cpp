@@ -9,11 +9,13 @@ namespace mtx::data {
 Batch Batch::to(const torch::Device& device) const {
   Batch b = *this;
   const bool async = device.is_cuda();
-  b.src = src.to(device, async);
-  b.tgt_in = tgt_in.to(device, async);
-  b.tgt_out = tgt_out.to(device, async);
-  b.src_lengths = src_lengths.to(device, async);
-  b.tgt_lengths = tgt_lengths.to(device, async);
+  // A language model's batch has no source side: undefined tensors stay undefined.
+  auto move = [&](const torch::Tensor& t) { return t.defined() ? t.to(device, async) : t; };
+  b.src = move(src);
+  b.tgt_in = move(tgt_in);
+  b.tgt_out = move(tgt_out);
+  b.src_lengths = move(src_lengths);
+  b.tgt_lengths = move(tgt_lengths);
   return b;
 }
 

@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "mtx/data/batcher.h"
+#include "mtx/data/corpus.h"
+#include "mtx/data/stream.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
@@ -120,6 +122,37 @@ DataFiles find_data_files(const config::DataConfig& data) {
   if (!data.valid.empty()) f.valid = find_split(data, data.valid, "data.valid");
   if (!data.test.empty()) f.test = find_split(data, data.test, "data.test");
   return f;
+}
+
+fs::path find_text_file(const config::DataConfig& data, const std::string& name, const std::string& key) {
+  const fs::path plain = fs::path(data.dir) / name;
+  const fs::path gz = plain.string() + ".gz";
+  if (fs::is_regular_file(plain)) return plain;
+  if (fs::is_regular_file(gz)) return gz;
+  throw DataError(key + ": '" + plain.string() + "' not found (nor with .gz); fetch WikiText-2 with "
+                  "scripts/get_wikitext2.sh " + data.dir + ", or point data.dir and " + key + " at any text file");
+}
+
+PreparedStreams prepare_streams(const config::Config& cfg, const PrepareOptions& options) {
+  const auto& d = cfg.data;
+  // Every file is looked for before any work starts.
+  const fs::path train = find_text_file(d, d.train, "data.train");
+  std::optional<fs::path> valid, test;
+  if (!d.valid.empty()) valid = find_text_file(d, d.valid, "data.valid");
+  if (!d.test.empty()) test = find_text_file(d, d.test, "data.test");
+  const std::vector<std::string> train_lines = read_lines(train);
+  std::optional<tokenizer::Tokenizer> tok = options.tokenizer;
+  if (!tok && !cfg.tokenizer.model_dir.empty()) {
+    log::info("using the tokenizer in {}", cfg.tokenizer.model_dir);
+    tok = tokenizer::Tokenizer::load(cfg.tokenizer.model_dir);
+  }
+  if (!tok) tok = tokenizer::Tokenizer::train(cfg.tokenizer, {}, train_lines);
+  PreparedStreams out{*tok, data::encode_stream(tok->tgt(), train_lines), std::nullopt, std::nullopt};
+  if (valid) out.valid = data::encode_stream(tok->tgt(), read_lines(*valid));
+  if (test) out.test = data::encode_stream(tok->tgt(), read_lines(*test));
+  log::info("token streams: train {} ({}), valid {}, test {}", out.train.size(), train.string(),
+            out.valid ? std::to_string(out.valid->size()) : "-", out.test ? std::to_string(out.test->size()) : "-");
+  return out;
 }
 
 EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len, int threads) {

@@ -63,6 +63,10 @@ void validate(const TranslateOptions& o) {
 Translator::Translator(model::Transformer model, tokenizer::Tokenizer tokenizer, TranslateOptions options)
     : model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options) {
   validate(options_);
+  if (model_->options.decoder_only()) {
+    throw ConfigError("this checkpoint is a language model (task lm), not a translation model: continue text with "
+                      "mtx generate, score it with mtx eval --metric ppl --text FILE");
+  }
   const int64_t vocab = model_->options.tgt_vocab();
   if (vocab < 2 * int64_t(options_.search.beam)) {
     throw ConfigError("beam " + std::to_string(options_.search.beam) + " needs a target vocabulary of at least " +

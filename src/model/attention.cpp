@@ -35,10 +35,11 @@ bool sdpa_available() {
 }
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& mask, double dropout_p, bool training, bool use_sdpa) {
+                        const torch::Tensor& mask, double dropout_p, bool training, bool use_sdpa,
+                        torch::Tensor* weights_out) {
   const double p = training ? dropout_p : 0.0;
 #if TORCH_VERSION_MAJOR >= 2
-  if (use_sdpa) {
+  if (use_sdpa && !weights_out) {
     return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<torch::Tensor>(mask) : c10::nullopt,
                                             p, false);  // [b, h, tq, hd]
   }
@@ -49,6 +50,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
   torch::Tensor scores = batched_matmul(q, k.transpose(-2, -1)) * scale;  // [b, h, tq, tk]
   scores = mask_scores(scores, mask);
   torch::Tensor weights = torch::softmax(scores, -1);  // [b, h, tq, tk]
+  if (weights_out) *weights_out = weights.detach();
   if (p > 0) weights = model::dropout(weights, p, true);
   return batched_matmul(weights, v);  // [b, h, tq, hd]
 }
@@ -72,7 +74,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
     cache->k = k;
     cache->v = v;
   }
-  const torch::Tensor y = attention(q, k, v, mask, options.dropout(), is_training(), options.use_sdpa());
+  const torch::Tensor y = attention(q, k, v, mask, options.dropout(), is_training(), options.use_sdpa(),
+                                    keep_weights ? &weights : nullptr);  // [b, h, t, hd]
   return out->forward(merge_heads(y));  // [b, t, d]
 }
 
@@ -91,7 +94,7 @@ SelfKV CrossAttentionImpl::project_memory(const torch::Tensor& memory) {
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask) {
   const torch::Tensor queries = split_heads(q->forward(x), options.heads());  // [b, h, t, hd]
   const torch::Tensor y = attention(queries, memory.k, memory.v, mask, options.dropout(), is_training(),
-                                    options.use_sdpa());  // [b, h, t, hd]
+                                    options.use_sdpa(), keep_weights ? &weights : nullptr);  // [b, h, t, hd]
   return out->forward(merge_heads(y));  // [b, t, d]
 }
 

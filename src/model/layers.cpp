@@ -61,14 +61,14 @@ EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) {
   norm2 = register_module("norm2", layer_norm(o.d_model()));
 }
 
-torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache) {
   const double p = options.dropout();
   const bool train = is_training();
   if (options.pre_norm()) {
-    torch::Tensor h = x + model::dropout(self_attn->forward(norm1->forward(x), mask), p, train);  // [b, s, d]
+    torch::Tensor h = x + model::dropout(self_attn->forward(norm1->forward(x), mask, cache), p, train);  // [b, s, d]
     return h + model::dropout(ffn->forward(norm2->forward(h)), p, train);
   }
-  torch::Tensor h = norm1->forward(x + model::dropout(self_attn->forward(x, mask), p, train));  // [b, s, d]
+  torch::Tensor h = norm1->forward(x + model::dropout(self_attn->forward(x, mask, cache), p, train));  // [b, s, d]
   return norm2->forward(h + model::dropout(ffn->forward(h), p, train));
 }
 

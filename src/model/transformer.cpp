@@ -10,7 +10,7 @@
 namespace mtx::model {
 
 TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src_vocab, int64_t tgt_vocab,
-                                       int64_t pad_id) {
+                                       int64_t pad_id, config::Task task) {
   return TransformerOptions(src_vocab, tgt_vocab)
       .d_model(c.d_model)
       .heads(c.heads)
@@ -25,6 +25,8 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
       .learned_positions(c.positions == config::Positions::learned)
       .gelu(c.activation == config::Activation::gelu)
       .kaiming_init(c.init == config::Init::kaiming)
+      .uniform_embeddings(c.init == config::Init::uniform)
+      .decoder_only(task == config::Task::lm)
       .tie_output(c.tie_output)
       .share_embeddings(c.share_embeddings && src_vocab == tgt_vocab)
       .pad_id(pad_id);
@@ -36,21 +38,28 @@ void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
       layer.self.k = layer.self.k.index_select(0, indices);  // [new_batch, h, steps, hd]
       layer.self.v = layer.self.v.index_select(0, indices);
     }
-    if (!same_memory) {
+    if (!same_memory && layer.memory.k.defined()) {
       layer.memory.k = layer.memory.k.index_select(0, indices);  // [new_batch, h, src_len, hd]
       layer.memory.v = layer.memory.v.index_select(0, indices);
     }
   }
-  if (!same_memory) memory_mask = memory_mask.index_select(0, indices);  // [new_batch, 1, 1, src_len]
+  if (!same_memory && memory_mask.defined()) memory_mask = memory_mask.index_select(0, indices);  // [new_batch, 1, 1, src_len]
 }
 
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " not divisible by heads ", o.heads());
   TORCH_CHECK(!o.share_embeddings() || o.src_vocab() == o.tgt_vocab(),
               "shared embeddings need one vocabulary, got ", o.src_vocab(), " and ", o.tgt_vocab());
-  src_embed = register_module(
-      "src_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o.src_vocab(), o.d_model()).padding_idx(o.pad_id())));
-  if (o.share_embeddings()) {
+  if (o.decoder_only()) {
+    tgt_embed = register_module(
+        "tgt_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
+  } else {
+    src_embed = register_module(
+        "src_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o.src_vocab(), o.d_model()).padding_idx(o.pad_id())));
+  }
+  if (o.decoder_only()) {
+    // no source side
+  } else if (o.share_embeddings()) {
     tgt_embed = src_embed;  // registered once: its parameters appear once in parameters()
   } else {
     tgt_embed = register_module(
@@ -67,10 +76,12 @@ TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {
   encoder = register_module("encoder", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.encoder_layers(); ++i) encoder->push_back(EncoderLayer(lo));
   decoder = register_module("decoder", torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.decoder_layers(); ++i) decoder->push_back(DecoderLayer(lo));
+  for (int64_t i = 0; i < (o.decoder_only() ? 0 : o.decoder_layers()); ++i) decoder->push_back(DecoderLayer(lo));
   if (o.pre_norm()) {
     encoder_norm = register_module("encoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()})));
-    decoder_norm = register_module("decoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()})));
+    if (!o.decoder_only()) {
+      decoder_norm = register_module("decoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()})));
+    }
   }
   if (!o.tie_output()) output = register_module("output", torch::nn::Linear(o.d_model(), o.tgt_vocab()));
   reset_parameters();
@@ -86,7 +97,19 @@ void TransformerImpl::reset_parameters() {
       torch::nn::init::xavier_uniform_(p);
     }
   }
-  for (const auto& table : {src_embed, tgt_embed}) table->weight[options.pad_id()].zero_();
+  if (options.uniform_embeddings()) {
+    // The LM tutorial's init_weights(): U(-0.1, 0.1) for the embedding and the output layer, zero bias.
+    for (auto& table : {src_embed, tgt_embed}) {
+      if (table) table->weight.uniform_(-0.1, 0.1);
+    }
+    if (output) {
+      output->weight.uniform_(-0.1, 0.1);
+      output->bias.zero_();
+    }
+  }
+  for (const auto& table : {src_embed, tgt_embed}) {
+    if (table) table->weight[options.pad_id()].zero_();
+  }
 }
 
 torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset) {
@@ -101,6 +124,7 @@ torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
 }
 
 Memory TransformerImpl::encode(const torch::Tensor& src) {
+  TORCH_CHECK(!options.decoder_only(), "encode: a decoder-only language model has no source side");
   TORCH_CHECK(src.dim() == 2, "encode: expected src [batch, src_len], got ", src.sizes());
   Memory m;
   m.mask = key_padding_mask(src, options.pad_id());  // [b, 1, 1, s]
@@ -115,6 +139,7 @@ torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const Memory&
 }
 
 torch::Tensor TransformerImpl::decode_hidden(const torch::Tensor& tgt_in, const Memory& memory) {
+  TORCH_CHECK(!options.decoder_only(), "decode: a decoder-only language model has no decoder stack (lm_hidden)");
   TORCH_CHECK(tgt_in.dim() == 2, "decode: expected tgt_in [batch, tgt_len], got ", tgt_in.sizes());
   const torch::Tensor self_mask = decoder_self_mask(tgt_in, options.pad_id());  // [b, 1, t, t]
   torch::Tensor x = embed(tgt_embed, tgt_in, 0);                                 // [b, t, d]
@@ -136,11 +161,73 @@ torch::Tensor TransformerImpl::logits_at(const torch::Tensor& src, const torch::
   TORCH_CHECK(positions.sizes() == tgt_in.sizes() && positions.scalar_type() == torch::kBool,
               "logits_at: positions must be a bool tensor shaped like tgt_in ", tgt_in.sizes(), ", got ",
               positions.sizes());
-  const torch::Tensor hidden = decode_hidden(tgt_in, encode(src));  // [b, t, d]
-  return project(hidden.index({positions}));                        // [n, vocab]
+  const torch::Tensor hidden = options.decoder_only() ? lm_hidden(tgt_in) : decode_hidden(tgt_in, encode(src));  // [b, t, d]
+  return project(hidden.index({positions}));  // [n, vocab]
+}
+
+torch::Tensor TransformerImpl::lm_hidden(const torch::Tensor& tokens) {
+  TORCH_CHECK(options.decoder_only(), "lm_hidden: this is an encoder-decoder model");
+  TORCH_CHECK(tokens.dim() == 2, "lm_hidden: expected tokens [batch, len], got ", tokens.sizes());
+  const torch::Tensor mask = causal_mask(tokens.size(1), tokens.options().dtype(torch::kBool));  // [1, 1, t, t]
+  torch::Tensor x = embed(tgt_embed, tokens, 0);  // [b, t, d]
+  for (const auto& layer : *encoder) x = layer->as<EncoderLayer>()->forward(x, mask);
+  return options.pre_norm() ? encoder_norm->forward(x) : x;  // [b, t, d]
+}
+
+namespace {
+
+// Turns weight keeping on for every attention module under `module` (or off), clearing what was kept.
+void keep_attention(torch::nn::Module& module, bool on) {
+  for (auto& m : module.modules()) {
+    if (auto* self = m->as<SelfAttention>()) {
+      self->keep_weights = on;
+      self->weights = torch::Tensor();
+    } else if (auto* cross = m->as<CrossAttention>()) {
+      cross->keep_weights = on;
+      cross->weights = torch::Tensor();
+    }
+  }
+}
+
+}  // namespace
+
+AttentionMaps TransformerImpl::attention_maps(const torch::Tensor& src, const torch::Tensor& tgt_in) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = is_training();
+  eval();
+  keep_attention(*this, true);
+  AttentionMaps maps;
+  try {
+    if (options.decoder_only()) {
+      lm_hidden(tgt_in);
+    } else {
+      decode_hidden(tgt_in, encode(src));
+    }
+  } catch (...) {
+    keep_attention(*this, false);
+    train(was_training);
+    throw;
+  }
+  for (const auto& layer : *encoder) maps.encoder_self.push_back(layer->as<EncoderLayer>()->self_attn->weights[0]);
+  for (const auto& module : *decoder) {
+    auto layer = module->as<DecoderLayer>();
+    maps.decoder_self.push_back(layer->self_attn->weights[0]);  // [h, t, t]
+    maps.cross.push_back(layer->cross_attn->weights[0]);        // [h, t, s]
+  }
+  keep_attention(*this, false);
+  train(was_training);
+  return maps;
+}
+
+DecoderCache TransformerImpl::start_generation() {
+  TORCH_CHECK(options.decoder_only(), "start_generation: an encoder-decoder model starts from start_decoding(memory)");
+  DecoderCache cache;
+  cache.layers.resize(encoder->size());
+  return cache;
 }
 
 DecoderCache TransformerImpl::start_decoding(const Memory& memory) {
+  TORCH_CHECK(!options.decoder_only(), "start_decoding: a decoder-only model starts from start_generation()");
   DecoderCache cache;
   cache.memory_mask = memory.mask;
   for (const auto& module : *decoder) {
@@ -153,6 +240,15 @@ DecoderCache TransformerImpl::start_decoding(const Memory& memory) {
 
 torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderCache& cache) {
   TORCH_CHECK(tokens.dim() == 1, "decode_step: expected tokens [batch], got ", tokens.sizes());
+  if (options.decoder_only()) {
+    TORCH_CHECK(cache.layers.size() == encoder->size(), "decode_step: cache was not started for this model");
+    torch::Tensor x = embed(tgt_embed, tokens.unsqueeze(1), cache.steps);  // [b, 1, d]
+    size_t i = 0;
+    for (const auto& layer : *encoder) x = layer->as<EncoderLayer>()->forward(x, torch::Tensor(), &cache.layers[i++].self);
+    ++cache.steps;
+    if (options.pre_norm()) x = encoder_norm->forward(x);
+    return project(x.squeeze(1));  // [b, vocab]
+  }
   TORCH_CHECK(cache.layers.size() == decoder->size(), "decode_step: cache was not started for this model");
   torch::Tensor x = embed(tgt_embed, tokens.unsqueeze(1), cache.steps);  // [b, 1, d]
   size_t i = 0;

@@ -104,8 +104,9 @@ bool operator==(const SpecialIds& a, const SpecialIds& b) {
   return a.pad == b.pad && a.unk == b.unk && a.bos == b.bos && a.eos == b.eos;
 }
 
-SpmModel::SpmModel(mtx_spm* handle, std::string bytes)
-    : handle_(handle), bytes_(std::move(bytes)), sha256_(sha256_hex(bytes_)) {
+Model::Model(std::string bytes) : bytes_(std::move(bytes)), sha256_(sha256_hex(bytes_)) {}
+
+SpmModel::SpmModel(mtx_spm* handle, std::string bytes) : Model(std::move(bytes)), handle_(handle) {
   vocab_size_ = shim().vocab_size(handle_);
   special_ = {shim().special_id(handle_, 0), shim().special_id(handle_, 1), shim().special_id(handle_, 2),
               shim().special_id(handle_, 3)};
@@ -134,12 +135,6 @@ void SpmModel::encode(std::string_view text, std::vector<int32_t>& ids) const {
   ids.resize(needed);
 }
 
-std::vector<int32_t> SpmModel::encode(std::string_view text) const {
-  std::vector<int32_t> ids;
-  encode(text, ids);
-  return ids;
-}
-
 std::string SpmModel::decode(const int32_t* ids, size_t n) const {
   std::string out(n * 8 + 16, '\0');
   char err[512] = {0};
@@ -153,8 +148,6 @@ std::string SpmModel::decode(const int32_t* ids, size_t n) const {
   out.resize(needed);
   return out;
 }
-
-std::string SpmModel::decode(const std::vector<int32_t>& ids) const { return decode(ids.data(), ids.size()); }
 
 std::string SpmModel::piece(int32_t id) const {
   std::string out(64, '\0');

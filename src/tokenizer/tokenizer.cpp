@@ -64,10 +64,10 @@ std::shared_ptr<const SpmModel> train_one(const config::TokenizerConfig& s, cons
 
 }  // namespace
 
-Tokenizer::Tokenizer(std::shared_ptr<const SpmModel> src, std::shared_ptr<const SpmModel> tgt)
+Tokenizer::Tokenizer(std::shared_ptr<const Model> src, std::shared_ptr<const Model> tgt)
     : src_(std::move(src)), tgt_(std::move(tgt)) {
   const SpecialIds expected;
-  for (const SpmModel* m : {src_.get(), tgt_.get()}) {
+  for (const Model* m : {src_.get(), tgt_.get()}) {
     if (!(m->special_ids() == expected)) {
       throw DataError("tokenizer model has special ids pad/unk/bos/eos = " +
                       std::to_string(m->special_ids().pad) + "/" + std::to_string(m->special_ids().unk) + "/" +
@@ -79,6 +79,14 @@ Tokenizer::Tokenizer(std::shared_ptr<const SpmModel> src, std::shared_ptr<const 
 
 Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, const std::vector<std::string>& src_lines,
                            const std::vector<std::string>& tgt_lines) {
+  if (settings.type == config::SpmType::basic_english) {
+    std::vector<std::string> lines = src_lines;
+    lines.insert(lines.end(), tgt_lines.begin(), tgt_lines.end());
+    auto model = WordModel::train(lines, settings.min_freq);
+    log::info("basic_english vocabulary of {} words (seen at least {} times in {} lines)", model->vocab_size(),
+              settings.min_freq, lines.size());
+    return Tokenizer(model, model);
+  }
   if (settings.joint) {
     log::info("training a joint {} tokenizer ({} pieces) on {} + {} sentences", config::to_string(settings.type),
               settings.vocab_size, src_lines.size(), tgt_lines.size());
@@ -93,9 +101,13 @@ Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, const std::v
 }
 
 Tokenizer Tokenizer::from_bytes(std::string src_bytes, std::string tgt_bytes) {
-  auto src = SpmModel::from_bytes(std::move(src_bytes));
+  auto load = [](std::string bytes) -> std::shared_ptr<const Model> {
+    if (WordModel::is_word_model(bytes)) return WordModel::from_bytes(std::move(bytes));
+    return SpmModel::from_bytes(std::move(bytes));
+  };
+  auto src = load(std::move(src_bytes));
   if (tgt_bytes.empty()) return Tokenizer(src, src);
-  return Tokenizer(src, SpmModel::from_bytes(std::move(tgt_bytes)));
+  return Tokenizer(src, load(std::move(tgt_bytes)));
 }
 
 void Tokenizer::save(const fs::path& dir) const {
@@ -148,7 +160,8 @@ std::string Tokenizer::hash() const {
 
 json Tokenizer::describe() const {
   const SpecialIds ids = special_ids();
-  return json{{"joint", joint()},
+  return json{{"kind", src_->kind()},
+              {"joint", joint()},
               {"src_vocab_size", src_->vocab_size()},
               {"tgt_vocab_size", tgt_->vocab_size()},
               {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},

@@ -159,7 +159,7 @@ TrainState train_state_from_json(const json& j) {
 
 model::Transformer build_model(const config::Config& config, const tokenizer::Tokenizer& tok) {
   return model::Transformer(model::options_from_config(config.model, tok.src().vocab_size(), tok.tgt().vocab_size(),
-                                                       tok.special_ids().pad));
+                                                       tok.special_ids().pad, config.task));
 }
 
 std::string weights_sha256(model::Transformer& model) {

@@ -9,7 +9,7 @@ namespace mtx::train {
 
 LrSchedule::LrSchedule(const config::TrainConfig& config, int64_t d_model) : config_(config), d_model_(d_model) {}
 
-double LrSchedule::lr(int64_t step) const {
+double LrSchedule::lr(int64_t step, int64_t epoch) const {
   const double s = double(std::max<int64_t>(step, 1));
   const double w = double(config_.warmup_steps);
   const double warm = w > 0 ? std::min(1.0, s / w) : 1.0;  // linear warm-up factor
@@ -21,7 +21,8 @@ double LrSchedule::lr(int64_t step) const {
     case config::Schedule::plateau:
       return config_.lr * warm * scale_;
     case config::Schedule::step: {
-      const double decays = std::floor(s / double(std::max(config_.decay_steps, 1)));
+      const double decays = config_.decay_steps == 0 ? double(std::max<int64_t>(epoch - 1, 0))
+                                                     : std::floor(s / double(config_.decay_steps));
       return config_.lr * warm * std::pow(config_.decay_factor, decays);
     }
     case config::Schedule::constant:

@@ -16,6 +16,8 @@
 #include "mtx/data/batch.h"
 #include "mtx/data/batcher.h"
 #include "mtx/data/prepare.h"
+#include "mtx/data/stream.h"
+#include "mtx/decode/lm.h"
 #include "mtx/decode/translator.h"
 #include "mtx/eval/metrics.h"
 #include "mtx/train/average.h"
@@ -161,6 +163,108 @@ void translate_validation(model::Transformer& model, const tokenizer::Tokenizer&
   }
 }
 
+// What the loop trains and validates on, per task: pairs in token-budget batches (translation) or the
+// windows of a token stream (lm). Either way batches come in a deterministic order with a resumable position.
+class TrainingData {
+ public:
+  virtual ~TrainingData() = default;
+  virtual const tokenizer::Tokenizer& tokenizer() const = 0;
+  // As Batcher::next: false once at an epoch's end.
+  virtual bool next(data::Batch& batch) = 0;
+  virtual data::BatchPosition position() const = 0;
+  virtual void restore(data::BatchPosition position) = 0;
+  virtual int64_t epoch_batches() = 0;
+  virtual std::string describe() const = 0;  // for the start-up line
+  virtual LossEvaluation validation_loss(model::Transformer& model, const torch::Device& device, bool bf16) = 0;
+  // The translation task's data (validation BLEU and translations); null for a language model.
+  virtual const data::PreparedData* translation() const { return nullptr; }
+};
+
+class TranslationData : public TrainingData {
+ public:
+  TranslationData(const config::Config& cfg, const data::PrepareOptions& prep)
+      : cfg_(cfg), data_(data::prepare_data(cfg, prep)), ids_(data_.tokenizer.special_ids()),
+        batcher_(data::Batcher::for_corpus(data_.train, batcher_options(cfg.train))) {
+    if (!data_.valid) throw ConfigError("data.valid: training needs a validation split");
+  }
+  const tokenizer::Tokenizer& tokenizer() const override { return data_.tokenizer; }
+  bool next(data::Batch& batch) override {
+    if (!batcher_.next(indices_)) return false;
+    batch = data::make_batch(data_.train, indices_, ids_);
+    return true;
+  }
+  data::BatchPosition position() const override { return batcher_.position(); }
+  void restore(data::BatchPosition position) override { batcher_.restore(position); }
+  int64_t epoch_batches() override {
+    const int64_t n = int64_t(batcher_.epoch_batches());
+    if (n == 0) {
+      throw DataError(fmt::format("data.train: no training pairs to train on ({} after the length filters); loosen "
+                                  "data.filter_min_tokens / data.filter_max_tokens / data.filter_max_ratio",
+                                  data_.train.size()));
+    }
+    return n;
+  }
+  std::string describe() const override { return fmt::format("{} pairs", data_.train.size()); }
+  LossEvaluation validation_loss(model::Transformer& model, const torch::Device& device, bool bf16) override {
+    return evaluate_loss(model, *data_.valid, ids_, cfg_.train.max_tokens, device, bf16);
+  }
+  const data::PreparedData* translation() const override { return &data_; }
+
+ private:
+  static data::BatcherOptions batcher_options(const config::TrainConfig& tc) {
+    data::BatcherOptions bo;
+    bo.max_tokens = tc.max_tokens;
+    bo.sort_window = tc.sort_window;
+    bo.seed = uint64_t(tc.seed);
+    return bo;
+  }
+  const config::Config& cfg_;
+  data::PreparedData data_;
+  tokenizer::SpecialIds ids_;
+  data::Batcher batcher_;
+  std::vector<uint32_t> indices_;
+};
+
+// The LM tutorial's data: train.batch_size streams read in windows of train.bptt, in order every epoch.
+class LmData : public TrainingData {
+ public:
+  LmData(const config::Config& cfg, const data::PrepareOptions& prep)
+      : cfg_(cfg), data_(data::prepare_streams(cfg, prep)),
+        batcher_(data_.train, cfg.train.batch_size, cfg.train.bptt, "data.train") {
+    if (!data_.valid) throw ConfigError("data.valid: training needs a validation split");
+    // Checked now, not at the first validation.
+    data::StreamBatcher(*data_.valid, cfg.train.eval_batch_size, cfg.train.bptt, "data.valid");
+  }
+  const tokenizer::Tokenizer& tokenizer() const override { return data_.tokenizer; }
+  bool next(data::Batch& batch) override { return batcher_.next(batch); }
+  data::BatchPosition position() const override { return batcher_.position(); }
+  void restore(data::BatchPosition position) override { batcher_.restore(position); }
+  int64_t epoch_batches() override { return batcher_.epoch_batches(); }
+  std::string describe() const override {
+    return fmt::format("{} tokens ({} words in the vocabulary) in {} streams, bptt {}", data_.train.size(),
+                       data_.tokenizer.tgt().vocab_size(), batcher_.columns(), cfg_.train.bptt);
+  }
+  LossEvaluation validation_loss(model::Transformer& model, const torch::Device& device, bool) override {
+    return from(decode::stream_loss(model, *data_.valid, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
+  }
+  std::optional<LossEvaluation> test_loss(model::Transformer& model, const torch::Device& device) {
+    if (!data_.test) return std::nullopt;
+    return from(decode::stream_loss(model, *data_.test, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
+  }
+
+ private:
+  static LossEvaluation from(const decode::StreamLoss& s) {
+    LossEvaluation v;
+    v.loss = s.loss;
+    v.ppl = s.ppl;
+    v.tokens = s.tokens;
+    return v;
+  }
+  const config::Config& cfg_;
+  data::PreparedStreams data_;
+  data::StreamBatcher batcher_;
+};
+
 // The run's step-<N>.pt files (N digits only; other files are the user's), oldest first, with their N.
 std::vector<std::pair<int64_t, fs::path>> step_checkpoints(const fs::path& run_dir) {
   std::vector<std::pair<int64_t, fs::path>> steps;
@@ -224,14 +328,20 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   data::PrepareOptions prep;
   prep.threads = tc.threads;
   if (resume) prep.tokenizer = resume->tokenizer;
-  const data::PreparedData data = data::prepare_data(cfg, prep);
-  if (!data.valid) throw ConfigError("data.valid: training needs a validation split");
-  const tokenizer::SpecialIds ids = data.tokenizer.special_ids();
+  const bool lm = cfg.task == config::Task::lm;
+  std::unique_ptr<TrainingData> source;
+  if (lm) source = std::make_unique<LmData>(cfg, prep);
+  else source = std::make_unique<TranslationData>(cfg, prep);
+  const tokenizer::Tokenizer& tok = source->tokenizer();
+  const tokenizer::SpecialIds ids = tok.special_ids();
+  const data::PreparedData* pairs = source->translation();  // null for a language model
   // Validation references as text (the tokenizer is lossless), for validation BLEU and logged samples.
   std::vector<std::string> val_refs;
-  for (size_t i = 0; i < data.valid->size(); ++i) {
-    const auto r = data.valid->tgt[i];
-    val_refs.push_back(data.tokenizer.tgt().decode(r.data, r.size));
+  if (pairs) {
+    for (size_t i = 0; i < pairs->valid->size(); ++i) {
+      const auto r = pairs->valid->tgt[i];
+      val_refs.push_back(tok.tgt().decode(r.data, r.size));
+    }
   }
   const bool bleu_best = tc.best_metric == config::BestMetric::bleu;
   const bool want_bleu = bleu_best || tc.val_bleu;
@@ -240,25 +350,15 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   config::write_resolved(cfg, run_dir / "config.json");
 
   torch::manual_seed(uint64_t(tc.seed));
-  model::Transformer model = resume ? resume->model : build_model(cfg, data.tokenizer);
+  model::Transformer model = resume ? resume->model : build_model(cfg, tok);
   model->to(device);
   model->train();
   auto optimizer = make_optimizer(tc, model->parameters());
   if (resume) restore_optimizer(*resume, *optimizer);
   Scheduler scheduler(tc, cfg.model.d_model, resume ? resume->state : TrainState{}, resume.has_value());
   const TrainState& state = scheduler.state();
-  data::BatcherOptions bo;
-  bo.max_tokens = tc.max_tokens;
-  bo.sort_window = tc.sort_window;
-  bo.seed = uint64_t(tc.seed);
-  data::Batcher batcher = data::Batcher::for_corpus(data.train, bo);
-  batcher.restore(state.position);
-  const int64_t batches_per_epoch = int64_t(batcher.epoch_batches());
-  if (batches_per_epoch == 0) {
-    throw DataError(fmt::format("data.train: no training pairs to train on ({} after the length filters); loosen "
-                                "data.filter_min_tokens / data.filter_max_tokens / data.filter_max_ratio",
-                                data.train.size()));
-  }
+  source->restore(state.position);
+  const int64_t batches_per_epoch = source->epoch_batches();
 
   std::vector<CurvePoint> train_curve, valid_curve;
   const fs::path metrics_path = run_dir / "metrics.jsonl";
@@ -266,8 +366,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   else fs::remove(metrics_path);
   std::ofstream metrics(metrics_path, std::ios::app);
 
-  log::info("training {} parameters on {} ({} threads): {} pairs, {} batches per epoch, {}{}",
-            model->parameter_count(), device.str(), runtime_info().threads, data.train.size(), batches_per_epoch,
+  log::info("training {} parameters on {} ({} threads): {}, {} batches per epoch, {}{}",
+            model->parameter_count(), device.str(), runtime_info().threads, source->describe(), batches_per_epoch,
             resume ? fmt::format("resuming at step {} (epoch {})", state.step, state.epoch) : "from scratch",
             bf16 ? ", bf16 autocast" : "");
   if (resume) restore_rng(*resume);  // last: nothing above may consume random numbers after this
@@ -283,6 +383,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   // Running sums for the metrics rows (logging only: they do not steer training).
   double window_loss = 0, window_nll = 0;
   int64_t window_tokens = 0;
+  auto window_start = Clock::now();
+  int64_t window_step = state.step;
   auto epoch_start = Clock::now();
   int bad_steps = 0;
   TrainSummary summary;
@@ -294,10 +396,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   };
   auto validate = [&]() {
     Validation v;
-    static_cast<LossEvaluation&>(v) = evaluate_loss(model, *data.valid, ids, tc.max_tokens, device, bf16);
+    static_cast<LossEvaluation&>(v) = source->validation_loss(model, device, bf16);
     if (fault::fires("nan_val_loss", state.step)) v.loss = v.ppl = std::numeric_limits<double>::quiet_NaN();
     if (want_bleu) {
-      const auto hyps = translate_corpus(model, data.tokenizer, *data.valid, cfg, tc.val_bleu_beam);
+      const auto hyps = translate_corpus(model, tok, *pairs->valid, cfg, tc.val_bleu_beam);
       v.bleu = eval::corpus_score(*eval::make_bleu({}), hyps, {val_refs}).score;
     }
     return v;
@@ -307,8 +409,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   // Every checkpoint is taken here, of the scheduler's state at this moment: last.pt always; after a
   // counted validation also step-N.pt (keep_last) and, when it improved, best.pt.
   auto save = [&](bool validated, bool improved) {
-    const TrainState snapshot = scheduler.checkpoint(batcher.position(), elapsed());
-    save_checkpoint(run_dir / "last.pt", cfg, data.tokenizer, model, optimizer.get(), snapshot);
+    const TrainState snapshot = scheduler.checkpoint(source->position(), elapsed());
+    save_checkpoint(run_dir / "last.pt", cfg, tok, model, optimizer.get(), snapshot);
     if (validated && improved) copy_file_atomic(run_dir / "last.pt", run_dir / "best.pt");
     if (validated && tc.keep_last > 0) {
       copy_file_atomic(run_dir / "last.pt", run_dir / fmt::format("step-{}.pt", snapshot.step));
@@ -344,7 +446,6 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   const int64_t profile_from = state.step + 5, profile_to = state.step + 10;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
 
-  std::vector<uint32_t> indices;
   while (true) {
     if (profile_path && *profile_path) {
       if (state.step == profile_from && !profile) {
@@ -369,8 +470,9 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     std::vector<data::Batch> group;
     bool epoch_ended = false;
     while (int(group.size()) < tc.accum_steps) {
-      if (!batcher.next(indices)) { epoch_ended = true; break; }
-      group.push_back(data::make_batch(data.train, indices, ids));
+      data::Batch batch;
+      if (!source->next(batch)) { epoch_ended = true; break; }
+      group.push_back(std::move(batch));
     }
     if (!group.empty()) {
       int64_t tokens = 0;
@@ -438,12 +540,22 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
                             {"elapsed_s", now}};
           metrics << row.dump() << std::endl;
           train_curve.push_back({double(state.step), window_nll / double(window_tokens)});
-          if (!tty) {
+          if (lm) {
+            // The LM tutorial's progress line (its loss: the mean over the window's batches).
+            const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+            const double nll = window_nll / double(window_tokens);
+            clear_progress();
+            log::info("| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | {:5.2f} ms/batch | loss {:5.2f} | ppl {:8.2f}",
+                      state.epoch, source->position().index, batches_per_epoch, lr,
+                      1000 * window_s / double(state.step - window_step), nll, std::exp(std::min(nll, 700.0)));
+          } else if (!tty) {
             log::info("epoch {} update {} | loss {:.3f} (nll {:.3f}) | lr {:.3g} | {:.0f} tgt tok/s", state.epoch,
                       state.step, window_loss / double(window_tokens), window_nll / double(window_tokens), lr, tok_per_s);
           }
           window_loss = window_nll = 0;
           window_tokens = 0;
+          window_start = Clock::now();
+          window_step = state.step;
         }
         if (tty && std::chrono::duration<double>(Clock::now() - last_progress).count() > 0.5) {
           last_progress = Clock::now();
@@ -452,13 +564,13 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
           if (tc.max_steps > 0) remaining = std::min(remaining, double(tc.max_steps - state.step) / steps_per_s);
           if (tc.max_epochs > 0) {
             const double left = double(tc.max_epochs - state.epoch + 1) * double(batches_per_epoch) / tc.accum_steps -
-                                double(batcher.position().index) / tc.accum_steps;
+                                double(source->position().index) / tc.accum_steps;
             remaining = std::min(remaining, std::max(0.0, left) / steps_per_s);
           }
           if (tc.max_minutes > 0) remaining = std::min(remaining, tc.max_minutes * 60 - now);
           std::fprintf(stderr, "\r\033[Kepoch %lld | update %lld | batch %lld/%lld | loss %.3f | lr %.3g | %.0f tgt tok/s | ETA %s",
                        static_cast<long long>(state.epoch), static_cast<long long>(state.step),
-                       static_cast<long long>(batcher.position().index), static_cast<long long>(batches_per_epoch),
+                       static_cast<long long>(source->position().index), static_cast<long long>(batches_per_epoch),
                        loss_sum / double(tokens), lr, tok_per_s,
                        remaining < 1e299 ? format_duration(std::max(0.0, remaining)).c_str() : "?");
           std::fflush(stderr);
@@ -472,7 +584,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         }
         if (scheduler.translation_due()) {
           clear_progress();
-          translate_validation(model, data.tokenizer, *data.valid, val_refs, cfg, run_dir, state.step);
+          translate_validation(model, tok, *pairs->valid, val_refs, cfg, run_dir, state.step);
         }
       }
     }
@@ -483,10 +595,18 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
       const Scheduler::EpochEnd e = scheduler.on_epoch_end();
       const double val_loss = v ? v->loss : state.last_val_loss, val_ppl = v ? v->ppl : state.last_val_ppl;
       clear_progress();
-      log::info("| Epoch: {:03d} | Time: {}| Train Loss: {:.3f} | Train PPL: {:7.3f} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}",
-                e.epoch, minutes_seconds(std::chrono::duration<double>(Clock::now() - epoch_start).count()),
-                e.train_nll, std::exp(std::min(e.train_nll, 700.0)), val_loss, val_ppl,
-                bleu_text(v ? v->bleu : state.last_val_bleu));
+      const double epoch_s = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      if (lm) {
+        const std::string rule(89, '-');
+        log::info("{}", rule);
+        log::info("| end of epoch {:3d} | time: {:5.2f}s | valid loss {:5.2f} | valid ppl {:8.2f}", e.epoch, epoch_s,
+                  val_loss, val_ppl);
+        log::info("{}", rule);
+      } else {
+        log::info("| Epoch: {:03d} | Time: {}| Train Loss: {:.3f} | Train PPL: {:7.3f} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}",
+                  e.epoch, minutes_seconds(epoch_s), e.train_nll, std::exp(std::min(e.train_nll, 700.0)), val_loss,
+                  val_ppl, bleu_text(v ? v->bleu : state.last_val_bleu));
+      }
       epoch_start = Clock::now();
       const bool improved = v && record(*v, e.epoch);
       save(v.has_value(), improved);
@@ -524,6 +644,19 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     if (steps.empty() || steps.back().first < state.step) last.push_back(run_dir / "last.pt");
     if (last.size() > size_t(tc.average_last)) last.erase(last.begin(), last.end() - tc.average_last);
     if (last.size() >= 2) average_checkpoints(last, run_dir / "avg.pt");
+  }
+  if (auto* lm_data = dynamic_cast<LmData*>(source.get())) {
+    // The tutorial's last line: the best model (best.pt) on the test stream.
+    CheckpointContent best = load_checkpoint(run_dir / "best.pt", device);
+    if (const auto t = lm_data->test_loss(best.model, device)) {
+      const std::string rule(89, '=');
+      log::info("{}", rule);
+      log::info("| End of training | test loss {:5.2f} | test ppl {:8.2f}", t->loss, t->ppl);
+      log::info("{}", rule);
+      metrics << json{{"type", "test"}, {"step", best.state.step}, {"test_loss", t->loss}, {"test_ppl", t->ppl}}.dump()
+              << std::endl;
+      summary.test_loss = t->loss;
+    }
   }
   summary.steps = state.step;
   summary.epoch = state.epoch;

@@ -11,7 +11,7 @@
 
 namespace mtx::config {
 
-enum class SpmType { unigram, bpe };
+enum class SpmType { unigram, bpe, basic_english };
 enum class Device { auto_, cpu, cuda };
 enum class Optimizer { adam, adamw, sgd };
 enum class Schedule { noam, inverse_sqrt, plateau, step, constant };
@@ -19,7 +19,8 @@ enum class BestMetric { loss, bleu };
 enum class Norm { post, pre };
 enum class Positions { sinusoidal, learned };
 enum class Activation { relu, gelu };
-enum class Init { xavier, kaiming };
+enum class Init { xavier, kaiming, uniform };
+enum class Task { translation, lm };
 
 struct DataConfig {
   std::string dir = "data/multi30k";   // holds <prefix>.<lang>.gz (or plain) for every split
@@ -35,7 +36,7 @@ struct DataConfig {
 };
 
 struct TokenizerConfig {
-  SpmType type = SpmType::unigram;  // sentencepiece model type: unigram | bpe
+  SpmType type = SpmType::unigram;  // unigram | bpe (sentencepiece) | basic_english (LM tutorial: words)
   int vocab_size = 8000;            // pieces per model (pad/unk/bos/eos and 256 byte pieces included)
   bool joint = true;                // one model over source+target text; false: one per side
   double character_coverage = 1.0;  // share of characters covered by pieces; the rest fall back to bytes
@@ -43,6 +44,7 @@ struct TokenizerConfig {
   int input_sentence_size = 0;      // sentences sampled to train the model (0 = all)
   int train_threads = 1;            // sentencepiece training threads; the model depends on this count
   std::string model_dir;            // use the tokenizer saved in this directory instead of training one
+  int min_freq = 1;                 // basic_english: words seen fewer times become <unk> (vocab_size unused)
 };
 
 struct ModelConfig {
@@ -58,8 +60,9 @@ struct ModelConfig {
   Norm norm = Norm::post;            // post (Vaswani, PyTorch tutorial) | pre (Annotated Transformer)
   Positions positions = Positions::sinusoidal;  // sinusoidal | learned
   Activation activation = Activation::relu;     // relu | gelu
-  Init init = Init::xavier;          // xavier | kaiming (uniform)
-  bool tie_output = true;            // output projection shares the target embedding
+  Init init = Init::xavier;          // xavier | kaiming (uniform) | uniform (the LM tutorial: embedding and
+                                     // output U(-0.1, 0.1), output bias 0, the other matrices xavier)
+  bool tie_output = true;            // output projection shares the target embedding (task lm: false)
   bool share_embeddings = true;      // one source/target embedding when the vocabulary is joint
 };
 
@@ -68,6 +71,9 @@ struct TrainConfig {
   int threads = 0;                // torch intra-op threads (0 = all cores)
   int64_t seed = 1;               // model init, dropout and batch order
   int max_tokens = 4096;          // token budget per batch, padding included (batch * longest side)
+  int batch_size = 20;            // task lm: columns the token stream is cut into (the tutorial's batchify)
+  int bptt = 35;                  // task lm: tokens per training window (and the longest context)
+  int eval_batch_size = 10;       // task lm: columns of the validation and test streams
   int sort_window = 0;            // examples read ahead, sorted by length and cut into batches (0 = all)
   int64_t max_steps = 0;          // stop after this many updates (0 = no limit)
   int max_epochs = 20;            // stop after this many epochs (0 = no limit)
@@ -85,7 +91,8 @@ struct TrainConfig {
   double label_smoothing = 0.1;
   double momentum = 0.9;          // sgd only
   double decay_factor = 0.5;      // plateau/step: multiply the learning rate by this at each decay
-  int decay_steps = 10000;        // step: updates between decays
+  int decay_steps = 10000;        // step: updates between decays (0 = at each epoch's end, as torch's StepLR
+                                  // stepped once per epoch in the LM tutorial)
   int plateau_patience = 0;       // plateau: validations without improvement before a decay
   int accum_steps = 1;            // batches per update (gradient accumulation)
   int validate_every = 0;         // also validate (and checkpoint) every N updates (0 = per epoch only)
@@ -116,6 +123,8 @@ struct DecodeConfig {
 };
 
 struct Config {
+  Task task = Task::translation;  // translation | lm (decoder-only language model over one text stream; its
+                                  // data.train/valid/test name text files in data.dir, plain or .gz)
   DataConfig data;
   TokenizerConfig tokenizer;
   ModelConfig model;
@@ -148,5 +157,6 @@ std::string to_string(Norm v);
 std::string to_string(Positions v);
 std::string to_string(Activation v);
 std::string to_string(Init v);
+std::string to_string(Task v);
 
 }  // namespace mtx::config

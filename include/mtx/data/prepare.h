@@ -53,6 +53,18 @@ struct PrepareOptions {
 
 PreparedData prepare_data(const config::Config& config, const PrepareOptions& options = {});
 
+// Task lm: the text files data.train / data.valid / data.test in data.dir (as named, or with .gz added)
+// encoded into token streams (data/stream.h) with the configured (or given) tokenizer.
+struct PreparedStreams {
+  tokenizer::Tokenizer tokenizer;
+  std::vector<int32_t> train;
+  std::optional<std::vector<int32_t>> valid;  // absent when data.valid is ""
+  std::optional<std::vector<int32_t>> test;   // absent when data.test is ""
+};
+// The file of one split: <data.dir>/<name>, else <data.dir>/<name>.gz; throws DataError naming the key.
+std::filesystem::path find_text_file(const config::DataConfig& data, const std::string& name, const std::string& key);
+PreparedStreams prepare_streams(const config::Config& config, const PrepareOptions& options = {});
+
 // Encodes parallel text: source and target ids, each cut to `max_len` - 1 tokens (room for EOS/BOS).
 EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len,
                             int threads);

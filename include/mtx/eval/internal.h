@@ -5,9 +5,12 @@
 #include <vector>
 
 #include "mtx/eval/metrics.h"
-#include "mtx/eval/text.h"
+#include "mtx/util/text.h"
 
 namespace mtx::eval {
+
+using namespace mtx::text;  // Python-semantics Unicode helpers (util/text.h)
+
 
 // Tokens of an (already lowercased if asked, rstripped) line.
 std::vector<std::u32string> bleu_tokens(std::u32string line, BleuTokenizer tokenizer);

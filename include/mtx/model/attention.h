@@ -15,8 +15,11 @@ bool sdpa_available();
 
 // softmax(q k^T / sqrt(d) + mask) v; q [b, h, tq, hd], k/v [b, h, tk, hd], mask bool broadcastable
 // to [b, h, tq, tk] (true = attend) or undefined. use_sdpa falls back to explicit when unavailable.
+// With `weights`, the explicit path runs and the attention weights [b, h, tq, tk] (before dropout)
+// are stored there (for pictures and inspection).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& mask, double dropout, bool training, bool use_sdpa);
+                        const torch::Tensor& mask, double dropout, bool training, bool use_sdpa,
+                        torch::Tensor* weights = nullptr);
 
 struct AttentionOptions {
   AttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
@@ -40,6 +43,8 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache = nullptr);
 
   AttentionOptions options;
+  bool keep_weights = false;  // store each forward's attention weights in `weights` [b, h, tq, tk]
+  torch::Tensor weights;
   torch::nn::Linear qkv{nullptr};  // d -> 3d
   torch::nn::Linear out{nullptr};  // d -> d
 };
@@ -54,6 +59,8 @@ class CrossAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask);
 
   AttentionOptions options;
+  bool keep_weights = false;  // as SelfAttention's
+  torch::Tensor weights;
   torch::nn::Linear q{nullptr};   // d -> d
   torch::nn::Linear kv{nullptr};  // d -> 2d
   torch::nn::Linear out{nullptr};

@@ -51,8 +51,9 @@ TORCH_MODULE(FeedForward);
 class EncoderLayerImpl : public torch::nn::Module {
  public:
   explicit EncoderLayerImpl(const LayerOptions& options);
-  // x [b, s, d], mask [b, 1, 1, s] -> [b, s, d]
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
+  // x [b, s, d], mask [b, 1, 1, s] (or causal [b|1, 1, s, s]) -> [b, s, d]. With `cache` (a decoder-only
+  // language model generating), x holds the new step(s): their K/V are appended, as in DecoderLayer.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache = nullptr);
   LayerOptions options;
   SelfAttention self_attn{nullptr};
   FeedForward ffn{nullptr};

@@ -1,5 +1,6 @@
-// The encoder-decoder Transformer (Options / Impl / TORCH_MODULE). Offers the teacher-forced pass
-// for training and one incremental decoder step over a cache for search (search lives in decode/).
+// The encoder-decoder Transformer (Options / Impl / TORCH_MODULE), or with decoder_only the LM tutorial's
+// causal language model built of the same layers. Offers the teacher-forced pass for training and one
+// incremental step over a cache for search and sampling (which live in decode/).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -33,15 +34,26 @@ struct TransformerOptions {
   TORCH_ARG(bool, learned_positions) = false;  // false: sinusoidal
   TORCH_ARG(bool, gelu) = false;               // false: relu
   TORCH_ARG(bool, kaiming_init) = false;       // false: xavier-uniform
+  TORCH_ARG(bool, uniform_embeddings) = false; // embeddings and output U(-0.1, 0.1), output bias 0 (LM tutorial)
+  // A language model: encoder layers under a causal mask over tgt_embed (no source side, no decoder
+  // stack, no cross-attention); the tutorial's TransformerEncoder with its square subsequent mask.
+  TORCH_ARG(bool, decoder_only) = false;
   TORCH_ARG(bool, tie_output) = true;          // output projection = target embedding
   TORCH_ARG(bool, share_embeddings) = false;   // one embedding for source and target (joint vocabulary)
   TORCH_ARG(int64_t, pad_id) = 0;
   TORCH_ARG(bool, use_sdpa) = true;            // scaled_dot_product_attention when LibTorch has it
 };
 
-// Builds options from the config section and the tokenizer's vocabulary sizes.
+// Builds options from the config section and the tokenizer's vocabulary sizes (task lm: decoder-only).
 TransformerOptions options_from_config(const config::ModelConfig& config, int64_t src_vocab, int64_t tgt_vocab,
-                                       int64_t pad_id);
+                                       int64_t pad_id, config::Task task = config::Task::translation);
+
+// Attention weights of one teacher-forced pass, per layer [heads, query, key] (batch row 0).
+struct AttentionMaps {
+  std::vector<torch::Tensor> encoder_self;  // [h, s, s] each (decoder-only: the causal self-attention)
+  std::vector<torch::Tensor> decoder_self;  // [h, t, t]
+  std::vector<torch::Tensor> cross;         // [h, t, s]
+};
 
 // What the encoder hands the decoder.
 struct Memory {
@@ -52,7 +64,7 @@ struct Memory {
 // Incremental decoding state for a batch of hypotheses.
 struct DecoderCache {
   std::vector<DecoderLayerCache> layers;
-  torch::Tensor memory_mask;  // [batch, 1, 1, src_len]
+  torch::Tensor memory_mask;  // [batch, 1, 1, src_len] (undefined for a decoder-only model)
   int64_t steps = 0;          // target positions decoded so far
   // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step. same_memory: every
   // row keeps the encoder memory it had (beams reselected within their sentences), so it need not move.
@@ -69,6 +81,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);  // -> logits
   // Teacher-forced logits only where `positions` [batch, tgt_len] is true -> [n, tgt_vocab] (row-major
   // order): what forward() gives at those positions, without projecting padding onto the vocabulary.
+  // Decoder-only: src is undefined and tgt_in holds the input tokens.
   torch::Tensor logits_at(const torch::Tensor& src, const torch::Tensor& tgt_in, const torch::Tensor& positions);
   // The decoder's output before the vocabulary projection: [batch, tgt_len, d_model].
   torch::Tensor decode_hidden(const torch::Tensor& tgt_in, const Memory& memory);
@@ -76,18 +89,28 @@ class TransformerImpl : public torch::nn::Module {
 
   // Projects the encoder output once per layer and returns an empty cache.
   DecoderCache start_decoding(const Memory& memory);
-  // One step: tokens [batch] (the previous outputs; BOS first) -> logits [batch, tgt_vocab].
+  // Decoder-only: an empty cache (its batch is set by the first step's tokens).
+  DecoderCache start_generation();
+  // One step: tokens [batch] (the previous outputs; BOS first) -> logits [batch, tgt_vocab]. Decoder-only:
+  // the next token of each stream, over a cache from start_generation().
   torch::Tensor decode_step(const torch::Tensor& tokens, DecoderCache& cache);
+
+  // Decoder-only: tokens [batch, len] -> hidden states [batch, len, d_model], position i seeing 0..i.
+  torch::Tensor lm_hidden(const torch::Tensor& tokens);
+  // The attention weights (explicit path, eval mode, no grad) of one pair, or (decoder-only, src
+  // undefined) of one token sequence in encoder_self: src [1, s], tgt_in [1, t].
+  AttentionMaps attention_maps(const torch::Tensor& src, const torch::Tensor& tgt_in);
 
   int64_t parameter_count() const;
   void reset_parameters();
 
   TransformerOptions options;
   torch::nn::Embedding src_embed{nullptr};
-  torch::nn::Embedding tgt_embed{nullptr};  // the same module as src_embed when share_embeddings
+  torch::nn::Embedding tgt_embed{nullptr};  // the same module as src_embed when share_embeddings; the LM's
+                                            // only embedding (src_embed is then null)
   PositionalEncoding positions{nullptr};
-  torch::nn::ModuleList encoder{nullptr};
-  torch::nn::ModuleList decoder{nullptr};
+  torch::nn::ModuleList encoder{nullptr};  // decoder-only: the causal layers
+  torch::nn::ModuleList decoder{nullptr};  // empty when decoder-only
   torch::nn::LayerNorm encoder_norm{nullptr};  // pre-norm only
   torch::nn::LayerNorm decoder_norm{nullptr};  // pre-norm only
   torch::nn::Linear output{nullptr};           // untied output projection only

@@ -1,5 +1,6 @@
 // Subword tokenizer over sentencepiece (unigram or BPE, joint or per side), lossless by construction
-// (identity normalisation, whitespace kept, byte fallback), with pad/unk/bos/eos ids fixed.
+// (identity normalisation, whitespace kept, byte fallback), with pad/unk/bos/eos ids fixed; or, for the
+// language-model tutorial, torchtext's basic_english words (WordModel).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,8 +31,36 @@ struct SpecialIds {
 };
 bool operator==(const SpecialIds& a, const SpecialIds& b);
 
-// One sentencepiece model, held by the shim. Encode/decode are thread-safe.
-class SpmModel {
+// One side's text <-> ids model: a sentencepiece model (SpmModel) or the LM tutorial's word vocabulary
+// (WordModel). Encode/decode are thread-safe; bytes() serialises the model (checkpoints embed them).
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual void encode(std::string_view text, std::vector<int32_t>& ids) const = 0;  // replaces ids
+  std::vector<int32_t> encode(std::string_view text) const {
+    std::vector<int32_t> ids;
+    encode(text, ids);
+    return ids;
+  }
+  virtual std::string decode(const int32_t* ids, size_t n) const = 0;
+  std::string decode(const std::vector<int32_t>& ids) const { return decode(ids.data(), ids.size()); }
+  virtual std::string piece(int32_t id) const = 0;
+  int32_t vocab_size() const { return vocab_size_; }
+  SpecialIds special_ids() const { return special_; }
+  const std::string& bytes() const { return bytes_; }
+  const std::string& sha256() const { return sha256_; }
+  virtual std::string kind() const = 0;  // "sentencepiece" | "basic_english"
+
+ protected:
+  explicit Model(std::string bytes);
+  std::string bytes_;
+  std::string sha256_;
+  int32_t vocab_size_ = 0;
+  SpecialIds special_;
+};
+
+// One sentencepiece model, held by the shim.
+class SpmModel : public Model {
  public:
   // Loads from the serialized model (the bytes of a .model file); throws DataError if malformed.
   static std::shared_ptr<const SpmModel> from_bytes(std::string bytes);
@@ -38,27 +68,47 @@ class SpmModel {
   // model_prefix: nothing touches the disk, so equal inputs give byte-identical models).
   static std::shared_ptr<const SpmModel> train(const std::vector<std::pair<std::string, std::string>>& flags,
                                                std::string_view text);
-  ~SpmModel();
+  ~SpmModel() override;
   SpmModel(const SpmModel&) = delete;
   SpmModel& operator=(const SpmModel&) = delete;
 
-  std::vector<int32_t> encode(std::string_view text) const;
-  void encode(std::string_view text, std::vector<int32_t>& ids) const;  // replaces ids
-  std::string decode(const std::vector<int32_t>& ids) const;
-  std::string decode(const int32_t* ids, size_t n) const;
-  std::string piece(int32_t id) const;
-  int32_t vocab_size() const { return vocab_size_; }
-  SpecialIds special_ids() const { return special_; }
-  const std::string& bytes() const { return bytes_; }
-  const std::string& sha256() const { return sha256_; }
+  using Model::decode;
+  using Model::encode;
+  void encode(std::string_view text, std::vector<int32_t>& ids) const override;
+  std::string decode(const int32_t* ids, size_t n) const override;
+  std::string piece(int32_t id) const override;
+  std::string kind() const override { return "sentencepiece"; }
 
  private:
   SpmModel(mtx_spm* handle, std::string bytes);
   mtx_spm* handle_;
-  std::string bytes_;
-  std::string sha256_;
-  int32_t vocab_size_ = 0;
-  SpecialIds special_;
+};
+
+// torchtext's basic_english: lowercase, quotes and punctuation split off (`"` dropped), split on
+// whitespace. Python's str.lower() maps a few characters to two (U+0130); this uses simple case mapping.
+std::vector<std::string> basic_english(std::string_view line);
+
+// The LM tutorial's vocabulary: every word of the training text seen at least `min_freq` times, most
+// frequent first (ties in code-point order, as torchtext's build_vocab_from_iterator), after
+// <pad> <unk> <s> <eos>; other words encode as <unk>. Decoding joins words with single spaces.
+class WordModel : public Model {
+ public:
+  static std::shared_ptr<const WordModel> train(const std::vector<std::string>& lines, int min_freq);
+  // From bytes(): "mtx-words 1\n" and one word per line, in id order; throws DataError if malformed.
+  static std::shared_ptr<const WordModel> from_bytes(std::string bytes);
+  static bool is_word_model(std::string_view bytes);
+
+  using Model::decode;
+  using Model::encode;
+  void encode(std::string_view text, std::vector<int32_t>& ids) const override;
+  std::string decode(const int32_t* ids, size_t n) const override;
+  std::string piece(int32_t id) const override;
+  std::string kind() const override { return "basic_english"; }
+
+ private:
+  WordModel(std::vector<std::string> words, std::string bytes);
+  std::vector<std::string> words_;
+  std::unordered_map<std::string, int32_t> index_;
 };
 
 class Tokenizer {
@@ -75,8 +125,8 @@ class Tokenizer {
   // Writes tokenizer.json and the model files (atomically) into `dir`.
   void save(const std::filesystem::path& dir) const;
 
-  const SpmModel& src() const { return *src_; }
-  const SpmModel& tgt() const { return *tgt_; }
+  const Model& src() const { return *src_; }
+  const Model& tgt() const { return *tgt_; }
   bool joint() const { return src_ == tgt_; }
   SpecialIds special_ids() const { return src_->special_ids(); }
   // Identity of the tokenizer: sha256 over the model bytes and the special ids.
@@ -85,9 +135,9 @@ class Tokenizer {
   nlohmann::json describe() const;
 
  private:
-  Tokenizer(std::shared_ptr<const SpmModel> src, std::shared_ptr<const SpmModel> tgt);
-  std::shared_ptr<const SpmModel> src_;
-  std::shared_ptr<const SpmModel> tgt_;
+  Tokenizer(std::shared_ptr<const Model> src, std::shared_ptr<const Model> tgt);
+  std::shared_ptr<const Model> src_;
+  std::shared_ptr<const Model> tgt_;
 };
 
 // Where the sentencepiece shim was loaded from and in which namespace mode ("isolated"/"shared").

@@ -13,8 +13,9 @@ namespace mtx::train {
 class LrSchedule {
  public:
   LrSchedule(const config::TrainConfig& config, int64_t d_model);
-  // Learning rate for update number `step` (counting from 1).
-  double lr(int64_t step) const;
+  // Learning rate for update number `step` (counting from 1) in `epoch` (from 1; the step schedule with
+  // decay_steps 0 decays once per finished epoch, as the LM tutorial's StepLR).
+  double lr(int64_t step, int64_t epoch = 1) const;
   // Reduce-on-plateau: reports a validation loss (lower is better); other schedules ignore it.
   void on_validation(double loss);
 

@@ -28,7 +28,7 @@ class Scheduler {
   std::string stop_reason(double elapsed_s, int signal) const;
 
   // Learning rate of the next update.
-  double next_lr() const { return schedule_.lr(state_.step + 1); }
+  double next_lr() const { return schedule_.lr(state_.step + 1, state_.epoch); }
   // An update was applied: `tokens` target tokens, `nll_sum` their summed negative log-likelihood.
   void on_update(int64_t tokens, double nll_sum);
   // After an update: whether validate_every (or translate_every) divides it.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,7 @@ struct TrainSummary {
   int64_t epoch = 0;          // epoch the run ended in
   double best_val_loss = 0;    // the best validation metric: loss, or BLEU with train.best_metric = bleu
   double last_val_loss = 0;
+  double test_loss = std::numeric_limits<double>::quiet_NaN();  // task lm: best.pt on data.test (NaN: none)
   std::string stop_reason;    // "max_steps", "max_epochs", "max_minutes", "early_stopping", "signal"
   int signal = 0;             // the signal that stopped training, if any
 };

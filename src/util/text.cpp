@@ -1,8 +1,8 @@
-#include "mtx/eval/text.h"
+#include "mtx/util/text.h"
 
 #include <utf8proc.h>
 
-namespace mtx::eval {
+namespace mtx::text {
 
 std::u32string to_u32(std::string_view s) {
   std::u32string out;
@@ -179,4 +179,4 @@ bool is_upper_letter(char32_t c) {
 
 bool is_other_symbol(char32_t c) { return category(c) == UTF8PROC_CATEGORY_SO; }
 
-}  // namespace mtx::eval
+}  // namespace mtx::text

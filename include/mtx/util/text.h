@@ -1,12 +1,12 @@
-// Unicode text helpers with Python's semantics, so that metrics agree with sacreBLEU to the token:
-// str.split() (Unicode whitespace), str.lower(), str.rstrip(), and code-point strings.
+// Unicode text helpers with Python's semantics, so that metrics agree with sacreBLEU (and the LM's
+// basic_english with torchtext) to the token: str.split(), str.lower(), str.rstrip(), code-point strings.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace mtx::eval {
+namespace mtx::text {
 
 std::u32string to_u32(std::string_view utf8);   // invalid bytes become U+FFFD
 std::string to_utf8(std::u32string_view text);
@@ -26,4 +26,4 @@ bool is_lower_letter(char32_t c);  // \p{Ll}, or a letter of an uncased script (
 bool is_upper_letter(char32_t c);  // \p{Lu}, or a letter of an uncased script (\p{Lo})
 bool is_other_symbol(char32_t c);  // \p{So}: dingbats, emoji
 
-}  // namespace mtx::eval
+}  // namespace mtx::text
