@@ -319,3 +319,48 @@ TEST(Cli, EvalScoresLikeSacreBleuAndRefusesBadInput) {
     EXPECT_EQ(count_lines(e.output), 1u) << bad << "\n" << e.output;
   }
 }
+
+TEST(Cli, LmTutorialTrainsOnMulti30kEnglishThenScoresAndGenerates) {
+  MTX_REQUIRE_MULTI30K();
+  mtx::test::TempDir tmp;
+  const std::string run = (tmp / "lm").string(), data = mtx::test::multi30k_dir().string();
+  const Result r = run_mtx("train --config " MTX_SOURCE_DIR "/configs/lm-tutorial.json --set data.dir=" + data +
+                           " --set data.train=train.en.gz --set data.valid=val.en.gz --set data.test=test_2016_flickr.en.gz"
+                           " --set train.threads=2 --set train.max_steps=60 --set train.log_every=20"
+                           " --set train.validate_every=30 --out " + run);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("|    20/  581 batches | lr 5.00 |"), std::string::npos) << r.output;
+  const size_t test_line = r.output.find("| End of training | test loss ");
+  ASSERT_NE(test_line, std::string::npos) << r.output;
+  std::vector<double> nll;
+  std::ifstream in(tmp / "lm" / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row["type"] == "train") nll.push_back(row["nll"]);
+  }
+  ASSERT_EQ(nll.size(), 3u);
+  EXPECT_LT(nll.back(), nll.front() - 0.5) << "loss falls";
+
+  // mtx eval reads the test text as the trainer did: the same perplexity.
+  const std::string test_ppl = r.output.substr(r.output.find("test ppl", test_line), 19);
+  const Result e = run_mtx("eval --ckpt " + run + "/best.pt --metric ppl --threads 2 --text " + data +
+                           "/test_2016_flickr.en.gz");
+  ASSERT_EQ(e.code, 0) << e.output;
+  EXPECT_NE(e.output.find(test_ppl), std::string::npos) << test_ppl << " vs " << e.output;
+
+  const std::string gen = "generate --ckpt " + run + "/best.pt --prompt 'A dog' --max-tokens 12 --top-k 5 --seed ";
+  const Result g1 = run_mtx(gen + "4 2>/dev/null"), g2 = run_mtx(gen + "4 2>/dev/null"), g3 = run_mtx(gen + "5 2>/dev/null");
+  ASSERT_EQ(g1.code, 0) << g1.output;
+  EXPECT_EQ(g1.output.rfind("a dog ", 0), 0u) << g1.output;
+  EXPECT_EQ(g1.output, g2.output) << "one seed, one continuation";
+  EXPECT_NE(g1.output, g3.output);
+
+  mtx::test::write_text(tmp / "de.txt", "Ein Hund\n");
+  const Result t = run_mtx("translate --ckpt " + run + "/best.pt < " + (tmp / "de.txt").string());
+  EXPECT_EQ(t.code, 2) << t.output;
+  EXPECT_NE(t.output.find("is a language model"), std::string::npos) << t.output;
+
+  const Result p = run_mtx("plot attention --ckpt " + run + "/best.pt --src 'A dog runs .' --out " + run + "/att");
+  ASSERT_EQ(p.code, 0) << p.output;
+  EXPECT_TRUE(std::filesystem::exists(tmp / "lm" / "att" / "self.svg"));
+}

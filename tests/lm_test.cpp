@@ -104,6 +104,22 @@ TEST(BasicEnglish, SplitsAsTorchtext) {
   EXPECT_TRUE(tokenizer::basic_english(" \t ").empty());
 }
 
+TEST(BasicEnglish, AgreesWithTorchtextOnMulti30kAndEdgeCases) {
+  // scripts/make_basic_english_fixture.py: torchtext 0.18's rules run by Python on 600 Multi30k lines
+  // (English and German) and Unicode edge cases (U+0130, final sigma, U+2028, U+3000, zero-width space).
+  std::ifstream in(fs::path(MTX_SOURCE_DIR) / "tests/fixtures/lm/basic_english.jsonl");
+  ASSERT_TRUE(in) << "fixture missing";
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const auto row = nlohmann::json::parse(line);
+    ASSERT_EQ(tokenizer::basic_english(row["line"].get<std::string>()), row["tokens"].get<Words>())
+        << row["line"].get<std::string>();
+    ++n;
+  }
+  EXPECT_EQ(n, 609);
+}
+
 TEST(WordModel, VocabularyByFrequencyThenCodePointAndUnknownsBelowMinFreq) {
   const auto m = tokenizer::WordModel::train({"b a c a", "c a d <unk>", "é"}, 1);
   // a:3, c:2, then b, d, é (1 each, code-point order); <unk> in the text is the special, not a word.

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <cmath>
 #include <regex>
@@ -7,6 +8,7 @@
 
 #include "mtx/plot/figures.h"
 #include "mtx/plot/svg.h"
+#include "mtx/tokenizer/tokenizer.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/utf8.h"
 
@@ -136,4 +138,81 @@ TEST(Plot, SchedulesDrawTheTutorialsThreeNoamCurves) {
   // The y axis reaches the highest peak: d_model 256, warm-up 4000: 256^-0.5 * 4000^-0.5 = 0.00098821.
   EXPECT_NE(svg.find(">0.00099<"), std::string::npos);
   EXPECT_THROW(plot::schedule_svg(curves, 0), mtx::ConfigError);
+}
+
+namespace {
+
+// A word tokenizer and a fresh encoder-decoder (or decoder-only) model over it: 2 layers, 2 heads.
+struct AttentionFixture {
+  mtx::tokenizer::Tokenizer tok = mtx::tokenizer::Tokenizer::from_bytes(
+      mtx::tokenizer::WordModel::train({"ein hund läuft .", "a dog runs & <jumps> ."}, 1)->bytes(), "");
+  mtx::model::Transformer make(bool decoder_only) const {
+    torch::manual_seed(1);
+    const int64_t v = tok.tgt().vocab_size();
+    return mtx::model::Transformer(mtx::model::TransformerOptions(v, v)
+                                       .d_model(8)
+                                       .heads(2)
+                                       .encoder_layers(2)
+                                       .decoder_layers(2)
+                                       .ffn_dim(8)
+                                       .max_len(16)
+                                       .decoder_only(decoder_only));
+  }
+};
+
+}  // namespace
+
+TEST(Plot, AttentionMapsAreDistributionsCausalWhereTheyMustBe) {
+  AttentionFixture f;
+  mtx::model::Transformer m = f.make(false);
+  const torch::Tensor src = torch::tensor({5, 6, 7, 3}, torch::kLong).unsqueeze(0);  // [1, 4]
+  const torch::Tensor tgt = torch::tensor({2, 8, 9}, torch::kLong).unsqueeze(0);     // [1, 3]
+  m->eval();
+  const torch::Tensor before = m->forward(src, tgt);
+  const mtx::model::AttentionMaps maps = m->attention_maps(src, tgt);
+  ASSERT_EQ(maps.encoder_self.size(), 2u);
+  ASSERT_EQ(maps.cross.size(), 2u);
+  EXPECT_EQ(maps.encoder_self[0].sizes(), (torch::IntArrayRef{2, 4, 4}));
+  EXPECT_EQ(maps.decoder_self[1].sizes(), (torch::IntArrayRef{2, 3, 3}));
+  EXPECT_EQ(maps.cross[1].sizes(), (torch::IntArrayRef{2, 3, 4}));
+  for (const auto* kind : {&maps.encoder_self, &maps.decoder_self, &maps.cross}) {
+    for (const auto& w : *kind) EXPECT_TRUE(torch::allclose(w.sum(-1), torch::ones({w.size(0), w.size(1)}), 1e-5, 1e-5));
+  }
+  for (const auto& w : maps.decoder_self) EXPECT_EQ(w.triu(1).abs().max().item<double>(), 0.0) << "causal";
+  EXPECT_TRUE(torch::allclose(m->forward(src, tgt), before)) << "keeping weights changes nothing";
+  for (auto& module : m->modules()) {
+    if (auto* a = module->as<mtx::model::SelfAttention>()) EXPECT_FALSE(a->keep_weights || a->weights.defined());
+  }
+}
+
+TEST(Plot, AttentionGridsCarryEveryLayerAndHeadWithThePiecesOnTheAxes) {
+  AttentionFixture f;
+  mtx::model::Transformer m = f.make(false);
+  const auto files = plot::attention_svgs(m, f.tok, f.tok.src().encode("ein hund läuft ."),
+                                          f.tok.tgt().encode("a dog runs & <jumps>"));
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[0].first, "encoder_self.svg");
+  EXPECT_EQ(files[1].first, "decoder_self.svg");
+  EXPECT_EQ(files[2].first, "cross.svg");
+  for (const auto& [name, svg] : files) {
+    EXPECT_EQ(xml_problem(svg), "") << name;
+    for (const char* title : {"layer 1 head 1", "layer 1 head 2", "layer 2 head 1", "layer 2 head 2"}) {
+      EXPECT_EQ(count(svg, title), 1u) << name << ": " << title;
+    }
+  }
+  // Every map of a grid has its labels: 4 maps x (rows + columns).
+  EXPECT_EQ(count(files[0].second, ">läuft<"), 8u);
+  EXPECT_EQ(count(files[0].second, ">&lt;eos&gt;<"), 8u) << "the source's end";
+  EXPECT_EQ(count(files[1].second, ">&lt;s&gt;<"), 8u) << "the target's start";
+  // Rows (right-aligned labels) are the target, columns (turned labels) the source.
+  EXPECT_EQ(count(files[2].second, "text-anchor=\"end\">&amp;<"), 4u) << "target pieces label the cross maps' rows";
+  EXPECT_EQ(count(files[2].second, "text-anchor=\"end\">&lt;jumps&gt;<"), 4u);
+  EXPECT_EQ(count(files[2].second, ")\">hund<"), 4u) << "source pieces label its columns";
+
+  mtx::model::Transformer lm = f.make(true);
+  const auto lm_files = plot::attention_svgs(lm, f.tok, {}, f.tok.tgt().encode("a dog runs ."));
+  ASSERT_EQ(lm_files.size(), 1u);
+  EXPECT_EQ(lm_files[0].first, "self.svg");
+  EXPECT_EQ(xml_problem(lm_files[0].second), "");
+  EXPECT_EQ(count(lm_files[0].second, ">dog<"), 8u);
 }

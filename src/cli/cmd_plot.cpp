@@ -1,8 +1,12 @@
-// mtx plot positions|mask|schedule: the Annotated Transformer's pictures as SVG files (plot/figures.h).
+// mtx plot positions|mask|schedule|attention: the Annotated Transformer's pictures as SVG files (plot/figures.h).
+#include <filesystem>
 #include <memory>
 
 #include "commands.h"
+#include "mtx/decode/translator.h"
 #include "mtx/plot/figures.h"
+#include "mtx/train/checkpoint.h"
+#include "mtx/util/errors.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/logging.h"
 
@@ -18,6 +22,8 @@ struct PlotArgs {
   std::vector<int64_t> dims = {4, 5, 6, 7};
   int64_t steps = 20000;
   ConfigArgs config;  // schedule: the curve of a config's train section (besides the tutorial's three)
+  // attention
+  std::string ckpt, src, tgt;
 };
 
 void write(const std::string& path, const std::string& svg) {
@@ -25,11 +31,37 @@ void write(const std::string& path, const std::string& svg) {
   log::info("wrote {}", path);
 }
 
+// The checkpoint's attention maps for one sentence: its own translation (the configured beam) unless --tgt
+// gives the target; a language model's for --src as its text.
+void plot_attention(const PlotArgs& a) {
+  if (a.src.empty()) throw ConfigError("plot attention: --src must be a non-empty sentence");
+  const std::filesystem::path dir = a.out.empty() ? "attention" : a.out;
+  train::CheckpointContent ckpt = train::load_checkpoint(a.ckpt, torch::kCPU);
+  const tokenizer::Tokenizer& tok = *ckpt.tokenizer;
+  std::vector<int32_t> src = tok.src().encode(a.src), tgt;
+  if (ckpt.model->options.decoder_only()) {
+    if (!a.tgt.empty()) throw ConfigError("plot attention: a language model reads --src only; drop --tgt");
+    tgt = std::move(src);
+    src.clear();
+  } else if (!a.tgt.empty()) {
+    tgt = tok.tgt().encode(a.tgt);
+  } else {
+    decode::TranslateOptions o = decode::options_from_config(ckpt.config.decode);
+    o.search.nbest = 1;
+    decode::Translator translator(ckpt.model, tok, o);
+    const auto hyps = translator.translate_ids({src});
+    if (!hyps.front().empty()) tgt = hyps.front().front().tokens;
+    log::info("translation (beam {}): {}", o.search.beam, tok.tgt().decode(tgt));
+  }
+  std::filesystem::create_directories(dir);
+  for (const auto& [name, svg] : plot::attention_svgs(ckpt.model, tok, src, tgt)) write((dir / name).string(), svg);
+}
+
 }  // namespace
 
 Command add_plot(CLI::App& app) {
   auto a = std::make_shared<PlotArgs>();
-  auto* cmd = app.add_subcommand("plot", "Draw the Annotated Transformer's pictures as SVG: positions, mask, schedule");
+  auto* cmd = app.add_subcommand("plot", "Draw the Annotated Transformer's pictures as SVG: positions, mask, schedule, attention");
   cmd->require_subcommand(1);
   auto* positions = cmd->add_subcommand("positions", "Sinusoidal positional encodings (chart of some dims + heatmap)");
   positions->add_option("--len", a->len, "Positions")->capture_default_str();
@@ -44,7 +76,18 @@ Command add_plot(CLI::App& app) {
   schedule->add_option("--steps", a->steps, "Updates")->capture_default_str();
   schedule->add_option("--out", a->out, "SVG file to write (default schedule.svg)");
   add_config_flags(*schedule, a->config, /*required=*/false);
-  return {cmd, [a, positions, mask, schedule] {
+  auto* attention = cmd->add_subcommand("attention", "Attention maps of a checkpoint for one sentence: every layer "
+                                                     "and head, encoder self / decoder self / cross (or a language "
+                                                     "model's causal self-attention), pieces on the axes");
+  attention->add_option("--ckpt", a->ckpt, "Checkpoint")->required();
+  attention->add_option("--src", a->src, "Source sentence (a language model: its text)")->required();
+  attention->add_option("--tgt", a->tgt, "Target sentence (default: the checkpoint's own translation)");
+  attention->add_option("--out", a->out, "Directory for the SVG files (default attention/)");
+  return {cmd, [a, positions, mask, schedule, attention] {
+            if (attention->parsed()) {
+              plot_attention(*a);
+              return 0;
+            }
             if (positions->parsed()) {
               write(a->out.empty() ? "positions.svg" : a->out, plot::positions_svg(a->len, a->d_model, a->dims));
             } else if (mask->parsed()) {

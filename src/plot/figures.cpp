@@ -97,3 +97,75 @@ std::string schedule_svg(const std::vector<ScheduleCurve>& curves, int64_t steps
 }
 
 }  // namespace mtx::plot
+
+namespace mtx::plot {
+namespace {
+
+// One kind of attention: a heatmap per layer (rows of the grid) and head (columns), weights [h, q, k] each.
+std::string attention_grid(const std::vector<torch::Tensor>& layers, const std::vector<std::string>& queries,
+                           const std::vector<std::string>& keys, const std::string& title) {
+  std::vector<Heatmap> maps;
+  int64_t heads = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const torch::Tensor w = layers[l].to(torch::kCPU, torch::kDouble).contiguous();  // [h, q, k]
+    heads = w.size(0);
+    for (int64_t h = 0; h < heads; ++h) {
+      Heatmap map;
+      map.title = fmt::format("layer {} head {}", l + 1, h + 1);
+      map.rows = w.size(1);
+      map.cols = w.size(2);
+      const double* p = w[h].data_ptr<double>();
+      map.values.assign(p, p + map.rows * map.cols);
+      map.row_labels = queries;
+      map.col_labels = keys;
+      map.lo = 0;
+      map.hi = 1;
+      maps.push_back(std::move(map));
+    }
+  }
+  return heatmap_grid_svg(maps, int(std::max<int64_t>(heads, 1)), title);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> attention_svgs(model::Transformer& model,
+                                                                const tokenizer::Tokenizer& tok,
+                                                                const std::vector<int32_t>& src_ids,
+                                                                const std::vector<int32_t>& tgt_ids) {
+  const tokenizer::SpecialIds ids = tok.special_ids();
+  const auto device = model->parameters().front().device();
+  auto tensor = [&](const std::vector<int32_t>& v) {
+    return torch::tensor(std::vector<int64_t>(v.begin(), v.end()), torch::kLong).unsqueeze(0).to(device);  // [1, n]
+  };
+  auto pieces = [](const tokenizer::Model& m, const std::vector<int32_t>& v) {
+    std::vector<std::string> out;
+    for (const int32_t id : v) out.push_back(m.piece(id));
+    return out;
+  };
+  const int64_t max_len = model->options.max_len();
+  if (model->options.decoder_only()) {
+    if (tgt_ids.empty()) throw ConfigError("plot attention: the text encodes to no tokens");
+    if (int64_t(tgt_ids.size()) > max_len) {
+      throw ConfigError(fmt::format("plot attention: {} tokens, the model has {} positions", tgt_ids.size(), max_len));
+    }
+    const model::AttentionMaps maps = model->attention_maps(torch::Tensor(), tensor(tgt_ids));
+    const auto labels = pieces(tok.tgt(), tgt_ids);
+    return {{"self.svg", attention_grid(maps.encoder_self, labels, labels,
+                                        "Causal self-attention (rows: the position predicting the next token)")}};
+  }
+  std::vector<int32_t> src = src_ids, tgt_in = {ids.bos};
+  src.push_back(ids.eos);
+  tgt_in.insert(tgt_in.end(), tgt_ids.begin(), tgt_ids.end());
+  if (int64_t(src.size()) > max_len || int64_t(tgt_in.size()) > max_len) {
+    throw ConfigError(fmt::format("plot attention: {} source and {} target tokens, the model has {} positions",
+                                  src.size(), tgt_in.size(), max_len));
+  }
+  const model::AttentionMaps maps = model->attention_maps(tensor(src), tensor(tgt_in));
+  const auto src_labels = pieces(tok.src(), src), tgt_labels = pieces(tok.tgt(), tgt_in);
+  return {{"encoder_self.svg", attention_grid(maps.encoder_self, src_labels, src_labels, "Encoder self-attention")},
+          {"decoder_self.svg", attention_grid(maps.decoder_self, tgt_labels, tgt_labels, "Decoder self-attention")},
+          {"cross.svg", attention_grid(maps.cross, tgt_labels, src_labels,
+                                       "Encoder-decoder attention (rows: target, columns: source)")}};
+}
+
+}  // namespace mtx::plot

@@ -1,5 +1,6 @@
 // The Annotated Transformer's pictures as SVG text: sinusoidal positional encodings, the subsequent
-// (causal) mask, and learning-rate schedules; each computed by the very code mtx trains with.
+// (causal) mask, learning-rate schedules and a model's attention maps; each computed by the very code
+// mtx trains and translates with.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,8 @@
 #include <vector>
 
 #include "mtx/config/config.h"
+#include "mtx/model/transformer.h"
+#include "mtx/tokenizer/tokenizer.h"
 
 namespace mtx::plot {
 
@@ -26,5 +29,14 @@ struct ScheduleCurve {
 std::vector<ScheduleCurve> annotated_transformer_schedules();
 // Learning rate against update for each curve over `steps` updates.
 std::string schedule_svg(const std::vector<ScheduleCurve>& curves, int64_t steps);
+
+// The attention maps of one sentence pair (translation: source ids, target ids, both without specials; the
+// source gets </s>, the target <s> in front) or of one text (a language model: tgt_ids only), every layer a
+// row and every head a column, with the pieces on the axes. Returns (file name, SVG): encoder_self.svg,
+// decoder_self.svg and cross.svg, or self.svg for a language model.
+std::vector<std::pair<std::string, std::string>> attention_svgs(model::Transformer& model,
+                                                                const tokenizer::Tokenizer& tokenizer,
+                                                                const std::vector<int32_t>& src_ids,
+                                                                const std::vector<int32_t>& tgt_ids);
 
 }  // namespace mtx::plot

@@ -84,8 +84,8 @@ class SpmModel : public Model {
   mtx_spm* handle_;
 };
 
-// torchtext's basic_english: lowercase, quotes and punctuation split off (`"` dropped), split on
-// whitespace. Python's str.lower() maps a few characters to two (U+0130); this uses simple case mapping.
+// torchtext's basic_english: lowercase (Python's str.lower()), quotes and punctuation split off (`"`,
+// `;`, `:` and `<br />` dropped), split on Unicode whitespace as str.split().
 std::vector<std::string> basic_english(std::string_view line);
 
 // The LM tutorial's vocabulary: every word of the training text seen at least `min_freq` times, most
