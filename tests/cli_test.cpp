@@ -342,7 +342,9 @@ TEST(Cli, LmTutorialTrainsOnMulti30kEnglishThenScoresAndGenerates) {
   EXPECT_LT(nll.back(), nll.front() - 0.5) << "loss falls";
 
   // mtx eval reads the test text as the trainer did: the same perplexity.
-  const std::string test_ppl = r.output.substr(r.output.find("test ppl", test_line), 19);
+  const size_t ppl_at = r.output.find("test ppl", test_line);
+  const std::string test_ppl = r.output.substr(ppl_at, r.output.find('\n', ppl_at) - ppl_at);  // "test ppl   779.62"
+  EXPECT_GT(test_ppl.size(), 10u);
   const Result e = run_mtx("eval --ckpt " + run + "/best.pt --metric ppl --threads 2 --text " + data +
                            "/test_2016_flickr.en.gz");
   ASSERT_EQ(e.code, 0) << e.output;

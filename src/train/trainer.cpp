@@ -178,6 +178,8 @@ class TrainingData {
   virtual LossEvaluation validation_loss(model::Transformer& model, const torch::Device& device, bool bf16) = 0;
   // The translation task's data (validation BLEU and translations); null for a language model.
   virtual const data::PreparedData* translation() const { return nullptr; }
+  // A language model's loss on data.test, reported when training ends (the tutorial's last line).
+  virtual std::optional<LossEvaluation> test_loss(model::Transformer&, const torch::Device&) { return std::nullopt; }
 };
 
 class TranslationData : public TrainingData {
@@ -247,7 +249,7 @@ class LmData : public TrainingData {
   LossEvaluation validation_loss(model::Transformer& model, const torch::Device& device, bool) override {
     return from(decode::stream_loss(model, *data_.valid, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
   }
-  std::optional<LossEvaluation> test_loss(model::Transformer& model, const torch::Device& device) {
+  std::optional<LossEvaluation> test_loss(model::Transformer& model, const torch::Device& device) override {
     if (!data_.test) return std::nullopt;
     return from(decode::stream_loss(model, *data_.test, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
   }
@@ -645,10 +647,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     if (last.size() > size_t(tc.average_last)) last.erase(last.begin(), last.end() - tc.average_last);
     if (last.size() >= 2) average_checkpoints(last, run_dir / "avg.pt");
   }
-  if (auto* lm_data = dynamic_cast<LmData*>(source.get())) {
+  if (lm) {
     // The tutorial's last line: the best model (best.pt) on the test stream.
     CheckpointContent best = load_checkpoint(run_dir / "best.pt", device);
-    if (const auto t = lm_data->test_loss(best.model, device)) {
+    if (const auto t = source->test_loss(best.model, device)) {
       const std::string rule(89, '=');
       log::info("{}", rule);
       log::info("| End of training | test loss {:5.2f} | test ppl {:8.2f}", t->loss, t->ppl);

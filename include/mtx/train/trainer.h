@@ -1,6 +1,7 @@
-// The training loop: token-budget batches, label-smoothed loss, accumulation, clipping, schedules,
-// validation (loss/perplexity) with the tutorial's epoch line, checkpoints (best/last/step-N),
-// early stopping, NaN skipping, SIGINT/SIGTERM, metrics.jsonl and a curve image; exact resume.
+// The training loop: token-budget batches of pairs (or, task lm, the windows of a token stream),
+// label-smoothed loss, accumulation, clipping, schedules, validation (loss/perplexity) with the tutorials'
+// lines, checkpoints (best/last/step-N), early stopping, NaN skipping, SIGINT/SIGTERM, metrics.jsonl and a
+// curve image; exact resume.
 #pragma once
 
 #include <filesystem>
