@@ -163,9 +163,10 @@ std::vector<std::pair<std::string, std::string>> attention_svgs(model::Transform
   const model::AttentionMaps maps = model->attention_maps(tensor(src), tensor(tgt_in));
   const auto src_labels = pieces(tok.src(), src), tgt_labels = pieces(tok.tgt(), tgt_in);
   return {{"encoder_self.svg", attention_grid(maps.encoder_self, src_labels, src_labels, "Encoder self-attention")},
-          {"decoder_self.svg", attention_grid(maps.decoder_self, tgt_labels, tgt_labels, "Decoder self-attention")},
+          {"decoder_self.svg", attention_grid(maps.decoder_self, tgt_labels, tgt_labels, "Decoder self-attention (each row: a position, labelled by its input piece, predicting the next)")},
           {"cross.svg", attention_grid(maps.cross, tgt_labels, src_labels,
-                                       "Encoder-decoder attention (rows: target, columns: source)")}};
+                                       "Encoder-decoder attention (rows: target positions, labelled by their input piece, each "
+                                       "predicting the next; columns: source)")}};
 }
 
 }  // namespace mtx::plot
