@@ -272,6 +272,18 @@ TEST(LanguageModel, StepLrDecaysOncePerEpoch) {
   EXPECT_NEAR(s.lr(9000, 3), 5.0 * 0.95 * 0.95, 1e-12);
 }
 
+TEST(LanguageModel, ConfigDefaultsAreTheTutorialsModel) {
+  const config::Config lm = config::from_json(nlohmann::json{{"task", "lm"}});
+  EXPECT_FALSE(lm.model.tie_output);
+  EXPECT_EQ(lm.model.init, config::Init::uniform);
+  const config::Config tied = config::from_json(nlohmann::json{{"task", "lm"}, {"model", {{"tie_output", true}}}});
+  EXPECT_TRUE(tied.model.tie_output) << "a given setting stands";
+  EXPECT_EQ(tied.model.init, config::Init::uniform);
+  const config::Config mt = config::from_json(nlohmann::json::object());
+  EXPECT_TRUE(mt.model.tie_output) << "translation keeps its defaults";
+  EXPECT_EQ(mt.model.init, config::Init::xavier);
+}
+
 TEST(LanguageModel, ConfigRejectsTranslationOnlySettings) {
   config::Config c;
   c.tokenizer.type = config::SpmType::basic_english;

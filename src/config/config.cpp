@@ -459,6 +459,13 @@ Config from_json(const json& document) {
   Reader reader(document, "");
   visit(c, reader);
   reader.reject_unknown();
+  if (c.task == Task::lm) {
+    // The LM tutorial's model unless the config says otherwise: no tying, U(-0.1, 0.1) embedding and output.
+    const auto model = document.find("model");
+    const bool given = model != document.end() && model->is_object();
+    if (!given || !model->contains("tie_output")) c.model.tie_output = false;
+    if (!given || !model->contains("init")) c.model.init = Init::uniform;
+  }
   validate(c);
   return c;
 }

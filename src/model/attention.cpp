@@ -50,8 +50,8 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
   torch::Tensor scores = batched_matmul(q, k.transpose(-2, -1)) * scale;  // [b, h, tq, tk]
   scores = mask_scores(scores, mask);
   torch::Tensor weights = torch::softmax(scores, -1);  // [b, h, tq, tk]
+  if (weights_out) *weights_out = weights.detach();
   if (p > 0) weights = model::dropout(weights, p, true);
-  if (weights_out) *weights_out = weights.detach().transpose(-2, -1);
   return batched_matmul(weights, v);  // [b, h, tq, hd]
 }
 

@@ -61,8 +61,9 @@ struct ModelConfig {
   Positions positions = Positions::sinusoidal;  // sinusoidal | learned
   Activation activation = Activation::relu;     // relu | gelu
   Init init = Init::xavier;          // xavier | kaiming (uniform) | uniform (the LM tutorial: embedding and
-                                     // output U(-0.1, 0.1), output bias 0, the other matrices xavier)
-  bool tie_output = true;            // output projection shares the target embedding (task lm: false)
+                                     // output U(-0.1, 0.1), output bias 0, the other matrices xavier;
+                                     // task lm's default)
+  bool tie_output = true;            // output projection shares the target embedding (task lm's default: false)
   bool share_embeddings = true;      // one source/target embedding when the vocabulary is joint
 };
 
