@@ -55,10 +55,10 @@ int run_generate(GenerateArgs a) {
   const tokenizer::Model& words = ckpt.tokenizer->tgt();
   const std::vector<int32_t> prompt = words.encode(a.prompt);
   const auto out = decode::generate(ckpt.model, prompt, words.special_ids().eos, a.options);
-  std::string text = render(words, prompt);
-  const std::string more = render(words, out);
-  if (!text.empty() && !more.empty() && more.front() != '\n') text += ' ';
-  std::cout << text << more << "\n";
+  // Prompt and continuation decoded as one sequence: a continuation may start inside a word (subwords).
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), out.begin(), out.end());
+  std::cout << render(words, all) << "\n";
   return 0;
 }
 

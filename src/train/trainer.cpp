@@ -243,7 +243,7 @@ class LmData : public TrainingData {
   void restore(data::BatchPosition position) override { batcher_.restore(position); }
   int64_t epoch_batches() override { return batcher_.epoch_batches(); }
   std::string describe() const override {
-    return fmt::format("{} tokens ({} words in the vocabulary) in {} streams, bptt {}", data_.train.size(),
+    return fmt::format("{} tokens ({} in the vocabulary) in {} streams, bptt {}", data_.train.size(),
                        data_.tokenizer.tgt().vocab_size(), batcher_.columns(), cfg_.train.bptt);
   }
   LossEvaluation validation_loss(model::Transformer& model, const torch::Device& device, bool) override {
