@@ -326,10 +326,10 @@ TEST(Cli, LmTutorialTrainsOnMulti30kEnglishThenScoresAndGenerates) {
   const std::string run = (tmp / "lm").string(), data = mtx::test::multi30k_dir().string();
   const Result r = run_mtx("train --config " MTX_SOURCE_DIR "/configs/lm-tutorial.json --set data.dir=" + data +
                            " --set data.train=train.en.gz --set data.valid=val.en.gz --set data.test=test_2016_flickr.en.gz"
-                           " --set train.threads=2 --set train.max_steps=60 --set train.log_every=20"
-                           " --set train.validate_every=30 --out " + run);
+                           " --set train.threads=2 --set train.max_steps=30 --set train.log_every=10"
+                           " --set train.validate_every=15 --out " + run);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("|    20/  581 batches | lr 5.00 |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("|    10/  581 batches | lr 5.00 |"), std::string::npos) << r.output;
   const size_t test_line = r.output.find("| End of training | test loss ");
   ASSERT_NE(test_line, std::string::npos) << r.output;
   std::vector<double> nll;
