@@ -1,6 +1,6 @@
 // torchtext's basic_english tokenizer and the LM tutorial's word vocabulary (WordModel).
 #include <algorithm>
-#include <map>
+#include <unordered_set>
 
 #include "mtx/tokenizer/tokenizer.h"
 #include "mtx/util/errors.h"
@@ -88,9 +88,9 @@ std::shared_ptr<const WordModel> WordModel::from_bytes(std::string bytes) {
   if (words.size() < 4 || !std::equal(std::begin(kSpecials), std::end(kSpecials), words.begin())) {
     throw DataError("mtx word vocabulary: must start with <pad> <unk> <s> <eos>");
   }
-  std::unordered_map<std::string, int> seen;
+  std::unordered_set<std::string> seen;
   for (const auto& w : words) {
-    if (w.empty() || text::split(text::to_u32(w)).size() != 1 || ++seen[w] > 1) {
+    if (w.empty() || text::split(text::to_u32(w)).size() != 1 || !seen.insert(w).second) {
       throw DataError("mtx word vocabulary: entry '" + w + "' is empty, holds whitespace or repeats");
     }
   }
