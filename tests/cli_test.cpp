@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mtx/util/device.h"
+#include "mtx/util/system.h"
 #include "test_utils.h"
 
 namespace {
@@ -161,6 +162,41 @@ TEST(Cli, WarnsOnceWhenMatmulRunsOnTheReferenceBlas) {
 
   const Result fast = run_mtx("--version");
   EXPECT_EQ(fast.output.find("[warning]"), std::string::npos) << fast.output;
+}
+
+// The kernel family in `mtx --version`'s OpenBLAS line ("[OpenBLAS 0.3.21 ... Prescott MAX_THREADS=64]").
+std::string openblas_core(const std::string& version) {
+  const size_t end = version.find(" MAX_THREADS=");
+  if (end == std::string::npos) return "";
+  const size_t begin = version.rfind(' ', end - 1);
+  return version.substr(begin + 1, end - begin - 1);
+}
+
+TEST(Cli, NeverRunsOpenBlasFallbackKernelsWhenTheCpuHasBetter) {
+  if (at::hasMKL()) GTEST_SKIP() << "this LibTorch brings MKL: no OpenBLAS kernels to choose";
+  const Result r = run_mtx("--version", "env -u OPENBLAS_CORETYPE -u MTX_BLAS_CORE");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string core = openblas_core(r.output);
+  if (core.empty()) GTEST_SKIP() << "torch's BLAS is not OpenBLAS here:\n" << r.output;
+  // Whatever OpenBLAS chose by itself, the kernels mtx runs are ones nothing better replaces on this CPU.
+  EXPECT_EQ(mtx::better_blas_core(core, mtx::cpu_features()), "") << r.output;
+  if (r.output.find("set by mtx") != std::string::npos) {
+    EXPECT_NE(r.output.find("{OPENBLAS_CORETYPE=" + core + " set by mtx"), std::string::npos) << r.output;
+  }
+  // An explicit OPENBLAS_CORETYPE is the user's choice, kept as given; MTX_BLAS_CORE=off switches mtx's off.
+  const Result forced = run_mtx("--version", "env -u MTX_BLAS_CORE OPENBLAS_CORETYPE=Prescott");
+  EXPECT_EQ(openblas_core(forced.output), "Prescott") << forced.output;
+  EXPECT_EQ(forced.output.find("set by mtx"), std::string::npos) << forced.output;
+  const Result off = run_mtx("--version", "env -u OPENBLAS_CORETYPE MTX_BLAS_CORE=off");
+  EXPECT_EQ(off.output.find("set by mtx"), std::string::npos) << off.output;
+  // Arguments and standard input reach the re-executed program unchanged.
+  mtx::test::TempDir tmp;
+  const std::string ref = (tmp / "ref.en").string();
+  std::ofstream(ref) << "a dog runs on the grass .\n";
+  const Result piped = run_mtx("eval --metric bleu --ref " + ref + " < " + ref, "env -u OPENBLAS_CORETYPE -u MTX_BLAS_CORE");
+  EXPECT_EQ(piped.code, 0) << piped.output;
+  EXPECT_NE(piped.output.find("BLEU|nrefs:1"), std::string::npos) << piped.output;
+  EXPECT_NE(piped.output.find("= 100.0"), std::string::npos) << piped.output;
 }
 
 TEST(Cli, TrainsTinyOnMulti30kAndLossFalls) {

@@ -99,6 +99,15 @@ TEST(Config, OutOfRangeValuesNameTheKey) {
             std::string::npos);
   EXPECT_NE(config_error([] { cfg::from_json(json{{"data", {{"src_lang", "en"}}}}); }).find("both 'en'"),
             std::string::npos);
+  // A budget-aware decay needs a budget to end at.
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"schedule", "cosine"}, {"max_minutes", 0}}}}); })
+                .find("train.schedule: cosine decays to train.min_lr at the end of the budget; set train.max_steps or "
+                      "train.max_minutes"),
+            std::string::npos);
+  EXPECT_NO_THROW(cfg::from_json(json{{"train", {{"schedule", "linear"}, {"max_steps", 100}}}}));
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"schedule", "cosine"}, {"max_minutes", 5}, {"min_lr", 1}}}}); })
+                .find("train.min_lr: must be in [0, train.lr]"),
+            std::string::npos);
   // Found by fuzz_config: a float far outside an integer setting's range was converted before the range check
   // (undefined behaviour, UBSan's float-cast-overflow); 2^63 itself slipped past a check against double(max).
   for (const double big : {1.28667e30, 9223372036854775808.0, -1e19}) {

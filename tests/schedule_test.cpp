@@ -61,3 +61,36 @@ TEST(Schedule, PlateauReducesAfterPatienceAndRoundTripsItsState) {
   restored.load_state(s.state());
   EXPECT_NEAR(restored.lr(10), 1e-4, 1e-15);
 }
+
+TEST(Schedule, CosineAndLinearDecayToMinLrAtTheBudgetsEnd) {
+  cfg::TrainConfig c;
+  c.lr = 2e-3;
+  c.min_lr = 1e-4;
+  c.warmup_steps = 10;
+  c.max_steps = 1000;
+  c.schedule = cfg::Schedule::cosine;
+  const LrSchedule cosine(c, 256);
+  EXPECT_NEAR(cosine.lr(5), 0.5 * (1e-4 + 1.9e-3 * 0.5 * (1 + std::cos(M_PI * 0.005))), 1e-15);  // warming up
+  EXPECT_NEAR(cosine.lr(500), 1e-4 + 1.9e-3 * 0.5, 1e-15);                                       // half-way
+  EXPECT_NEAR(cosine.lr(1000), 1e-4, 1e-15);                                                      // the end
+  EXPECT_NEAR(cosine.lr(250), 1e-4 + 1.9e-3 * 0.5 * (1 + std::cos(M_PI / 4)), 1e-15);
+  EXPECT_GT(cosine.lr(10), cosine.lr(11));  // decays from the end of the warm-up on
+  c.schedule = cfg::Schedule::linear;
+  const LrSchedule linear(c, 256);
+  EXPECT_NEAR(linear.lr(250), 1e-4 + 1.9e-3 * 0.75, 1e-15);
+  EXPECT_NEAR(linear.lr(1000), 1e-4, 1e-15);
+  EXPECT_NEAR(linear.lr(2000), 1e-4, 1e-15);  // past the budget (a resumed run with more steps): min_lr
+
+  // A wall-clock budget: the share of max_minutes spent, or of max_steps when that is further on.
+  c.max_steps = 0;
+  c.max_minutes = 10;
+  c.min_lr = 0;
+  const LrSchedule timed(c, 256);
+  EXPECT_NEAR(timed.progress(20, 150), 0.25, 1e-15);
+  EXPECT_NEAR(timed.lr(20, 1, 150), 2e-3 * 0.75, 1e-15);
+  EXPECT_NEAR(timed.lr(20, 1, 600), 0, 1e-15);
+  EXPECT_NEAR(timed.lr(20, 1, 0), 2e-3, 1e-15);
+  c.max_steps = 40;
+  EXPECT_NEAR(LrSchedule(c, 256).progress(20, 150), 0.5, 1e-15);  // steps ahead of the clock
+  EXPECT_NEAR(LrSchedule(c, 256).progress(10, 300), 0.5, 1e-15);  // the clock ahead of the steps
+}

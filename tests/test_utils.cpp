@@ -1,7 +1,11 @@
 #include "test_utils.h"
 
+#include <gtest/gtest.h>
+
 #include <unistd.h>
 #include <zlib.h>
+
+#include "mtx/util/system.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -91,3 +95,11 @@ mtx::config::Config toy_setup(const TempDir& tmp) {
 }
 
 }  // namespace mtx::test
+
+// The test binary's main: gtest's, after the same OpenBLAS kernel choice the mtx binary makes (so in-process
+// tests and the CLI tests they compare with run the same kernels, and neither the slow fallback ones).
+int main(int argc, char** argv) {
+  mtx::select_blas_kernels(argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

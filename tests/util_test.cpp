@@ -7,6 +7,7 @@
 #include "mtx/util/hash.h"
 #include "mtx/util/random.h"
 #include "mtx/util/strings.h"
+#include "mtx/util/system.h"
 #include "mtx/util/utf8.h"
 #include "test_utils.h"
 
@@ -94,4 +95,25 @@ TEST(Rng, DeterministicAndUnbiasedEnough) {
   std::vector<int> sorted = v;
   std::sort(sorted.begin(), sorted.end());
   for (int i = 0; i < 100; ++i) EXPECT_EQ(sorted[i], i);
+}
+
+TEST(BlasCore, FallbackKernelsAreReplacedByTheCpusOwnFamily) {
+  mtx::CpuFeatures avx512;
+  avx512.avx = avx512.avx2 = avx512.fma = avx512.avx512f = avx512.avx512bw = avx512.avx512dq = avx512.avx512vl = true;
+  mtx::CpuFeatures avx2;
+  avx2.avx = avx2.avx2 = avx2.fma = true;
+  mtx::CpuFeatures avx_only;
+  avx_only.avx = true;
+  EXPECT_EQ(mtx::better_blas_core("Prescott", avx512), "SkylakeX");
+  EXPECT_EQ(mtx::better_blas_core("prescott", avx2), "Haswell");
+  EXPECT_EQ(mtx::better_blas_core("Nehalem", avx_only), "Sandybridge");
+  EXPECT_EQ(mtx::better_blas_core("Prescott", mtx::CpuFeatures{}), "");  // nothing better to offer
+  // A core OpenBLAS recognised is kept, even where the CPU could run wider kernels.
+  EXPECT_EQ(mtx::better_blas_core("Haswell", avx512), "");
+  EXPECT_EQ(mtx::better_blas_core("Zen", avx512), "");
+  EXPECT_EQ(mtx::better_blas_core("SkylakeX", avx512), "");
+  // AVX-512 without its BW/DQ/VL parts (Knights Landing) is not SkylakeX.
+  mtx::CpuFeatures knl = avx2;
+  knl.avx512f = true;
+  EXPECT_EQ(mtx::better_blas_core("Prescott", knl), "Haswell");
 }

@@ -34,6 +34,7 @@ std::string first_line(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mtx::select_blas_kernels(argv);  // may re-execute mtx once, before anything has run
   CLI::App app{"mtx -- Transformer machine translation in C++ (train, translate, eval)", "mtx"};
   app.require_subcommand(0, 1);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");

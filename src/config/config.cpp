@@ -42,7 +42,8 @@ template <>
 struct EnumNames<Schedule> {
   static constexpr std::pair<Schedule, const char*> list[] = {
       {Schedule::noam, "noam"},   {Schedule::inverse_sqrt, "inverse_sqrt"}, {Schedule::plateau, "plateau"},
-      {Schedule::step, "step"},   {Schedule::constant, "constant"}};
+      {Schedule::step, "step"},   {Schedule::constant, "constant"}, {Schedule::cosine, "cosine"},
+      {Schedule::linear, "linear"}};
 };
 
 template <>
@@ -154,6 +155,7 @@ void visit(TrainConfig& c, V&& v) {
   v("weight_decay", c.weight_decay);
   v("schedule", c.schedule);
   v("lr", c.lr);
+  v("min_lr", c.min_lr);
   v("lr_factor", c.lr_factor);
   v("warmup_steps", c.warmup_steps);
   v("clip_norm", c.clip_norm);
@@ -411,6 +413,10 @@ void validate(const Config& c) {
   check(tr.weight_decay >= 0, "train.weight_decay: must be >= 0");
   check(tr.lr > 0, "train.lr: must be > 0");
   check(tr.lr_factor > 0, "train.lr_factor: must be > 0");
+  check(tr.min_lr >= 0 && tr.min_lr <= tr.lr, "train.min_lr: must be in [0, train.lr]");
+  check(!(tr.schedule == Schedule::cosine || tr.schedule == Schedule::linear) || tr.max_steps > 0 || tr.max_minutes > 0,
+        "train.schedule: " + to_string(tr.schedule) +
+            " decays to train.min_lr at the end of the budget; set train.max_steps or train.max_minutes");
   check_range("train.warmup_steps", tr.warmup_steps, 0, kBig);
   check(tr.schedule != Schedule::noam || tr.warmup_steps > 0, "train.warmup_steps: the noam schedule needs > 0");
   check(tr.clip_norm >= 0, "train.clip_norm: must be >= 0 (0 = off)");

@@ -9,7 +9,14 @@ namespace mtx::train {
 
 LrSchedule::LrSchedule(const config::TrainConfig& config, int64_t d_model) : config_(config), d_model_(d_model) {}
 
-double LrSchedule::lr(int64_t step, int64_t epoch) const {
+double LrSchedule::progress(int64_t step, double elapsed_s) const {
+  double p = 0;
+  if (config_.max_steps > 0) p = std::max(p, double(step) / double(config_.max_steps));
+  if (config_.max_minutes > 0) p = std::max(p, elapsed_s / (config_.max_minutes * 60));
+  return std::clamp(p, 0.0, 1.0);
+}
+
+double LrSchedule::lr(int64_t step, int64_t epoch, double elapsed_s) const {
   const double s = double(std::max<int64_t>(step, 1));
   const double w = double(config_.warmup_steps);
   const double warm = w > 0 ? std::min(1.0, s / w) : 1.0;  // linear warm-up factor
@@ -27,6 +34,13 @@ double LrSchedule::lr(int64_t step, int64_t epoch) const {
     }
     case config::Schedule::constant:
       return config_.lr * warm;
+    case config::Schedule::cosine:
+    case config::Schedule::linear: {
+      // The decay spans the whole budget and multiplies the warm-up ramp (a short warm-up barely meets it).
+      const double p = progress(step, elapsed_s);
+      const double shape = config_.schedule == config::Schedule::cosine ? 0.5 * (1 + std::cos(M_PI * p)) : 1 - p;
+      return warm * (config_.min_lr + (config_.lr - config_.min_lr) * shape);
+    }
   }
   return config_.lr;
 }

@@ -519,7 +519,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         }
       } else {
         bad_steps = 0;
-        const double lr = scheduler.next_lr();
+        const double lr = scheduler.next_lr(elapsed());
         set_lr(*optimizer, lr);
         optimizer->step();
         scheduler.on_update(tokens, nll_sum);

@@ -11,6 +11,8 @@
 #include <torch/version.h>
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <mutex>
 
@@ -54,6 +56,10 @@ BlasInfo detect_blas() {
     if (auto fn = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
       name += std::string(" [") + fn() + "]";
     }
+    const char* set_by_mtx = std::getenv("MTX_BLAS_CORE");
+    if (set_by_mtx && std::string(set_by_mtx) != "off") {
+      name += std::string(" {OPENBLAS_CORETYPE=") + set_by_mtx + " set by mtx: OpenBLAS did not recognise this CPU}";
+    }
     return {name + " (" + lib + ")", false};
   }
   if (l.find("mkl") != std::string::npos) return {"Intel MKL (" + lib + ")", false};
@@ -71,6 +77,52 @@ const BlasInfo& blas_info() {
 }
 
 }  // namespace
+
+std::string better_blas_core(const std::string& chosen_core, const CpuFeatures& cpu) {
+  // The generic fallbacks of OpenBLAS's DYNAMIC_ARCH build for an unrecognised x86-64 model.
+  const std::string chosen = lower(chosen_core);
+  if (chosen != "prescott" && chosen != "core2" && chosen != "nehalem" && chosen != "katmai") return "";
+  if (cpu.avx512f && cpu.avx512bw && cpu.avx512dq && cpu.avx512vl && cpu.avx2 && cpu.fma) return "SkylakeX";
+  if (cpu.avx2 && cpu.fma) return "Haswell";
+  if (cpu.avx && chosen != "sandybridge") return "Sandybridge";
+  return "";
+}
+
+CpuFeatures cpu_features() {
+  CpuFeatures f;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // libgcc's checks include the OS's support (XCR0) for the AVX and AVX-512 register state.
+  __builtin_cpu_init();
+  f.avx = __builtin_cpu_supports("avx");
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+#endif
+  return f;
+}
+
+void select_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("MTX_BLAS_CORE")) return;
+  using CoreFn = char* (*)();
+  auto corename = reinterpret_cast<CoreFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (!corename || !corename()) return;  // not OpenBLAS (MKL in the 2.x build, or another BLAS)
+  const std::string core = better_blas_core(corename(), cpu_features());
+  if (core.empty()) return;
+  char exe[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return;
+  exe[n] = '\0';
+  ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  ::setenv("MTX_BLAS_CORE", core.c_str(), 1);
+  std::fflush(nullptr);
+  ::execv(exe, argv);
+  // Still here: the re-exec failed; go on with the fallback kernels (and the environment as it was).
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::unsetenv("MTX_BLAS_CORE");
+}
 
 RuntimeInfo runtime_info() {
   RuntimeInfo r;

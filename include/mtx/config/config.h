@@ -14,7 +14,7 @@ namespace mtx::config {
 enum class SpmType { unigram, bpe, basic_english };
 enum class Device { auto_, cpu, cuda };
 enum class Optimizer { adam, adamw, sgd };
-enum class Schedule { noam, inverse_sqrt, plateau, step, constant };
+enum class Schedule { noam, inverse_sqrt, plateau, step, constant, cosine, linear };
 enum class BestMetric { loss, bleu };
 enum class Norm { post, pre };
 enum class Positions { sinusoidal, learned };
@@ -84,8 +84,11 @@ struct TrainConfig {
   double adam_beta2 = 0.98;
   double adam_eps = 1e-9;
   double weight_decay = 0;
-  Schedule schedule = Schedule::noam;  // noam | inverse_sqrt | plateau | step | constant
-  double lr = 5e-4;               // peak (inverse_sqrt) or base (plateau/step/constant) learning rate
+  Schedule schedule = Schedule::noam;  // noam | inverse_sqrt | plateau | step | constant | cosine | linear
+                                  // (cosine, linear: warm up to lr, then decay to min_lr at the end of the
+                                  // budget -- max_steps or max_minutes, whichever is reached first)
+  double lr = 5e-4;               // peak (inverse_sqrt, cosine, linear) or base (plateau/step/constant) rate
+  double min_lr = 0;              // cosine, linear: the learning rate the decay ends at
   double lr_factor = 1.0;         // Noam: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
   int warmup_steps = 4000;        // linear warm-up updates
   double clip_norm = 1.0;         // clip the gradient's global L2 norm (0 = off)

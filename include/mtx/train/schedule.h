@@ -1,5 +1,7 @@
 // Learning-rate schedules of the classic recipes: Noam, inverse square root, reduce-on-plateau,
-// step decay and constant (each but Noam with optional linear warm-up). State is JSON for resume.
+// step decay and constant (each but Noam with optional linear warm-up), and the budget-aware ones for
+// short runs: cosine and linear decay from lr to min_lr at the end of the run's budget (max_steps or
+// max_minutes, whichever ends it first). State is JSON for resume.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,8 +16,12 @@ class LrSchedule {
  public:
   LrSchedule(const config::TrainConfig& config, int64_t d_model);
   // Learning rate for update number `step` (counting from 1) in `epoch` (from 1; the step schedule with
-  // decay_steps 0 decays once per finished epoch, as the LM tutorial's StepLR).
-  double lr(int64_t step, int64_t epoch = 1) const;
+  // decay_steps 0 decays once per finished epoch, as the LM tutorial's StepLR), `elapsed_s` seconds into
+  // the run (resumed parts included; only cosine and linear read it, when max_minutes is set).
+  double lr(int64_t step, int64_t epoch = 1, double elapsed_s = 0) const;
+  // cosine, linear: how much of the budget is spent, in [0, 1] (the larger of the steps' and the
+  // minutes' share).
+  double progress(int64_t step, double elapsed_s) const;
   // Reduce-on-plateau: reports a validation loss (lower is better); other schedules ignore it.
   void on_validation(double loss);
 

@@ -27,8 +27,8 @@ class Scheduler {
   // "signal"), or "" to go on. `elapsed_s` counts the earlier parts of a resumed run.
   std::string stop_reason(double elapsed_s, int signal) const;
 
-  // Learning rate of the next update.
-  double next_lr() const { return schedule_.lr(state_.step + 1, state_.epoch); }
+  // Learning rate of the next update, `elapsed_s` into the run (resumed parts included).
+  double next_lr(double elapsed_s) const { return schedule_.lr(state_.step + 1, state_.epoch, elapsed_s); }
   // An update was applied: `tokens` target tokens, `nll_sum` their summed negative log-likelihood.
   void on_update(int64_t tokens, double nll_sum);
   // After an update: whether validate_every (or translate_every) divides it.

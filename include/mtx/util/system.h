@@ -22,6 +22,28 @@ struct RuntimeInfo {
 
 RuntimeInfo runtime_info();
 
+// OpenBLAS (Debian bookworm's 0.3.21) picks its kernels from the CPU's model number; on CPUs it does not
+// know, such as virtual "Intel(R) Xeon(R) Processor" models, it falls back to its Prescott (SSE3) kernels,
+// which make training ~3.5x slower. The choice is made when the library loads, so only OPENBLAS_CORETYPE
+// in the environment of a new process can change it.
+//
+// The core to ask for instead, given the core OpenBLAS chose (openblas_get_corename(), any case) and the
+// instruction sets the CPU and OS offer; "" when nothing should change (a recognised core, or no better
+// kernels for this CPU).
+struct CpuFeatures {
+  bool avx = false, avx2 = false, fma = false;
+  bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
+};
+std::string better_blas_core(const std::string& chosen_core, const CpuFeatures& cpu);
+CpuFeatures cpu_features();
+
+// Called first thing in main(): when torch's BLAS is OpenBLAS running its fallback kernels and neither
+// OPENBLAS_CORETYPE nor MTX_BLAS_CORE is set, re-executes this program (same arguments, same open files)
+// with OPENBLAS_CORETYPE naming the CPU's real kernel family, and MTX_BLAS_CORE recording that mtx did it
+// (runtime_info() reports it). Returns (doing nothing) when not needed or when the re-exec fails.
+// MTX_BLAS_CORE=off switches this off.
+void select_blas_kernels(char** argv);
+
 // Logs a clear warning the first time it is called in a process if matmul uses the reference BLAS.
 void warn_if_reference_blas();
 
