@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "mtx/tokenizer/tokenizer.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/utf8.h"
+#include "test_utils.h"
 
 namespace plot = mtx::plot;
 
@@ -215,4 +217,34 @@ TEST(Plot, AttentionGridsCarryEveryLayerAndHeadWithThePiecesOnTheAxes) {
   EXPECT_EQ(lm_files[0].first, "self.svg");
   EXPECT_EQ(xml_problem(lm_files[0].second), "");
   EXPECT_EQ(count(lm_files[0].second, ">dog<"), 8u);
+}
+
+TEST(Plot, LinesReadTheNamedColumnsOfATable) {
+  mtx::test::TempDir tmp;
+  const std::string file = (tmp / "curve.tsv").string();
+  std::ofstream(file) << "minutes\tupdate\tbleu\n1.5\t50\t3.25\n\n3.0\t100\t12.5\n4.75\t150\t21\n";
+  const plot::Series s = plot::tsv_series(file, "minutes", "bleu", "quick");
+  EXPECT_EQ(s.label, "quick");
+  EXPECT_EQ(s.x, (std::vector<double>{1.5, 3.0, 4.75}));
+  EXPECT_EQ(s.y, (std::vector<double>{3.25, 12.5, 21}));
+  EXPECT_EQ(plot::tsv_series(file, "update", "minutes", "").y, (std::vector<double>{1.5, 3.0, 4.75}));
+  auto error = [&](const std::string& x, const std::string& y) -> std::string {
+    try {
+      plot::tsv_series(file, x, y, "");
+    } catch (const mtx::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error("minutes", "BLEU").find("has no column 'BLEU' (its columns: minutes, update, bleu)"), std::string::npos);
+  std::ofstream(file, std::ios::app) << "6.0\tn/a\t25\n";
+  EXPECT_NE(error("update", "bleu").find("curve.tsv:6: column 'update' is not a number"), std::string::npos)
+      << error("update", "bleu");
+  const plot::LineChart chart{"BLEU against minutes", "minutes", "BLEU",
+                              {plot::tsv_series(file, "minutes", "minutes", "q"), plot::point_series("peer", 60, 35.95)},
+                              true, true};
+  const std::string svg = plot::line_chart_svg(chart);
+  EXPECT_EQ(xml_problem(svg), "");
+  EXPECT_NE(svg.find(">peer<"), std::string::npos);
+  EXPECT_NE(svg.find(">q<"), std::string::npos);
 }

@@ -412,6 +412,43 @@ TEST(Trainer, StopBetweenValidationsLeavesTheRunAsAnUnbrokenOne) {
   EXPECT_EQ(a.state.bad_validations, b.state.bad_validations);
 }
 
+TEST(Trainer, AScheduleThatEndsAtTheBudgetCountsTheFinalValidation) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.validate_every = 4;
+  c.train.keep_last = 6;
+  c.train.average_last = 2;
+  c.train.max_steps = 10;  // validations at 4 and 8; the budget ends at 10, between two
+  c.train.schedule = mtx::config::Schedule::cosine;
+  c.train.lr = 0.003;
+  train::run_training(c, tmp / "run");
+  // The annealed model at the end is validated as a scheduled point: a step checkpoint, a "valid" row, and
+  // best.pt / avg.pt choose among 4, 8 and 10.
+  EXPECT_EQ(step_files(tmp / "run"), (std::vector<std::string>{"step-10.pt", "step-4.pt", "step-8.pt"}));
+  std::ifstream in(tmp / "run" / "metrics.jsonl");
+  std::vector<int64_t> valid_steps;
+  double best_loss = 1e300;
+  int64_t best_step = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    EXPECT_NE(row["type"], "final") << line;
+    if (row["type"] != "valid") continue;
+    valid_steps.push_back(row["step"]);
+    if (row["val_loss"].get<double>() < best_loss) {
+      best_loss = row["val_loss"];
+      best_step = row["step"];
+    }
+  }
+  EXPECT_EQ(valid_steps, (std::vector<int64_t>{4, 8, 10}));
+  const auto best = train::load_checkpoint(tmp / "run" / "best.pt");
+  EXPECT_EQ(best.state.best_step, best_step);
+  EXPECT_EQ(best.state.step, best_step);
+  // The same stop under a schedule that goes on past it stays a report (see the test above).
+  c.train.schedule = mtx::config::Schedule::noam;
+  train::run_training(c, tmp / "noam");
+  EXPECT_EQ(step_files(tmp / "noam"), (std::vector<std::string>{"step-4.pt", "step-8.pt"}));
+}
+
 // Defect 3: when validate_every divides the update that ends an epoch, that update is validated (and
 // counted towards patience and the plateau schedule) once.
 TEST(Trainer, AnUpdateIsValidatedOnceWhenAnEpochEndsOnIt) {

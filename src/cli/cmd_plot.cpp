@@ -1,4 +1,4 @@
-// mtx plot positions|mask|schedule|attention: the Annotated Transformer's pictures as SVG files (plot/figures.h).
+// mtx plot positions|mask|schedule|attention|lines: the Annotated Transformer's pictures as SVG files (plot/figures.h).
 #include <filesystem>
 #include <memory>
 
@@ -24,6 +24,9 @@ struct PlotArgs {
   ConfigArgs config;  // schedule: the curve of a config's train section (besides the tutorial's three)
   // attention
   std::string ckpt, src, tgt;
+  // lines
+  std::vector<std::string> series, points;  // LABEL=FILE, LABEL=X,Y
+  std::string x_column = "minutes", y_column = "bleu", title, x_label, y_label;
 };
 
 void write(const std::string& path, const std::string& svg) {
@@ -57,6 +60,43 @@ void plot_attention(const PlotArgs& a) {
   for (const auto& [name, svg] : plot::attention_svgs(ckpt.model, tok, src, tgt)) write((dir / name).string(), svg);
 }
 
+// "LABEL=REST" split at the last '=' (a label such as "lr=3e-3" may hold one; a path or a number seldom does).
+std::pair<std::string, std::string> label_and(const std::string& arg, const char* option) {
+  const size_t eq = arg.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+    throw ConfigError(fmt::format("plot lines: {} '{}' is not LABEL=VALUE", option, arg));
+  }
+  return {arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
+// Curves from tables (and reference points) in one chart: e.g. BLEU against minutes of several recipes.
+void plot_lines(const PlotArgs& a) {
+  if (a.series.empty()) throw ConfigError("plot lines: give at least one --series LABEL=FILE");
+  plot::LineChart chart;
+  chart.title = a.title;
+  chart.x_label = a.x_label.empty() ? a.x_column : a.x_label;
+  chart.y_label = a.y_label.empty() ? a.y_column : a.y_label;
+  chart.y_from_zero = true;
+  chart.markers = true;
+  for (const auto& s : a.series) {
+    const auto [label, file] = label_and(s, "--series");
+    chart.series.push_back(plot::tsv_series(file, a.x_column, a.y_column, label));
+  }
+  for (const auto& p : a.points) {
+    const auto [label, xy] = label_and(p, "--point");
+    const size_t comma = xy.find(',');
+    char* end1 = nullptr;
+    char* end2 = nullptr;
+    const std::string xs = xy.substr(0, comma), ys = comma == std::string::npos ? "" : xy.substr(comma + 1);
+    const double x = std::strtod(xs.c_str(), &end1), y = std::strtod(ys.c_str(), &end2);
+    if (comma == std::string::npos || end1 == xs.c_str() || *end1 || end2 == ys.c_str() || *end2) {
+      throw ConfigError(fmt::format("plot lines: --point '{}' is not LABEL=X,Y", p));
+    }
+    chart.series.push_back(plot::point_series(label, x, y));
+  }
+  write(a.out.empty() ? "lines.svg" : a.out, plot::line_chart_svg(chart));
+}
+
 }  // namespace
 
 Command add_plot(CLI::App& app) {
@@ -83,7 +123,21 @@ Command add_plot(CLI::App& app) {
   attention->add_option("--src", a->src, "Source sentence (a language model: its text)")->required();
   attention->add_option("--tgt", a->tgt, "Target sentence (default: the checkpoint's own translation)");
   attention->add_option("--out", a->out, "Directory for the SVG files (default attention/)");
-  return {cmd, [a, positions, mask, schedule, attention] {
+  auto* lines = cmd->add_subcommand("lines", "Curves from tab-separated tables with a header row (e.g. the "
+                                             "curve.tsv of scripts/bench/budget.sh: BLEU against minutes)");
+  lines->add_option("--series", a->series, "LABEL=FILE: one curve from FILE's --x and --y columns (repeat)")->required();
+  lines->add_option("--point", a->points, "LABEL=X,Y: a single labelled point (repeat)");
+  lines->add_option("--x", a->x_column, "Column for the x axis")->capture_default_str();
+  lines->add_option("--y", a->y_column, "Column for the y axis")->capture_default_str();
+  lines->add_option("--title", a->title, "Chart title");
+  lines->add_option("--x-label", a->x_label, "x axis label (default: the column's name)");
+  lines->add_option("--y-label", a->y_label, "y axis label (default: the column's name)");
+  lines->add_option("--out", a->out, "SVG file to write (default lines.svg)");
+  return {cmd, [a, positions, mask, schedule, attention, lines] {
+            if (lines->parsed()) {
+              plot_lines(*a);
+              return 0;
+            }
             if (attention->parsed()) {
               plot_attention(*a);
               return 0;

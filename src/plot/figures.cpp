@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
 #include "mtx/model/layers.h"
 #include "mtx/model/masks.h"
 #include "mtx/plot/svg.h"
@@ -94,6 +98,59 @@ std::string schedule_svg(const std::vector<ScheduleCurve>& curves, int64_t steps
     chart.series.push_back(std::move(s));
   }
   return line_chart_svg(chart);
+}
+
+Series tsv_series(const std::string& path, const std::string& x_column, const std::string& y_column,
+                  const std::string& label) {
+  std::ifstream in(path);
+  if (!in) throw DataError(fmt::format("plot lines: cannot read '{}'", path));
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    size_t start = 0;
+    for (size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1) {
+      cells.push_back(line.substr(start, tab - start));
+    }
+    cells.push_back(line.substr(start));
+    return cells;
+  };
+  std::string line;
+  if (!std::getline(in, line)) throw DataError(fmt::format("plot lines: '{}' is empty (a header row was expected)", path));
+  const std::vector<std::string> header = split(line);
+  auto column = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end()) {
+      std::string have;
+      for (const auto& h : header) have += (have.empty() ? "" : ", ") + h;
+      throw DataError(fmt::format("plot lines: '{}' has no column '{}' (its columns: {})", path, name, have));
+    }
+    return size_t(it - header.begin());
+  };
+  const size_t xi = column(x_column), yi = column(y_column);
+  Series s;
+  s.label = label;
+  for (int64_t number = 2; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    const std::vector<std::string> cells = split(line);
+    auto value = [&](size_t i) {
+      char* end = nullptr;
+      const double v = i < cells.size() ? std::strtod(cells[i].c_str(), &end) : 0;
+      if (i >= cells.size() || end == cells[i].c_str() || *end != '\0') {
+        throw DataError(fmt::format("plot lines: {}:{}: column '{}' is not a number", path, number, header[i]));
+      }
+      return v;
+    };
+    s.x.push_back(value(xi));
+    s.y.push_back(value(yi));
+  }
+  return s;
+}
+
+Series point_series(const std::string& label, double x, double y) {
+  Series s;
+  s.label = label;
+  s.x = {x};
+  s.y = {y};
+  return s;
 }
 
 }  // namespace mtx::plot

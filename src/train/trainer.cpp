@@ -618,8 +618,16 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
 
   // Whatever stopped training, the state at the stop is saved in last.pt (unless it just was). Its
   // validation is a report: it moves no best metric or patience and writes no best.pt or step-N.pt, so a
-  // run resumed from here takes the same decisions as one that never stopped.
-  if (scheduler.unsaved()) {
+  // run resumed from here takes the same decisions as one that never stopped. Except where the budget is
+  // the schedule's own end (cosine, linear: the learning rate reaches min_lr there, and a longer budget is
+  // another schedule, not a continuation): that validation counts, so best.pt and avg.pt see the annealed model.
+  const bool budget_end = (summary.stop_reason == "max_steps" || summary.stop_reason == "max_minutes") &&
+                          (tc.schedule == config::Schedule::cosine || tc.schedule == config::Schedule::linear);
+  if (scheduler.unsaved() && budget_end) {
+    const Validation v = validate();
+    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
+    save(true, record(v, state.epoch));
+  } else if (scheduler.unsaved()) {
     const Validation v = validate();
     log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
     json row = {{"type", "final"}, {"step", state.step}, {"epoch", state.epoch}, {"val_loss", v.loss},
