@@ -54,6 +54,22 @@ TEST(Config, ShippedConfigsLoadWithTheirModelSizes) {
 
   const cfg::Config tiny = cfg::load(dir / "tiny.json");
   EXPECT_LT(tiny.model.d_model, small.model.d_model);
+
+  // The budget recipes end their cosine decay at their deadline.
+  const cfg::Config quick = cfg::load(dir / "quick.json");
+  EXPECT_EQ(quick.train.schedule, cfg::Schedule::cosine);
+  EXPECT_DOUBLE_EQ(quick.train.max_minutes, 5);
+  EXPECT_EQ(quick.train.max_epochs, 0);
+  EXPECT_FALSE(quick.model.tie_output);
+
+  // Every shipped config loads (and so passes validation).
+  int shipped = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    ++shipped;
+    EXPECT_NO_THROW(cfg::load(e.path())) << e.path();
+  }
+  EXPECT_GE(shipped, 6);
 }
 
 TEST(Config, UnknownKeySuggestsTheClosestOne) {

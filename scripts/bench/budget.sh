@@ -2,12 +2,15 @@
 # BLEU for a wall-clock budget: trains a recipe for MINUTES (its own train.max_minutes, or --minutes), on
 # 2 threads, then scores its checkpoints on test_2016_flickr with beam 5 and the recipe's length penalty:
 # best.pt (best validation BLEU), last.pt and avg.pt when the recipe averages. Appends one JSON row per run
-# to OUT/results.jsonl and writes OUT/NAME/curve.tsv (minutes, update, val. BLEU, val. loss: the
-# time-to-BLEU curve). The recipe's pick -- what its config says to ship -- is chosen on the validation set:
-# avg.pt when train.average_last is set, otherwise best.pt.
+# to OUT/results.jsonl. The recipe's pick -- what its config says to ship -- is chosen on the validation
+# set: avg.pt when train.average_last is set, otherwise best.pt (lowest validation loss, or highest validation
+# BLEU, as the config says; a cosine or linear run's final model is among the candidates).
+# --curve N also validates every N updates and keeps those checkpoints, then scores each with beam 5 on
+# test_2016_flickr: OUT/NAME/curve.tsv (minutes, update, val_loss, bleu) is the time-to-BLEU curve of the run,
+# ending at the pick's score (the validations cost the run a few seconds each).
 #
-#   scripts/bench/budget.sh --config CONFIG --name NAME [--minutes M] [--out runs/budget] [--repeat]
-#                           [--set section.key=value ...]
+#   scripts/bench/budget.sh --config CONFIG --name NAME [--minutes M] [--curve N] [--out runs/budget]
+#                           [--repeat] [--set section.key=value ...]
 #
 # Run nothing else on the machine meanwhile: the budget is wall-clock time. Preparing the tokenizer and the
 # encoded corpus (mtx prepare, cached in the data directory) happens before the clock starts, as in the
@@ -20,6 +23,7 @@ name=""
 minutes=""
 out=runs/budget
 repeat=0
+curve=0
 sets=()
 mtx=${MTX:-build/bin/mtx}
 while [[ $# -gt 0 ]]; do
@@ -29,6 +33,7 @@ while [[ $# -gt 0 ]]; do
     --minutes) minutes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --repeat) repeat=1; shift ;;
+    --curve) curve=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
     *) echo "budget.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -37,6 +42,7 @@ done
 [[ -x $mtx ]] || { echo "budget.sh: $mtx not built (scripts/build.sh)" >&2; exit 1; }
 [[ -n $minutes ]] && sets+=(--set "train.max_minutes=$minutes")
 sets+=(--set train.threads=2)
+(( curve > 0 )) && sets+=(--set train.validate_every="$curve" --set train.keep_last=1000)
 
 dir=$out/$name
 if [[ -d $dir && $repeat == 0 ]]; then echo "budget.sh: $dir exists (--repeat to train again)" >&2; exit 2; fi
@@ -59,17 +65,32 @@ for ckpt in best last avg; do
     --threads 2 --json --output "$dir/test.$ckpt.en" > "$dir/test.$ckpt.json" 2> "$dir/eval.$ckpt.log"
 done
 
+if (( curve > 0 )); then
+  for f in "$dir"/step-*.pt; do
+    step=${f##*/step-}; step=${step%.pt}
+    "$mtx" eval --ckpt "$f" --src "$out/test.de" --ref "$out/test.en" --metric bleu --beam 5 --alpha "$alpha" \
+      --threads 2 --json > "$dir/curve.$step.json" 2> /dev/null
+  done
+fi
+
 python3 - "$name" "$config" "$dir" "$start" "$end" "${sets[*]}" >> "$out/results.jsonl" <<'EOF'
-import json, os, sys
+import glob, json, os, sys
 name, config, d, start, end, sets = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
 cfg = json.load(open(f"{d}/info.json"))["config"]
 rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()]
 valid = [r for r in rows if r.get("type") == "valid"]
 train = [r for r in rows if r.get("type") == "train"]
-with open(f"{d}/curve.tsv", "w") as f:
-    f.write("minutes\tupdate\tval_bleu\tval_loss\n")
-    for r in valid:
-        f.write(f"{r['elapsed_s'] / 60:.3f}\t{r['step']}\t{r.get('val_bleu', float('nan')):.2f}\t{r['val_loss']:.4f}\n")
+points = []
+for p in glob.glob(f"{d}/curve.*.json"):
+    step = int(p.split(".")[-2])
+    bleu = next(json.loads(l)["score"] for l in open(p) if l.strip())
+    row = next(r for r in valid if r["step"] == step)
+    points.append((row["elapsed_s"] / 60, step, row["val_loss"], bleu))
+if points:
+    with open(f"{d}/curve.tsv", "w") as f:
+        f.write("minutes\tupdate\tval_loss\tbleu\n")
+        for m, step, loss, bleu in sorted(points):
+            f.write(f"{m:.3f}\t{step}\t{loss:.4f}\t{bleu:.2f}\n")
 scores = {}
 for ckpt in ("best", "last", "avg"):
     p = f"{d}/test.{ckpt}.json"
@@ -87,6 +108,7 @@ print(json.dumps({
     "last_val_bleu": valid[-1].get("val_bleu") if valid else None,
     "tok_per_s": train[-1].get("tokens_per_s") if train else None,
     "pick": pick, "bleu": scores.get(pick, {}).get("BLEU"),
+    "curve": [[round(m, 2), step, round(b, 2)] for m, step, _, b in sorted(points)],
     "scores": {k: {"BLEU": v.get("BLEU"), "chrF2": v.get("chrF2")} for k, v in scores.items()},
     "signature": scores.get(pick, {}).get("signature"),
 }))
