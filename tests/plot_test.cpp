@@ -247,4 +247,9 @@ TEST(Plot, LinesReadTheNamedColumnsOfATable) {
   EXPECT_EQ(xml_problem(svg), "");
   EXPECT_NE(svg.find(">peer<"), std::string::npos);
   EXPECT_NE(svg.find(">q<"), std::string::npos);
+  // x from zero: the first x tick is 0 (else the data's minimum, 1.5).
+  plot::LineChart from_zero = chart;
+  from_zero.x_from_zero = true;
+  EXPECT_NE(plot::line_chart_svg(from_zero).find("text-anchor=\"middle\">0</text>"), std::string::npos);
+  EXPECT_EQ(svg.find("text-anchor=\"middle\">0</text>"), std::string::npos);
 }

@@ -78,6 +78,7 @@ void plot_lines(const PlotArgs& a) {
   chart.y_label = a.y_label.empty() ? a.y_column : a.y_label;
   chart.y_from_zero = true;
   chart.markers = true;
+  chart.x_from_zero = true;
   for (const auto& s : a.series) {
     const auto [label, file] = label_and(s, "--series");
     chart.series.push_back(plot::tsv_series(file, a.x_column, a.y_column, label));

@@ -107,6 +107,7 @@ Figure line_chart(const LineChart& c) {
       y_max = std::max(y_max, s.y[i]);
     }
   }
+  if (c.x_from_zero && x_min <= x_max) x_min = std::min(0.0, x_min);
   if (x_min > x_max) x_min = 0, x_max = 1;
   if (y_min > y_max) y_min = 0, y_max = 1;
   if (x_max - x_min < 1e-12) x_max = x_min + 1;

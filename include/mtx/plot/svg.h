@@ -18,6 +18,7 @@ struct LineChart {
   std::vector<Series> series;
   bool y_from_zero = false;  // start the y axis at 0 (else at the data's minimum, less a margin)
   bool markers = false;      // a dot at every point (when a series has fewer than 60)
+  bool x_from_zero = false;  // start the x axis at 0 (else at the data's minimum)
 };
 
 // A drawn figure: its size and its elements (without the enclosing <svg>), so that figures can be stacked.
