@@ -623,26 +623,26 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   // another schedule, not a continuation): that validation counts, so best.pt and avg.pt see the annealed model.
   const bool budget_end = (summary.stop_reason == "max_steps" || summary.stop_reason == "max_minutes") &&
                           (tc.schedule == config::Schedule::cosine || tc.schedule == config::Schedule::linear);
-  if (scheduler.unsaved() && budget_end) {
+  if (scheduler.unsaved()) {
     const Validation v = validate();
     log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
-    save(true, record(v, state.epoch));
-  } else if (scheduler.unsaved()) {
-    const Validation v = validate();
-    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
-    json row = {{"type", "final"}, {"step", state.step}, {"epoch", state.epoch}, {"val_loss", v.loss},
-                {"val_ppl", v.ppl}, {"elapsed_s", elapsed()}};
-    if (want_bleu) row["val_bleu"] = v.bleu;
-    metrics << row.dump() << std::endl;
-    save(false, false);
-    summary.last_val_loss = v.loss;
-    // Until a scheduled validation has chosen a best model, best.pt is the model at the stop (the first
-    // scheduled validation replaces it in any run, resumed or not).
-    if (!std::isfinite(state.best_metric)) copy_file_atomic(run_dir / "last.pt", run_dir / "best.pt");
-    if (std::isfinite(state.best_metric) && scheduler.better_than_best(v.metric(bleu_best))) {
-      log::info("the model at the stop (last.pt, {} {:.3f}) beats best.pt ({:.3f} at update {}); best.pt holds the "
-                "best of the scheduled validations only",
-                metric_name, v.metric(bleu_best), state.best_metric, state.best_step);
+    if (budget_end) {
+      save(true, record(v, state.epoch));
+    } else {
+      json row = {{"type", "final"}, {"step", state.step}, {"epoch", state.epoch}, {"val_loss", v.loss},
+                  {"val_ppl", v.ppl}, {"elapsed_s", elapsed()}};
+      if (want_bleu) row["val_bleu"] = v.bleu;
+      metrics << row.dump() << std::endl;
+      save(false, false);
+      summary.last_val_loss = v.loss;
+      // Until a scheduled validation has chosen a best model, best.pt is the model at the stop (the first
+      // scheduled validation replaces it in any run, resumed or not).
+      if (!std::isfinite(state.best_metric)) copy_file_atomic(run_dir / "last.pt", run_dir / "best.pt");
+      if (std::isfinite(state.best_metric) && scheduler.better_than_best(v.metric(bleu_best))) {
+        log::info("the model at the stop (last.pt, {} {:.3f}) beats best.pt ({:.3f} at update {}); best.pt holds the "
+                  "best of the scheduled validations only",
+                  metric_name, v.metric(bleu_best), state.best_metric, state.best_step);
+      }
     }
   }
   write_curve();

@@ -84,7 +84,7 @@ std::string better_blas_core(const std::string& chosen_core, const CpuFeatures& 
   if (chosen != "prescott" && chosen != "core2" && chosen != "nehalem" && chosen != "katmai") return "";
   if (cpu.avx512f && cpu.avx512bw && cpu.avx512dq && cpu.avx512vl && cpu.avx2 && cpu.fma) return "SkylakeX";
   if (cpu.avx2 && cpu.fma) return "Haswell";
-  if (cpu.avx && chosen != "sandybridge") return "Sandybridge";
+  if (cpu.avx) return "Sandybridge";
   return "";
 }
 
