@@ -13,6 +13,7 @@
 #include "mtx/plot/svg.h"
 #include "mtx/train/schedule.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/strings.h"
 
 namespace mtx::plot {
 
@@ -104,18 +105,9 @@ Series tsv_series(const std::string& path, const std::string& x_column, const st
                   const std::string& label) {
   std::ifstream in(path);
   if (!in) throw DataError(fmt::format("plot lines: cannot read '{}'", path));
-  auto split = [](const std::string& line) {
-    std::vector<std::string> cells;
-    size_t start = 0;
-    for (size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1) {
-      cells.push_back(line.substr(start, tab - start));
-    }
-    cells.push_back(line.substr(start));
-    return cells;
-  };
   std::string line;
   if (!std::getline(in, line)) throw DataError(fmt::format("plot lines: '{}' is empty (a header row was expected)", path));
-  const std::vector<std::string> header = split(line);
+  const std::vector<std::string> header = split(line, '\t');
   auto column = [&](const std::string& name) {
     const auto it = std::find(header.begin(), header.end(), name);
     if (it == header.end()) {
@@ -130,7 +122,7 @@ Series tsv_series(const std::string& path, const std::string& x_column, const st
   s.label = label;
   for (int64_t number = 2; std::getline(in, line); ++number) {
     if (line.empty()) continue;
-    const std::vector<std::string> cells = split(line);
+    const std::vector<std::string> cells = split(line, '\t');
     auto value = [&](size_t i) {
       char* end = nullptr;
       const double v = i < cells.size() ? std::strtod(cells[i].c_str(), &end) : 0;
