@@ -17,24 +17,8 @@
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Result run_mtx(const std::string& args, const std::string& env = "") {
-  // args may hold further shell after the mtx command: the group captures all of its output.
-  const std::string cmd = "{ " + env + (env.empty() ? "" : " ") + std::string(MTX_BINARY) + " " + args + "; } 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = mtx::test::CommandResult;
+using mtx::test::run_mtx;
 
 size_t count_lines(const std::string& s) {
   size_t n = 0;

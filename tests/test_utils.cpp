@@ -7,7 +7,10 @@
 
 #include "mtx/util/system.h"
 
+#include <array>
 #include <atomic>
+#include <cstdio>
+#include <sys/wait.h>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
@@ -42,6 +45,20 @@ void write_gzip(const fs::path& path, const std::string& content) {
   if (!f) throw std::runtime_error("cannot write " + path.string());
   gzwrite(f, content.data(), unsigned(content.size()));
   gzclose(f);
+}
+
+CommandResult run_mtx(const std::string& args, const std::string& env) {
+  // args may hold further shell after the mtx command: the group captures all of its output.
+  const std::string cmd = "{ " + env + (env.empty() ? "" : " ") + std::string(MTX_BINARY) + " " + args + "; } 2>&1";
+  CommandResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 fs::path multi30k_dir() {

@@ -31,6 +31,14 @@ void write_gzip(const std::filesystem::path& path, const std::string& content);
 std::filesystem::path multi30k_dir();
 bool have_multi30k();
 
+// Runs the mtx binary under test with `args` (which may go on with more shell) and optional leading
+// environment assignments; captures stdout and stderr together.
+struct CommandResult {
+  int code = -1;       // exit status (-1: killed or not run)
+  std::string output;  // stdout and stderr
+};
+CommandResult run_mtx(const std::string& args, const std::string& env = "");
+
 // A small German/English corpus under tmp/data (gzip train of 301 pairs, one dropped by the length
 // filter; plain val of 20) and a config for it with a tiny model and its cache under tmp/cache.
 mtx::config::Config toy_setup(const TempDir& tmp);

@@ -33,6 +33,10 @@ struct ConfigArgs {
 };
 void add_config_flags(CLI::App& cmd, ConfigArgs& args, bool required);
 
+// The process's command line as main() received it (for subcommands that start copies of themselves).
+void set_program_args(int argc, char** argv);
+const std::vector<std::string>& program_args();
+
 // --device auto|cpu|cuda (already checked by CLI11) as the config's enum.
 config::Device parse_device(const std::string& device);
 

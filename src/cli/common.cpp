@@ -10,6 +10,13 @@ void add_config_flags(CLI::App& cmd, ConfigArgs& args, bool required) {
       ->allow_extra_args(false);
 }
 
+namespace {
+std::vector<std::string> g_program_args;
+}
+
+void set_program_args(int argc, char** argv) { g_program_args.assign(argv, argv + argc); }
+const std::vector<std::string>& program_args() { return g_program_args; }
+
 config::Device parse_device(const std::string& device) {
   if (device == "cpu") return config::Device::cpu;
   if (device == "cuda") return config::Device::cuda;

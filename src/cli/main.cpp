@@ -35,6 +35,7 @@ std::string first_line(const std::string& s) {
 
 int main(int argc, char** argv) {
   mtx::select_blas_kernels(argv);  // may re-execute mtx once, before anything has run
+  mtx::cli::set_program_args(argc, argv);
   CLI::App app{"mtx -- Transformer machine translation in C++ (train, translate, eval)", "mtx"};
   app.require_subcommand(0, 1);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
@@ -70,13 +71,13 @@ int main(int argc, char** argv) {
     std::cout << app.help();
     return mtx::kExitUsage;
   } catch (const mtx::Error& e) {
-    std::fprintf(stderr, "mtx: error: %s\n", first_line(e.what()).c_str());
+    std::fprintf(stderr, "%smtx: error: %s\n", mtx::log::prefix().c_str(), first_line(e.what()).c_str());
     return e.exit_code();
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "mtx: error: %s\n", first_line(e.what_without_backtrace()).c_str());
+    std::fprintf(stderr, "%smtx: error: %s\n", mtx::log::prefix().c_str(), first_line(e.what_without_backtrace()).c_str());
     return mtx::kExitFailure;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mtx: error: %s\n", first_line(e.what()).c_str());
+    std::fprintf(stderr, "%smtx: error: %s\n", mtx::log::prefix().c_str(), first_line(e.what()).c_str());
     return mtx::kExitFailure;
   }
 }

@@ -177,6 +177,9 @@ void visit(TrainConfig& c, V&& v) {
   v("average_last", c.average_last);
   v("max_bad_steps", c.max_bad_steps);
   v("bf16", c.bf16);
+  v("dist_timeout_s", c.dist_timeout_s);
+  v("dist_bucket_mb", c.dist_bucket_mb);
+  v("dist_ordered", c.dist_ordered);
 }
 
 template <class V>
@@ -448,6 +451,8 @@ void validate(const Config& c) {
   check_range("train.keep_last", tr.keep_last, 0, 1000);
   check_range("train.patience", tr.patience, 0, kBig);
   check_range("train.max_bad_steps", tr.max_bad_steps, 1, kBig);
+  check(tr.dist_timeout_s >= 1 && tr.dist_timeout_s <= 86400, "train.dist_timeout_s: must be in [1, 86400] seconds");
+  check_range("train.dist_bucket_mb", tr.dist_bucket_mb, 1, 4096);
 
   const auto& de = c.decode;
   check_range("decode.beam", de.beam, 1, 1024);

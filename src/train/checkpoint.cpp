@@ -100,7 +100,8 @@ json to_json(const TrainState& s) {
           {"last_validation_step", s.last_validation_step},
           {"last_val_loss", number(s.last_val_loss)},
           {"last_val_ppl", number(s.last_val_ppl)},
-          {"last_val_bleu", number(s.last_val_bleu)}};
+          {"last_val_bleu", number(s.last_val_bleu)},
+          {"world_size", s.world_size}};
 }
 
 namespace {
@@ -150,6 +151,8 @@ TrainState train_state_from_json(const json& j) {
   s.last_val_loss = number_or(j, "last_val_loss", kNaN);
   s.last_val_ppl = number_or(j, "last_val_ppl", kNaN);
   s.last_val_bleu = number_or(j, "last_val_bleu", kNaN);
+  s.world_size = integer_or<int64_t>(j, "world_size", 1);
+  if (s.world_size < 1) throw DataError("training state: 'world_size' must be >= 1");
   // Older checkpoints (no last_validation_step) were taken at an epoch's end before the epoch counter moved on.
   if (!j.contains("last_validation_step") && s.position.index == 0 && s.position.epoch > s.epoch) {
     s.epoch = s.position.epoch;

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cmath>
 #include <fstream>
+#include <thread>
 
 #include "mtx/data/batch.h"
 #include "mtx/data/batcher.h"
@@ -22,6 +23,7 @@
 #include "mtx/eval/metrics.h"
 #include "mtx/train/average.h"
 #include "mtx/train/curve.h"
+#include "mtx/train/dist.h"
 #include "mtx/train/loss.h"
 #include "mtx/train/schedule.h"
 #include "mtx/train/scheduler.h"
@@ -29,6 +31,7 @@
 #include "mtx/util/device.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/faults.h"
+#include "mtx/util/hash.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/strings.h"
 #include "mtx/util/system.h"
@@ -171,6 +174,8 @@ class TrainingData {
   virtual const tokenizer::Tokenizer& tokenizer() const = 0;
   // As Batcher::next: false once at an epoch's end.
   virtual bool next(data::Batch& batch) = 0;
+  // Moves past the next batch without building it (another rank's share of an update).
+  virtual bool skip() = 0;
   virtual data::BatchPosition position() const = 0;
   virtual void restore(data::BatchPosition position) = 0;
   virtual int64_t epoch_batches() = 0;
@@ -195,6 +200,7 @@ class TranslationData : public TrainingData {
     batch = data::make_batch(data_.train, indices_, ids_);
     return true;
   }
+  bool skip() override { return batcher_.next(indices_); }
   data::BatchPosition position() const override { return batcher_.position(); }
   void restore(data::BatchPosition position) override { batcher_.restore(position); }
   int64_t epoch_batches() override {
@@ -239,6 +245,10 @@ class LmData : public TrainingData {
   }
   const tokenizer::Tokenizer& tokenizer() const override { return data_.tokenizer; }
   bool next(data::Batch& batch) override { return batcher_.next(batch); }
+  bool skip() override {
+    data::Batch unused;
+    return batcher_.next(unused);
+  }
   data::BatchPosition position() const override { return batcher_.position(); }
   void restore(data::BatchPosition position) override { batcher_.restore(position); }
   int64_t epoch_batches() override { return batcher_.epoch_batches(); }
@@ -321,10 +331,30 @@ void request_stop(int signal) { g_stop_signal.store(signal); }
 
 TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, std::optional<CheckpointContent> resume) {
   const auto& tc = cfg.train;
-  const torch::Device device = select_device(tc.device, "train.device");
+  torch::Device device = select_device(tc.device, "train.device");
+  // Several processes: join their group first (rank 0 prepares the data while the others wait).
+  const std::optional<dist::Env> denv = dist::env_from_environment();
+  std::unique_ptr<dist::Group> group;
+  if (denv) {
+    log::set_prefix(fmt::format("[rank {}/{}] ", denv->rank, denv->world_size));
+    if (denv->rank != 0 && log::level() < log::Level::warn) log::set_level(log::Level::warn);  // rank 0 speaks
+    if (device.is_cuda()) device = torch::Device(torch::kCUDA, int8_t(denv->local_rank));
+    group = std::make_unique<dist::Group>(*denv, device,
+                                          std::chrono::milliseconds(int64_t(tc.dist_timeout_s * 1000)));
+  }
+  // train.threads 0 (all cores): the ranks on this machine share them.
+  set_threads(tc.threads == 0 && denv ? std::max(1, int(std::thread::hardware_concurrency()) / denv->local_world_size)
+                                      : tc.threads);
+  const int rank = group ? group->rank() : 0;
+  const int world = group ? group->size() : 1;
+  const bool writer = rank == 0;  // validates, logs and writes the run directory
+  auto barrier = [&] {
+    if (!group) return;
+    std::vector<double> nothing{0};
+    group->sum(nothing);
+  };
   const bool bf16 = tc.bf16 && device.is_cuda();
   if (tc.bf16 && !device.is_cuda()) log::warn("train.bf16 applies to CUDA only; training in fp32 on the CPU");
-  set_threads(tc.threads);
   g_stop_signal.store(0);
 
   data::PrepareOptions prep;
@@ -332,8 +362,14 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   if (resume) prep.tokenizer = resume->tokenizer;
   const bool lm = cfg.task == config::Task::lm;
   std::unique_ptr<TrainingData> source;
-  if (lm) source = std::make_unique<LmData>(cfg, prep);
-  else source = std::make_unique<TranslationData>(cfg, prep);
+  auto load_data = [&] {
+    if (lm) source = std::make_unique<LmData>(cfg, prep);
+    else source = std::make_unique<TranslationData>(cfg, prep);
+  };
+  // Rank 0 first: it trains and caches the tokenizer and the encoded corpus that the others then reuse.
+  if (writer) load_data();
+  barrier();
+  if (!writer) load_data();
   const tokenizer::Tokenizer& tok = source->tokenizer();
   const tokenizer::SpecialIds ids = tok.special_ids();
   const data::PreparedData* pairs = source->translation();  // null for a language model
@@ -349,7 +385,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   const bool want_bleu = bleu_best || tc.val_bleu;
   const std::string metric_name = bleu_best ? "val. BLEU" : "val. loss";
   fs::create_directories(run_dir);
-  config::write_resolved(cfg, run_dir / "config.json");
+  if (writer) config::write_resolved(cfg, run_dir / "config.json");
 
   torch::manual_seed(uint64_t(tc.seed));
   model::Transformer model = resume ? resume->model : build_model(cfg, tok);
@@ -364,9 +400,42 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
 
   std::vector<CurvePoint> train_curve, valid_curve;
   const fs::path metrics_path = run_dir / "metrics.jsonl";
-  if (resume) load_metrics(metrics_path, state.step, train_curve, valid_curve);
-  else fs::remove(metrics_path);
-  std::ofstream metrics(metrics_path, std::ios::app);
+  std::ofstream metrics;  // rank 0's only
+  if (writer) {
+    if (resume) load_metrics(metrics_path, state.step, train_curve, valid_curve);
+    else fs::remove(metrics_path);
+    metrics.open(metrics_path, std::ios::app);
+  }
+  // A run may resume on another number of ranks when the batches per update stay the same.
+  if (resume && resume->state.world_size * resume->config.train.accum_steps != int64_t(world) * tc.accum_steps) {
+    throw ConfigError(fmt::format("--resume: the run took {} batches per update ({} rank(s) x train.accum_steps {}); "
+                                  "{} rank(s) x {} differ: keep train.accum_steps x the number of ranks",
+                                  resume->state.world_size * resume->config.train.accum_steps, resume->state.world_size,
+                                  resume->config.train.accum_steps, world, tc.accum_steps));
+  }
+  std::unique_ptr<dist::GradientReducer> reducer;
+  if (group) {
+    // Every rank must hold the same model, tokenizer and config: compare 52-bit prefixes of their hashes.
+    const auto fingerprint = [](const std::string& hex) { return double(std::stoull(hex.substr(0, 13), nullptr, 16)); };
+    const std::vector<double> mine = {fingerprint(weights_sha256(model)), fingerprint(tok.hash()),
+                                      fingerprint(sha256_hex(config::to_json(cfg).dump()))};
+    std::vector<double> seen;
+    for (const double h : mine) seen.insert(seen.end(), {h, -h});
+    group->max(seen);
+    const char* what[] = {"model weights", "tokenizer", "config"};
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (seen[2 * i] != mine[i] || -seen[2 * i + 1] != mine[i]) {
+        throw Error(fmt::format("rank {}: the ranks start from different {}: every rank needs the same config, data "
+                                "and (on --resume) the same run directory",
+                                rank, what[i]));
+      }
+    }
+    reducer = std::make_unique<dist::GradientReducer>(model->parameters(), *group,
+                                                      int64_t(tc.dist_bucket_mb) << 20, tc.dist_ordered);
+    log::info("{} ranks over {}: {} batches per update ({} per rank), gradients in {} buckets of {:.1f} MB in all{}",
+              world, group->backend(), tc.accum_steps * world, tc.accum_steps, reducer->buckets(),
+              double(reducer->bytes()) / 1e6, tc.dist_ordered ? ", summed in rank order" : ", ring all-reduce");
+  }
 
   log::info("training {} parameters on {} ({} threads): {}, {} batches per epoch, {}{}",
             model->parameter_count(), device.str(), runtime_info().threads, source->describe(), batches_per_epoch,
@@ -374,7 +443,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
             bf16 ? ", bf16 autocast" : "");
   if (resume) restore_rng(*resume);  // last: nothing above may consume random numbers after this
 
-  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  const bool tty = writer && ::isatty(STDERR_FILENO) == 1;
   const auto run_start = Clock::now();
   const double elapsed_before = state.elapsed_s;
   auto elapsed = [&] { return elapsed_before + std::chrono::duration<double>(Clock::now() - run_start).count(); };
@@ -396,13 +465,21 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     double bleu = std::numeric_limits<double>::quiet_NaN();
     double metric(bool bleu_best) const { return bleu_best ? bleu : loss; }
   };
-  auto validate = [&]() {
+  // Rank 0 validates; the others receive its results, so that every rank's scheduler takes the same decisions.
+  auto validate = [&](bool share = true) {
     Validation v;
-    static_cast<LossEvaluation&>(v) = source->validation_loss(model, device, bf16);
-    if (fault::fires("nan_val_loss", state.step)) v.loss = v.ppl = std::numeric_limits<double>::quiet_NaN();
-    if (want_bleu) {
-      const auto hyps = translate_corpus(model, tok, *pairs->valid, cfg, tc.val_bleu_beam);
-      v.bleu = eval::corpus_score(*eval::make_bleu({}), hyps, {val_refs}).score;
+    if (writer) {
+      static_cast<LossEvaluation&>(v) = source->validation_loss(model, device, bf16);
+      if (fault::fires("nan_val_loss", state.step)) v.loss = v.ppl = std::numeric_limits<double>::quiet_NaN();
+      if (want_bleu) {
+        const auto hyps = translate_corpus(model, tok, *pairs->valid, cfg, tc.val_bleu_beam);
+        v.bleu = eval::corpus_score(*eval::make_bleu({}), hyps, {val_refs}).score;
+      }
+    }
+    if (group && share) {
+      std::vector<double> x{v.loss, v.ppl, v.bleu, double(v.tokens)};
+      group->broadcast(x);
+      v.loss = x[0], v.ppl = x[1], v.bleu = x[2], v.tokens = int64_t(x[3]);
     }
     return v;
   };
@@ -411,7 +488,9 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   // Every checkpoint is taken here, of the scheduler's state at this moment: last.pt always; after a
   // counted validation also step-N.pt (keep_last) and, when it improved, best.pt.
   auto save = [&](bool validated, bool improved) {
-    const TrainState snapshot = scheduler.checkpoint(source->position(), elapsed());
+    TrainState snapshot = scheduler.checkpoint(source->position(), elapsed());
+    if (!writer) return;
+    snapshot.world_size = world;
     save_checkpoint(run_dir / "last.pt", cfg, tok, model, optimizer.get(), snapshot);
     if (validated && improved) copy_file_atomic(run_dir / "last.pt", run_dir / "best.pt");
     if (validated && tc.keep_last > 0) {
@@ -428,13 +507,14 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   // A counted validation: the scheduler takes it, metrics.jsonl and the curve record it.
   auto record = [&](const Validation& v, int64_t epoch) {
     const bool improved = scheduler.on_validation(v.metric(bleu_best), v.loss, v.ppl, v.bleu);
+    summary.last_val_loss = v.loss;
+    if (!writer) return improved;
     valid_curve.push_back({double(state.step), v.loss});
     json row = {{"type", "valid"},   {"step", state.step}, {"epoch", epoch},
                 {"val_loss", v.loss}, {"val_ppl", v.ppl},   {"best", improved}, {"elapsed_s", elapsed()}};
     if (want_bleu) row["val_bleu"] = v.bleu;
     metrics << row.dump() << std::endl;
     write_curve();
-    summary.last_val_loss = v.loss;
     return improved;
   };
 
@@ -458,9 +538,18 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
       }
     }
     // ---- stop criteria, checked between updates ----
-    summary.stop_reason = scheduler.stop_reason(elapsed(), g_stop_signal.load());
+    // Every rank takes rank 0's clock (the wall-clock budget, time-based schedules) and any rank's signal.
+    double update_start_s = elapsed();
+    int stop_signal = g_stop_signal.load();
+    if (group) {
+      std::vector<double> agreed{writer ? update_start_s : 0.0, double(stop_signal)};
+      group->max(agreed);
+      update_start_s = agreed[0];
+      stop_signal = int(agreed[1]);
+    }
+    summary.stop_reason = scheduler.stop_reason(update_start_s, stop_signal);
     if (!summary.stop_reason.empty()) {
-      summary.signal = summary.stop_reason == "signal" ? g_stop_signal.load() : 0;
+      summary.signal = summary.stop_reason == "signal" ? stop_signal : 0;
       if (summary.stop_reason == "early_stopping") {
         log::info("early stopping: no improvement of the {} in {} validations (best {:.3f} at update {})", metric_name,
                   state.bad_validations, state.best_metric, state.best_step);
@@ -468,21 +557,37 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
       break;
     }
 
-    // ---- one update over accum_steps batches ----
-    std::vector<data::Batch> group;
+    // ---- one update over accum_steps batches per rank ----
+    // The update's batches j = 0 .. accum_steps x world - 1, in the batcher's order: rank r trains on
+    // j = r x accum_steps ... (r + 1) x accum_steps - 1 and steps over the others' (every rank reads the same order).
+    std::vector<data::Batch> mine;
+    std::vector<int64_t> mine_index;  // j of each of mine
     bool epoch_ended = false;
-    while (int(group.size()) < tc.accum_steps) {
+    int64_t drawn = 0;
+    while (drawn < int64_t(tc.accum_steps) * world) {
+      const bool own = drawn / tc.accum_steps == rank;
       data::Batch batch;
-      if (!source->next(batch)) { epoch_ended = true; break; }
-      group.push_back(std::move(batch));
+      if (!(own ? source->next(batch) : source->skip())) { epoch_ended = true; break; }
+      if (own) {
+        mine.push_back(std::move(batch));
+        mine_index.push_back(drawn);
+      }
+      ++drawn;
     }
-    if (!group.empty()) {
+    if (drawn > 0) {
       int64_t tokens = 0;
-      for (const auto& b : group) tokens += b.tgt_tokens;
+      for (const auto& b : mine) tokens += b.tgt_tokens;
+      if (group) {
+        std::vector<double> all{double(tokens)};
+        group->sum(all);  // the update's target tokens over every rank: the loss is per token of the whole update
+        tokens = int64_t(all[0]);
+      }
       optimizer->zero_grad();
       double loss_sum = 0, nll_sum = 0;
-      for (const auto& cpu_batch : group) {
-        const data::Batch b = cpu_batch.to(device);
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const data::Batch b = mine[k].to(device);
+        // Dropout masks from (seed, update, batch index), whichever process trains the batch.
+        torch::manual_seed(dist::batch_seed(tc.seed, state.step + 1, mine_index[k]));
         LossTerms t;
         {
           Autocast autocast(bf16);
@@ -493,6 +598,12 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         (t.smoothed_sum / double(tokens)).backward();
         loss_sum += t.smoothed_sum.item<double>();
         nll_sum += t.nll_sum.item<double>();
+      }
+      if (group) {
+        reducer->reduce();
+        std::vector<double> sums{loss_sum, nll_sum};
+        group->sum(sums);
+        loss_sum = sums[0], nll_sum = sums[1];
       }
       if (fault::fires("nonfinite_grad", state.step + 1)) {
         model->parameters().front().mutable_grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
@@ -519,7 +630,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         }
       } else {
         bad_steps = 0;
-        const double lr = scheduler.next_lr(elapsed());
+        const double lr = scheduler.next_lr(update_start_s);
         set_lr(*optimizer, lr);
         optimizer->step();
         scheduler.on_update(tokens, nll_sum);
@@ -530,17 +641,23 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         const double run_s = now - elapsed_before;
         const double tok_per_s = run_s > 0 ? double(state.tgt_tokens - tokens_at_start) / run_s : 0;
         if (state.step % tc.log_every == 0) {
-          const json row = {{"type", "train"},
-                            {"step", state.step},
-                            {"epoch", state.epoch},
-                            {"loss", window_loss / double(window_tokens)},
-                            {"nll", window_nll / double(window_tokens)},
-                            {"lr", lr},
-                            {"grad_norm", grad_norm},
-                            {"tgt_tokens", state.tgt_tokens},
-                            {"tokens_per_s", tok_per_s},
-                            {"elapsed_s", now}};
-          metrics << row.dump() << std::endl;
+          json row = {{"type", "train"},
+                      {"step", state.step},
+                      {"epoch", state.epoch},
+                      {"loss", window_loss / double(window_tokens)},
+                      {"nll", window_nll / double(window_tokens)},
+                      {"lr", lr},
+                      {"grad_norm", grad_norm},
+                      {"tgt_tokens", state.tgt_tokens},
+                      {"tokens_per_s", tok_per_s},
+                      {"elapsed_s", now}};
+          if (group) {
+            // The share of the window's time spent in collectives (rank 0's view; it includes waiting for the others).
+            const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+            row["ranks"] = world;
+            row["comm_share"] = window_s > 0 ? group->take_comm_seconds() / window_s : 0.0;
+          }
+          if (writer) metrics << row.dump() << std::endl;
           train_curve.push_back({double(state.step), window_nll / double(window_tokens)});
           if (lm) {
             // The LM tutorial's progress line (its loss: the mean over the window's batches).
@@ -584,7 +701,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
           const bool improved = record(v, state.epoch);
           save(true, improved);
         }
-        if (scheduler.translation_due()) {
+        if (scheduler.translation_due() && writer) {
           clear_progress();
           translate_validation(model, tok, *pairs->valid, val_refs, cfg, run_dir, state.step);
         }
@@ -615,6 +732,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     }
   }
   clear_progress();
+  summary.steps = state.step;
+  summary.epoch = state.epoch;
+  summary.best_val_loss = state.best_metric;
+  if (!writer) return summary;  // the rest is rank 0's: the stop's validation, last.pt, avg.pt
 
   // Whatever stopped training, the state at the stop is saved in last.pt (unless it just was). Its
   // validation is a report: it moves no best metric or patience and writes no best.pt or step-N.pt, so a
@@ -624,7 +745,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   const bool budget_end = (summary.stop_reason == "max_steps" || summary.stop_reason == "max_minutes") &&
                           (tc.schedule == config::Schedule::cosine || tc.schedule == config::Schedule::linear);
   if (scheduler.unsaved()) {
-    const Validation v = validate();
+    const Validation v = validate(false);
     log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
     if (budget_end) {
       save(true, record(v, state.epoch));

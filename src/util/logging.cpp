@@ -11,6 +11,7 @@ namespace mtx::log {
 namespace {
 
 std::atomic<Level> g_level{Level::info};
+std::string g_prefix;
 
 spdlog::logger& logger() {
   static std::shared_ptr<spdlog::logger> instance = [] {
@@ -37,6 +38,8 @@ spdlog::level::level_enum to_spdlog(Level level) {
 }  // namespace
 
 void set_level(Level level) { g_level = level; }
+void set_prefix(std::string prefix) { g_prefix = std::move(prefix); }
+const std::string& prefix() { return g_prefix; }
 Level level() { return g_level; }
 
 Level parse_level(std::string_view name) {
@@ -50,7 +53,7 @@ Level parse_level(std::string_view name) {
 
 void write(Level level, std::string_view message) {
   if (level < g_level.load() || level == Level::off) return;
-  logger().log(to_spdlog(level), "{}", message);
+  logger().log(to_spdlog(level), "{}{}", g_prefix, message);
   logger().flush();
 }
 

@@ -112,6 +112,13 @@ struct TrainConfig {
   int patience = 0;               // early stopping: validations without improvement (0 = off)
   int max_bad_steps = 10;         // stop after this many non-finite losses in a row
   bool bf16 = false;              // CUDA only: bf16 autocast for the forward pass
+  // Several processes (torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or mtx train --nproc N): each
+  // update takes accum_steps batches per rank; docs/distributed.md.
+  double dist_timeout_s = 300;    // rendezvous and every collective: a rank that died or hangs fails the
+                                  // others within this (rank 0's validations must fit in it)
+  int dist_bucket_mb = 25;        // gradient bytes per collective (one per bucket, not per parameter)
+  bool dist_ordered = true;       // sum the ranks' gradients in rank order (all-gather): weights bit-identical
+                                  // to one process with accum_steps x world size; false: ring all-reduce
 };
 
 struct DecodeConfig {

@@ -35,6 +35,7 @@ struct TrainState {
   double last_val_loss = std::numeric_limits<double>::quiet_NaN();  // its results (NaN: none)
   double last_val_ppl = std::numeric_limits<double>::quiet_NaN();
   double last_val_bleu = std::numeric_limits<double>::quiet_NaN();
+  int64_t world_size = 1;              // ranks the run trained on (an update took accum_steps x world_size batches)
 };
 
 nlohmann::json to_json(const TrainState& state);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -16,6 +17,10 @@ void set_level(Level level);
 Level level();
 // Parses "debug" | "info" | "warn" | "error" | "off"; throws ConfigError otherwise.
 Level parse_level(std::string_view name);
+
+// Text put before every message (e.g. "[rank 1/2] " in a distributed run); set before threads start.
+void set_prefix(std::string prefix);
+const std::string& prefix();
 
 void write(Level level, std::string_view message);
 
