@@ -3,6 +3,7 @@
 // invariance end to end: 2 ranks give the weights of 1 process accumulating 2 batches.
 #include "mtx/train/dist.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -149,15 +150,15 @@ TEST(Dist, CollectivesOverGloo) {
 // What autograd accumulates in one process over the ranks' batches, in rank order, against the ranks' reduced
 // gradients: bit for bit with the ordered reduction at any world size, and with the ring at 2 ranks.
 TEST(Dist, ReducedGradientsAreWhatOneProcessAccumulates) {
+  // The ranks are threads here: each draws from its own generator, never from torch's global one.
   auto loss_of = [](const std::vector<torch::Tensor>& params, int batch) {
-    torch::manual_seed(uint64_t(100 + batch));
-    const torch::Tensor x = torch::randn({5, 7});
+    const torch::Tensor x = torch::randn({5, 7}, at::detail::createCPUGenerator(uint64_t(100 + batch)));
     // Uneven magnitudes, so that the order of a float sum shows.
     return (x.matmul(params[0]).tanh() * 1e3).sum() + (params[1] * x.sum() * std::pow(10.0, batch)).sum();
   };
   auto make_params = [] {
-    torch::manual_seed(7);
-    return std::vector<torch::Tensor>{torch::randn({7, 3}).requires_grad_(), torch::randn({1000}).requires_grad_()};
+    const at::Generator gen = at::detail::createCPUGenerator(7);
+    return std::vector<torch::Tensor>{torch::randn({7, 3}, gen).requires_grad_(), torch::randn({1000}, gen).requires_grad_()};
   };
   for (const bool ordered : {true, false}) {
     for (const int ranks : {2, 3}) {

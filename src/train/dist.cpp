@@ -13,6 +13,10 @@
 #include <torch/version.h>
 
 #include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -79,6 +83,38 @@ std::string local_address_towards(const std::string& host, int port) {
   inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
   return text;
 }
+
+// Ends the process when the scope it guards has not finished within `limit` (for calls that can hang
+// past their own timeout); one line on stderr says which rank and why.
+class JoinWatchdog {
+ public:
+  JoinWatchdog(int rank, std::chrono::milliseconds limit) {
+    thread_ = std::thread([this, rank, limit] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!done_cv_.wait_for(lock, limit, [this] { return done_; })) {
+        std::fprintf(stderr, "%smtx: error: rank %d: joining the process group did not finish within %.0f s "
+                     "(train.dist_timeout_s + 5): a rank stopped while joining (see its log) or cannot reach this one\n",
+                     log::prefix().c_str(), rank, double(limit.count()) / 1000.0);
+        std::fflush(stderr);
+        std::_Exit(kExitFailure);
+      }
+    });
+  }
+  ~JoinWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -189,6 +225,9 @@ Group::Group(const Env& env, const torch::Device& device, std::chrono::milliseco
           c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(env.master_addr, env.master_port)));
     }
     options->threads = 2;
+    // Gloo's full-mesh connect does not always honour the timeout (a rank that died while joining leaves the
+    // others waiting for its connection): a watchdog ends this process then, saying why.
+    JoinWatchdog watchdog(env.rank, timeout + std::chrono::seconds(5));
     try {
       impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank, env.world_size, options);
     } catch (const std::exception& e) {
