@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel speed on one machine: 1 process x 2 threads (train.accum_steps=2) against 2 ranks x 1 thread
-# (mtx train --nproc 2), on the same batches of the same config -- the two must also end on the same weights.
+# (mtx train --nproc 2), on the same batches of the same config.
 #   scripts/bench/dist_bench.sh [CONFIG] [UPDATES] [ROUNDS]   (default: configs/small.json 60 2)
 # Each side is timed over updates 11..UPDATES from its metrics.jsonl (the first 10 are warm-up); ROUNDS
 # alternating rounds, the best of each side counts. Prints target tokens/s, the ratio, the share of rank 0's
@@ -47,5 +47,6 @@ print(f"|---|---:|---:|")
 print(f"| 1 process x 2 threads, accum_steps 2 | {one:.0f} | 1.00 |")
 print(f"| 2 ranks x 1 thread (--nproc 2, Gloo) | {two:.0f} | {two / one:.2f} |")
 print(f"rank 0's time in collectives: {100 * share:.1f}% of each update; gradients per update: {m.group(2)} MB in {m.group(1)} bucket(s)")
-print(f"same weights on both sides (weights_sha256): {'yes' if same else 'NO'}")
+print(f"same weights on both sides: {'yes' if same else 'no'} (not expected: 2 threads vs 1 per process split GEMM sums "
+      "differently; the invariance holds at equal threads, see tests/dist_test.cpp)")
 PY
