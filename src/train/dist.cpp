@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if defined(MTX_WITH_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <torch/version.h>
@@ -208,6 +209,7 @@ Group::Group(const Env& env, const torch::Device& device, std::chrono::milliseco
   }
   if (device.is_cuda()) {
 #if defined(MTX_WITH_NCCL)
+    c10::cuda::set_device(device.index());  // NCCL's communicators and streams live on this rank's GPU
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
     impl_->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank, env.world_size, options);
@@ -311,7 +313,8 @@ void GradientReducer::reduce() {
       parts.push_back(p.grad().defined() ? p.grad().reshape(-1) : torch::zeros({p.numel()}, p.options()));
     }
     torch::Tensor flat = torch::cat(parts);  // [bucket numel]
-    if (ordered_) {
+    // Two addends sum the same in either order: at 2 ranks the ring all-reduce is already exact.
+    if (ordered_ && group_.size() > 2) {
       const std::vector<torch::Tensor> all = group_.all_gather(flat);  // world × [bucket numel]
       flat = all[0].clone();
       for (size_t r = 1; r < all.size(); ++r) flat.add_(all[r]);  // ((g0 + g1) + g2) ...: autograd's order

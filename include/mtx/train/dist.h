@@ -71,7 +71,8 @@ class Group {
 // bucket, not per parameter). An undefined gradient counts as zeros.
 //   ordered = true: every rank's bucket is gathered and summed in rank order, so that N ranks with one
 //     batch each reach bit for bit the gradient one process accumulates over the same N batches (autograd
-//     adds them in that order); the bytes moved equal a ring all-reduce's at 2 ranks, (N-1)/2 times more at N.
+//     adds them in that order); N/2 times the bytes of a ring all-reduce. At 2 ranks it is the all-reduce
+//     (a sum of two numbers does not depend on their order).
 //   ordered = false: ring all-reduce; identical on every rank, equal to the single process up to the order
 //     of the sum for more than 2 ranks.
 class GradientReducer {
