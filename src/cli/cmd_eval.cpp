@@ -11,14 +11,14 @@
 #include <sstream>
 
 #include "commands.h"
+#include "mtx/bundle/bundle.h"
 #include "mtx/data/corpus.h"
 #include "mtx/data/prepare.h"
 #include "mtx/data/stream.h"
 #include "mtx/decode/lm.h"
+#include "mtx/decode/scoring.h"
 #include "mtx/decode/translator.h"
 #include "mtx/eval/metrics.h"
-#include "mtx/train/checkpoint.h"
-#include "mtx/train/trainer.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/device.h"
 #include "mtx/util/errors.h"
@@ -151,7 +151,7 @@ int run_lm_perplexity(const EvalArgs& a, const std::vector<std::string>& names) 
   const auto lines = read_text("text", a.text);
   const torch::Device device = select_device(parse_device(a.device), "--device");
   set_threads(a.threads);
-  train::CheckpointContent ckpt = train::load_checkpoint(a.ckpt, device);
+  bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
   if (ckpt.config.task != config::Task::lm) {
     throw ConfigError(fmt::format("--text: '{}' is a translation model; score it with --src and --ref", a.ckpt));
   }
@@ -204,7 +204,7 @@ int run_eval(const EvalArgs& a) {
 
   // The systems to score: files, stdin, or the checkpoint's translations of --src.
   std::vector<std::pair<std::string, std::vector<std::string>>> systems;
-  std::optional<train::LossEvaluation> ppl;
+  std::optional<decode::LossEvaluation> ppl;
   if (!a.ckpt.empty()) {
     const auto src = read_text("source", a.src);
     if (src.size() != refs[0].size()) {
@@ -213,7 +213,7 @@ int run_eval(const EvalArgs& a) {
     }
     const torch::Device device = select_device(parse_device(a.device), "--device");
     set_threads(a.threads);
-    train::CheckpointContent ckpt = train::load_checkpoint(a.ckpt, device);
+    bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
     decode::TranslateOptions to = decode::options_from_config(ckpt.config.decode);
     if (a.beam) to.search.beam = *a.beam;
     if (a.alpha) to.search.alpha = *a.alpha;
@@ -236,7 +236,7 @@ int run_eval(const EvalArgs& a) {
       pc.src = src;
       pc.tgt = refs[0];
       const auto corpus = data::encode_corpus(*ckpt.tokenizer, pc, ckpt.config.model.max_len, at::get_num_threads());
-      ppl = train::evaluate_loss(ckpt.model, corpus, ckpt.tokenizer->special_ids(), ckpt.config.train.max_tokens, device);
+      ppl = decode::evaluate_loss(ckpt.model, corpus, ckpt.tokenizer->special_ids(), ckpt.config.train.max_tokens, device);
     }
     systems.emplace_back(a.ckpt, std::move(hyps));
   } else if (a.hyps.empty()) {

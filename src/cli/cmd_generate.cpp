@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "commands.h"
+#include "mtx/bundle/bundle.h"
 #include "mtx/decode/lm.h"
-#include "mtx/train/checkpoint.h"
 #include "mtx/util/device.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
@@ -44,7 +44,7 @@ int run_generate(GenerateArgs a) {
   decode::validate(a.options);  // flag errors before the checkpoint is read
   const torch::Device device = select_device(parse_device(a.device), "--device");
   set_threads(a.threads);
-  train::CheckpointContent ckpt = train::load_checkpoint(a.ckpt, device);
+  bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
   if (ckpt.config.task != config::Task::lm) {
     throw ConfigError(fmt::format("--ckpt: '{}' is a translation model; mtx generate needs a language model (task "
                                   "lm, e.g. configs/lm-tutorial.json); translate with mtx translate",

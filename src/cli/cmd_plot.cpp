@@ -3,11 +3,11 @@
 #include <memory>
 
 #include "commands.h"
+#include "mtx/bundle/bundle.h"
 #include "mtx/decode/translator.h"
 #include "mtx/plot/figures.h"
-#include "mtx/train/checkpoint.h"
-#include "mtx/util/errors.h"
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 
 namespace mtx::cli {
@@ -39,7 +39,7 @@ void write(const std::string& path, const std::string& svg) {
 void plot_attention(const PlotArgs& a) {
   if (a.src.empty()) throw ConfigError("plot attention: --src must be a non-empty sentence");
   const std::filesystem::path dir = a.out.empty() ? "attention" : a.out;
-  train::CheckpointContent ckpt = train::load_checkpoint(a.ckpt, torch::kCPU);
+  bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, torch::kCPU);
   const tokenizer::Tokenizer& tok = *ckpt.tokenizer;
   std::vector<int32_t> src = tok.src().encode(a.src), tgt;
   if (ckpt.model->options.decoder_only()) {

@@ -12,9 +12,9 @@
 #include <optional>
 
 #include "commands.h"
+#include "mtx/bundle/bundle.h"
 #include "mtx/decode/stream.h"
 #include "mtx/decode/translator.h"
-#include "mtx/train/checkpoint.h"
 #include "mtx/util/device.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
@@ -53,7 +53,7 @@ int run_translate(const TranslateArgs& args) {
       if (fd != STDIN_FILENO) ::close(fd);
     }
   } close_input{input_fd};
-  train::CheckpointContent ckpt = train::load_checkpoint(args.ckpt, device);
+  bundle::Bundle ckpt = bundle::load_bundle(args.ckpt, device);
   decode::TranslateOptions options = decode::options_from_config(ckpt.config.decode);
   if (args.beam) options.search.beam = *args.beam;
   if (args.alpha) options.search.alpha = *args.alpha;
@@ -73,7 +73,7 @@ int run_translate(const TranslateArgs& args) {
   std::ostream& out = args.output.empty() ? std::cout : output_file;
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
 
-  log::info("translating with {} (step {}), beam {}, alpha {}, on {}", args.ckpt, ckpt.state.step,
+  log::info("translating with {} (weights {}), beam {}, alpha {}, on {}", args.ckpt, ckpt.weights_sha256.substr(0, 12),
             options.search.beam, options.search.alpha, device.str());
   decode::Translator translator(ckpt.model, *ckpt.tokenizer, options);
   decode::StreamOptions stream;

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -19,6 +18,8 @@
 #include "mtx/data/prepare.h"
 #include "mtx/data/stream.h"
 #include "mtx/decode/lm.h"
+#include "mtx/decode/scoring.h"
+#include "mtx/model/autocast.h"
 #include "mtx/decode/translator.h"
 #include "mtx/eval/metrics.h"
 #include "mtx/train/average.h"
@@ -65,63 +66,9 @@ void set_lr(torch::optim::Optimizer& opt, double lr) {
   for (auto& group : opt.param_groups()) group.options().set_lr(lr);
 }
 
-// bf16 autocast for the forward pass on CUDA (a scope guard; no-op when disabled).
-class Autocast {
- public:
-  explicit Autocast(bool on) : on_(on) {
-    if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-#else
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    at::autocast::set_enabled(true);
-#endif
-  }
-  ~Autocast() {
-    if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-#else
-    at::autocast::set_enabled(false);
-#endif
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool on_;
-};
-
-
+using model::Autocast;
 
 }  // namespace
-
-LossEvaluation evaluate_loss(model::Transformer& model, const data::EncodedCorpus& corpus,
-                             const tokenizer::SpecialIds& ids, int64_t max_tokens, const torch::Device& device, bool bf16) {
-  torch::NoGradGuard no_grad;
-  const bool was_training = model->is_training();
-  model->eval();
-  data::BatcherOptions o;
-  o.max_tokens = max_tokens;
-  o.shuffle = false;
-  const data::Batcher batcher = data::Batcher::for_corpus(corpus, o);
-  double nll = 0;
-  int64_t tokens = 0;
-  for (const auto& indices : batcher.plan(1)) {
-    const data::Batch b = data::make_batch(corpus, indices, ids).to(device);
-    Autocast autocast(bf16);
-    const torch::Tensor real = b.tgt_out.ne(ids.pad);  // [b, t]
-    const LossTerms t = token_loss(model->logits_at(b.src, b.tgt_in, real), b.tgt_out.masked_select(real), 0.0);
-    nll += t.nll_sum.item<double>();
-    tokens += t.tokens;
-  }
-  if (was_training) model->train();
-  LossEvaluation v;
-  v.tokens = tokens;
-  v.loss = tokens ? nll / double(tokens) : 0.0;
-  v.ppl = std::exp(std::min(v.loss, 700.0));
-  return v;
-}
 
 namespace {
 
@@ -524,7 +471,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
 
   // Developer aid: MTX_PROFILE=FILE records updates 6..10 of this run with torch's profiler as a
   // chrome://tracing file (scripts/bench/profile_summary.py totals it per op).
-  const char* profile_path = std::getenv("MTX_PROFILE");
+  const char* profile_path = writer ? std::getenv("MTX_PROFILE") : nullptr;  // rank 0's updates only
   const int64_t profile_from = state.step + 5, profile_to = state.step + 10;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
 

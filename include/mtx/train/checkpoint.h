@@ -1,5 +1,5 @@
-// Self-contained checkpoints: weights, resolved config, tokenizer models and special ids, and the
-// full training state (optimizer, schedule, step, epoch, batcher position, RNG, best metric,
+// Self-contained checkpoints: a model bundle (bundle/bundle.h: weights, resolved config, tokenizer models
+// and special ids) with the full training state (optimizer, schedule, step, epoch, batcher position, RNG, best metric,
 // patience). Written atomically; a checkpoint with non-finite weights is never written.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "mtx/bundle/bundle.h"
 #include "mtx/config/config.h"
 #include "mtx/data/batcher.h"
 #include "mtx/model/transformer.h"
@@ -68,11 +69,9 @@ void restore_optimizer(const CheckpointContent& content, torch::optim::Optimizer
 // Restores torch's CPU (and CUDA, when saved and available) random generator state.
 void restore_rng(const CheckpointContent& content);
 
-// sha256 over every parameter and buffer (name, shape, float bytes), in name order.
-std::string weights_sha256(model::Transformer& model);
-bool weights_finite(model::Transformer& model);
-
-// Builds a fresh model for a config and tokenizer (seeded init happens before this call).
-model::Transformer build_model(const config::Config& config, const tokenizer::Tokenizer& tokenizer);
+// The bundle's model helpers, for training code and its tests.
+using bundle::build_model;
+using bundle::weights_finite;
+using bundle::weights_sha256;
 
 }  // namespace mtx::train

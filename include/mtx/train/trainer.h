@@ -11,6 +11,7 @@
 
 #include "mtx/config/config.h"
 #include "mtx/data/dataset.h"
+#include "mtx/decode/scoring.h"
 #include "mtx/train/checkpoint.h"
 
 namespace mtx::train {
@@ -33,15 +34,8 @@ TrainSummary run_training(const config::Config& config, const std::filesystem::p
 // Asks a running training to stop after the current update (async-signal-safe).
 void request_stop(int signal);
 
-// Teacher-forced loss of a model on a parallel set: nll per target token (padding ignored) and its
-// perplexity -- the seq2seq tutorial's "Val. Loss / Val. PPL" and "Test Loss / Test PPL".
-struct LossEvaluation {
-  double loss = 0;  // nll per target token
-  double ppl = 0;
-  int64_t tokens = 0;
-};
-LossEvaluation evaluate_loss(model::Transformer& model, const data::EncodedCorpus& corpus,
-                             const tokenizer::SpecialIds& ids, int64_t max_tokens, const torch::Device& device,
-                             bool bf16 = false);
+// Teacher-forced scoring (decode/scoring.h), which validation uses.
+using decode::evaluate_loss;
+using decode::LossEvaluation;
 
 }  // namespace mtx::train

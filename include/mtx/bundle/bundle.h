@@ -1,0 +1,58 @@
+// A model bundle: what inference needs from a model file -- weights, the resolved config (model and decode
+// settings), the tokenizer and its special ids -- loaded and verified onto a device. The file is mtx's
+// checkpoint format (mtx-checkpoint-1); train/ writes it with its training state as further parts, which
+// inference never reads. Nothing here knows about training.
+#pragma once
+
+#include <torch/serialize/input-archive.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mtx/config/config.h"
+#include "mtx/model/transformer.h"
+#include "mtx/tokenizer/tokenizer.h"
+
+namespace mtx::bundle {
+
+struct Bundle {
+  config::Config config;
+  std::optional<tokenizer::Tokenizer> tokenizer;
+  model::Transformer model{nullptr};
+  std::string weights_sha256;
+  std::filesystem::path path;  // where it was read from (named in errors)
+};
+
+// The named parts of a bundle file beyond the bundle itself (e.g. "mtx_state", "mtx_optimizer", "rng_cpu"),
+// verified with the rest, and the open archive (older files keep some parts as archive entries).
+struct ExtraParts {
+  std::map<std::string, std::string> parts;
+  std::shared_ptr<torch::serialize::InputArchive> archive;
+};
+
+// Reads and verifies a bundle file (every recorded hash: a damaged file is one DataError naming it) and
+// builds its model on `device`. With `extra`, also hands over the file's other parts.
+Bundle load_bundle(const std::filesystem::path& path, const torch::Device& device = torch::Device(torch::kCPU),
+                   ExtraParts* extra = nullptr);
+
+// Writes a bundle file atomically: the bundle's parts plus `extra` (names from kExtraParts), all covered by
+// one recorded sha256. Throws Error (and writes nothing) if any weight is NaN/Inf.
+void save_bundle(const std::filesystem::path& path, const config::Config& config, const tokenizer::Tokenizer& tokenizer,
+                 model::Transformer& model, const std::map<std::string, std::string>& extra = {});
+
+// The parts a writer may add, in the order the file's sha256 covers them.
+extern const char* const kExtraParts[4];  // mtx_state, mtx_optimizer, rng_cpu, rng_cuda
+
+// A fresh model for a config and tokenizer (seeded init happens before this call).
+model::Transformer build_model(const config::Config& config, const tokenizer::Tokenizer& tokenizer);
+// sha256 over every parameter and buffer (name, shape, float bytes), in name order.
+std::string weights_sha256(model::Transformer& model);
+bool weights_finite(model::Transformer& model);
+
+// The first line of an exception's message, without LibTorch's backtrace (for one-line errors).
+std::string short_what(const std::exception& e);
+
+}  // namespace mtx::bundle

@@ -1,0 +1,196 @@
+#include "mtx/bundle/bundle.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/hash.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mtx::bundle {
+
+const char* const kExtraParts[4] = {"mtx_state", "mtx_optimizer", "rng_cpu", "rng_cuda"};
+
+namespace {
+
+constexpr const char* kFormat = "mtx-checkpoint-1";
+
+torch::Tensor bytes_tensor(const std::string& bytes) {
+  torch::Tensor t = torch::empty({int64_t(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kCPU).contiguous();
+  return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()), size_t(c.numel()));
+}
+
+void write_string(torch::serialize::OutputArchive& a, const std::string& key, const std::string& value) {
+  a.write(key, bytes_tensor(value), /*is_buffer=*/true);
+}
+
+std::string read_string(torch::serialize::InputArchive& a, const std::string& key, const fs::path& path) {
+  torch::Tensor t;
+  if (!a.try_read(key, t, /*is_buffer=*/true)) {
+    throw DataError(path.string() + ": not an mtx checkpoint (no '" + key + "')");
+  }
+  return tensor_bytes(t);
+}
+
+// One sha256 over the named parts of a file that no other hash covers (format, config, training state,
+// optimizer state, random generator state) and the tokenizer's and weights' own hashes: a flipped byte in
+// any of them is a DataError, never a model or a resumed run that silently differs. The order is the file
+// format's (older files verify with it).
+constexpr const char* kHashedParts[] = {"mtx_format",         "mtx_config",    "mtx_state", "mtx_tokenizer_sha256",
+                                        "mtx_weights_sha256", "mtx_optimizer", "rng_cpu",   "rng_cuda"};
+using Parts = std::map<std::string, std::string>;
+
+std::string parts_sha256(const Parts& parts) {
+  Sha256 h;
+  for (const char* name : kHashedParts) {  // one order for writing and reading
+    const auto it = parts.find(name);
+    if (it == parts.end()) continue;
+    h.update(it->first + "\n" + std::to_string(it->second.size()) + "\n");
+    h.update(it->second);
+  }
+  return h.hex();
+}
+
+bool is_extra(const std::string& name) {
+  return std::any_of(std::begin(kExtraParts), std::end(kExtraParts), [&](const char* e) { return name == e; });
+}
+
+}  // namespace
+
+std::string short_what(const std::exception& e) {
+  std::string what = e.what();
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();
+  what.erase(0, std::min(what.size(), what.find_first_not_of(" \n")));  // some start with a newline
+  return what.substr(0, what.find('\n')).substr(0, 200);
+}
+
+model::Transformer build_model(const config::Config& config, const tokenizer::Tokenizer& tok) {
+  return model::Transformer(model::options_from_config(config.model, tok.src().vocab_size(), tok.tgt().vocab_size(),
+                                                       tok.special_ids().pad, config.task));
+}
+
+std::string weights_sha256(model::Transformer& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
+  for (const auto& b : model->named_buffers()) named.emplace_back(b.key(), b.value());
+  std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  Sha256 h;
+  for (const auto& [name, t] : named) {
+    const torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    std::ostringstream shape;
+    shape << name << c.sizes() << "\n";
+    h.update(shape.str());
+    h.update(c.data_ptr<float>(), size_t(c.numel()) * sizeof(float));
+  }
+  return h.hex();
+}
+
+bool weights_finite(model::Transformer& model) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : model->parameters()) {
+    if (!torch::isfinite(p).all().item<bool>()) return false;
+  }
+  return true;
+}
+
+void save_bundle(const fs::path& path, const config::Config& config, const tokenizer::Tokenizer& tok,
+                 model::Transformer& model, const std::map<std::string, std::string>& extra) {
+  if (!weights_finite(model)) {
+    throw Error("refusing to write " + path.string() + ": the model has non-finite weights");
+  }
+  Parts parts = {{"mtx_format", kFormat},
+                 {"mtx_config", config::to_json(config).dump()},
+                 {"mtx_tokenizer_sha256", tok.hash()},
+                 {"mtx_weights_sha256", weights_sha256(model)}};
+  for (const auto& [name, bytes] : extra) {
+    if (!is_extra(name)) throw Error("save_bundle: '" + name + "' is not a part of the file format");
+    parts.emplace(name, bytes);
+  }
+  torch::serialize::OutputArchive archive;
+  for (const auto& [name, bytes] : parts) write_string(archive, name, bytes);
+  write_string(archive, "mtx_tokenizer_src", tok.src().bytes());
+  write_string(archive, "mtx_tokenizer_tgt", tok.joint() ? std::string() : tok.tgt().bytes());
+  write_string(archive, "mtx_sha256", parts_sha256(parts));
+  torch::serialize::OutputArchive weights;
+  model->save(weights);
+  archive.write("model", weights);
+  // torch's zip writer aborts the process when a write fails (it throws again from its destructor): it gets a
+  // sink that never fails, and write_file_atomic checks the stream afterwards ("disk full?", one error).
+  write_file_atomic(path, [&](std::ostream& out) {
+    archive.save_to([&out](const void* data, size_t n) -> size_t {
+      out.write(static_cast<const char*>(data), std::streamsize(n));
+      return n;
+    });
+  });
+}
+
+Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts* extra) {
+  if (!fs::exists(path)) throw DataError("checkpoint '" + path.string() + "' not found");
+  auto archive = std::make_shared<torch::serialize::InputArchive>();
+  try {
+    archive->load_from(path.string(), torch::Device(torch::kCPU));
+  } catch (const std::exception& e) {  // c10::Error from the zip reader, jit::ErrorReport from its code/ part
+    throw DataError(path.string() + ": not a readable checkpoint (" + short_what(e) + ")");
+  }
+  Bundle b;
+  b.path = path;
+  // Past the zip container every part is checked: a damaged file is one DataError naming it, never a crash
+  // or silently wrong weights.
+  try {
+    if (read_string(*archive, "mtx_format", path) != kFormat) {
+      throw DataError(path.string() + ": unsupported checkpoint format (expected " + kFormat + ")");
+    }
+    Parts parts;
+    // (try_read into a defined tensor would set_() it, i.e. repoint the archive's own tensor: fresh ones each time)
+    for (const char* name : kHashedParts) {
+      if (torch::Tensor part; archive->try_read(name, part, /*is_buffer=*/true)) parts.emplace(name, tensor_bytes(part));
+    }
+    if (torch::Tensor t; archive->try_read("mtx_sha256", t, /*is_buffer=*/true)) {
+      if (parts_sha256(parts) != tensor_bytes(t)) {
+        throw DataError(path.string() + ": contents do not match their recorded sha256 (corrupt file?)");
+      }
+    }  // else: written before mtx_sha256 existed (weights and tokenizer are still checked below)
+    b.config = config::from_json(json::parse(read_string(*archive, "mtx_config", path)));
+    b.tokenizer = tokenizer::Tokenizer::from_bytes(read_string(*archive, "mtx_tokenizer_src", path),
+                                                   read_string(*archive, "mtx_tokenizer_tgt", path));
+    if (b.tokenizer->hash() != read_string(*archive, "mtx_tokenizer_sha256", path)) {
+      throw DataError(path.string() + ": embedded tokenizer does not match its recorded hash (corrupt file?)");
+    }
+    b.model = build_model(b.config, *b.tokenizer);
+    torch::serialize::InputArchive weights;
+    if (!archive->try_read("model", weights)) throw DataError(path.string() + ": checkpoint has no weights");
+    b.model->load(weights);
+    b.weights_sha256 = read_string(*archive, "mtx_weights_sha256", path);
+    if (weights_sha256(b.model) != b.weights_sha256) {
+      throw DataError(path.string() + ": weights do not match their recorded sha256 (corrupt file?)");
+    }
+    if (extra) {
+      extra->parts.clear();
+      for (auto& [name, bytes] : parts) {
+        if (is_extra(name)) extra->parts.emplace(name, std::move(bytes));
+      }
+      extra->archive = archive;
+    }
+  } catch (const DataError& e) {
+    if (std::string(e.what()).rfind(path.string(), 0) == 0) throw;
+    throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
+  } catch (const std::exception& e) {
+    throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
+  }
+  b.model->to(device);
+  return b;
+}
+
+}  // namespace mtx::bundle
