@@ -12,19 +12,12 @@
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/util/errors.h"
-#include <cstring>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace mtx::train {
 namespace {
-
-torch::Tensor bytes_tensor(const std::string& bytes) {
-  torch::Tensor t = torch::empty({int64_t(bytes.size())}, torch::kUInt8);
-  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return t;
-}
 
 std::string tensor_bytes(const torch::Tensor& t) {
   const torch::Tensor c = t.to(torch::kCPU).contiguous();
