@@ -179,6 +179,15 @@ struct Group::Impl {
     comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
+  // `values` reduced element-wise over the ranks with `op`, in place.
+  void reduce(std::vector<double>& values, c10d::ReduceOp op, const char* what, int rank) {
+    std::vector<torch::Tensor> t{to_tensor(values)};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op;
+    run(what, rank, [&] { return pg->allreduce(t, o); });
+    from_tensor(t[0], values);
+  }
+
   torch::Tensor to_tensor(const std::vector<double>& values) const {
     return torch::tensor(values, torch::dtype(torch::kFloat64)).to(device);
   }
@@ -245,21 +254,9 @@ Group::~Group() = default;
 
 const char* Group::backend() const { return impl_->backend.c_str(); }
 
-void Group::sum(std::vector<double>& values) {
-  std::vector<torch::Tensor> t{impl_->to_tensor(values)};
-  c10d::AllreduceOptions o;
-  o.reduceOp = c10d::ReduceOp::SUM;
-  impl_->run("all-reduce (sum)", rank(), [&] { return impl_->pg->allreduce(t, o); });
-  Impl::from_tensor(t[0], values);
-}
+void Group::sum(std::vector<double>& values) { impl_->reduce(values, c10d::ReduceOp::SUM, "all-reduce (sum)", rank()); }
 
-void Group::max(std::vector<double>& values) {
-  std::vector<torch::Tensor> t{impl_->to_tensor(values)};
-  c10d::AllreduceOptions o;
-  o.reduceOp = c10d::ReduceOp::MAX;
-  impl_->run("all-reduce (max)", rank(), [&] { return impl_->pg->allreduce(t, o); });
-  Impl::from_tensor(t[0], values);
-}
+void Group::max(std::vector<double>& values) { impl_->reduce(values, c10d::ReduceOp::MAX, "all-reduce (max)", rank()); }
 
 void Group::broadcast(std::vector<double>& values, int root) {
   std::vector<torch::Tensor> t{impl_->to_tensor(values)};
