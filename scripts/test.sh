@@ -8,4 +8,6 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh "$@"
 build=build
 [[ " $* " == *" --torch pip "* ]] && build=build-torch2
+# CTranslate2 for the export parity test (Export.Ct2ScoresTargetsAsMtxDoes skips, saying so, without it).
+scripts/venv.sh ctranslate2==4.8.5 safetensors==0.8.0 numpy || echo "test: no ctranslate2 in .venv: the CTranslate2 export test skips" >&2
 ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)"

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <utility>
+#include <vector>
 
+#include "mtx/model/linear.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
@@ -48,8 +51,8 @@ std::string read_string(torch::serialize::InputArchive& a, const std::string& ke
 // optimizer state, random generator state) and the tokenizer's and weights' own hashes: a flipped byte in
 // any of them is a DataError, never a model or a resumed run that silently differs. The order is the file
 // format's (older files verify with it).
-constexpr const char* kHashedParts[] = {"mtx_format",         "mtx_config",    "mtx_state", "mtx_tokenizer_sha256",
-                                        "mtx_weights_sha256", "mtx_optimizer", "rng_cpu",   "rng_cuda"};
+constexpr const char* kHashedParts[] = {"mtx_format",    "mtx_config", "mtx_state", "mtx_tokenizer_sha256", "mtx_weights_sha256",
+                                        "mtx_optimizer", "rng_cpu",    "rng_cuda",  "mtx_int8"};
 using Parts = std::map<std::string, std::string>;
 
 std::string parts_sha256(const Parts& parts) {
@@ -65,6 +68,50 @@ std::string parts_sha256(const Parts& parts) {
 
 bool is_extra(const std::string& name) {
   return std::any_of(std::begin(kExtraParts), std::end(kExtraParts), [&](const char* e) { return name == e; });
+}
+
+// An int8 model's weights: Module::save's layout, except that each int8 Linear stores "weight" as its int8
+// values and "weight_scale" as their per-row scales, and a tied int8 output projection its own pair at the top.
+void save_int8_weights(const torch::nn::Module& m, torch::serialize::OutputArchive& a) {
+  const auto* linear = dynamic_cast<const model::LinearImpl*>(&m);
+  for (const auto& p : m.named_parameters(/*recurse=*/false)) {
+    if (linear && linear->is_int8() && p.key() == "weight") {
+      a.write("weight", linear->int8().weight().values);
+      a.write("weight_scale", linear->int8().weight().scales);
+    } else {
+      a.write(p.key(), p.value());
+    }
+  }
+  for (const auto& b : m.named_buffers(/*recurse=*/false)) a.write(b.key(), b.value(), /*is_buffer=*/true);
+  for (const auto& child : m.named_children()) {
+    torch::serialize::OutputArchive sub(a.compilation_unit());
+    save_int8_weights(*child.value(), sub);
+    a.write(child.key(), sub);
+  }
+}
+
+// Reads what save_int8_weights wrote; the int8 layers are packed once every parameter (their biases
+// included) has been read.
+void load_int8_weights(torch::nn::Module& m, torch::serialize::InputArchive& a,
+                       std::vector<std::pair<model::LinearImpl*, model::int8::Weight>>& int8_layers) {
+  auto* linear = dynamic_cast<model::LinearImpl*>(&m);
+  for (auto& p : m.named_parameters(/*recurse=*/false)) {
+    if (linear && p.key() == "weight") {
+      if (torch::Tensor scales; a.try_read("weight_scale", scales)) {
+        torch::Tensor values;
+        a.read("weight", values);
+        int8_layers.emplace_back(linear, model::int8::Weight{values, scales});
+        continue;
+      }
+    }
+    a.read(p.key(), p.value());
+  }
+  for (auto& b : m.named_buffers(/*recurse=*/false)) a.read(b.key(), b.value(), /*is_buffer=*/true);
+  for (const auto& child : m.named_children()) {
+    torch::serialize::InputArchive sub;
+    a.read(child.key(), sub);
+    load_int8_weights(*child.value(), sub, int8_layers);
+  }
 }
 
 }  // namespace
@@ -118,13 +165,25 @@ void save_bundle(const fs::path& path, const config::Config& config, const token
     if (!is_extra(name)) throw Error("save_bundle: '" + name + "' is not a part of the file format");
     parts.emplace(name, bytes);
   }
+  if (model->is_int8()) {
+    parts.emplace("mtx_int8", json{{"scheme", "per-row symmetric int8 weights, per-row dynamic activations"},
+                                   {"output", model->int8_output()}}.dump());
+  }
   torch::serialize::OutputArchive archive;
   for (const auto& [name, bytes] : parts) write_string(archive, name, bytes);
   write_string(archive, "mtx_tokenizer_src", tok.src().bytes());
   write_string(archive, "mtx_tokenizer_tgt", tok.joint() ? std::string() : tok.tgt().bytes());
   write_string(archive, "mtx_sha256", parts_sha256(parts));
   torch::serialize::OutputArchive weights;
-  model->save(weights);
+  if (model->is_int8()) {
+    save_int8_weights(*model, weights);
+    if (model->tied_output_int8().defined()) {
+      weights.write("tied_output_weight", model->tied_output_int8().weight().values);
+      weights.write("tied_output_weight_scale", model->tied_output_int8().weight().scales);
+    }
+  } else {
+    model->save(weights);
+  }
   archive.write("model", weights);
   // torch's zip writer aborts the process when a write fails (it throws again from its destructor): it gets a
   // sink that never fails, and write_file_atomic checks the stream afterwards ("disk full?", one error).
@@ -171,7 +230,21 @@ Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts
     b.model = build_model(b.config, *b.tokenizer);
     torch::serialize::InputArchive weights;
     if (!archive->try_read("model", weights)) throw DataError(path.string() + ": checkpoint has no weights");
-    b.model->load(weights);
+    if (parts.count("mtx_int8")) {
+      const bool output = json::parse(parts.at("mtx_int8")).at("output").get<bool>();
+      std::vector<std::pair<model::LinearImpl*, model::int8::Weight>> int8_layers;
+      load_int8_weights(*b.model, weights, int8_layers);
+      b.model->eval();
+      for (auto& [linear, w] : int8_layers) linear->load_int8(w);
+      if (torch::Tensor scales; weights.try_read("tied_output_weight_scale", scales)) {
+        torch::Tensor values;
+        weights.read("tied_output_weight", values);
+        b.model->load_tied_output_int8({values, scales});
+      }
+      b.model->mark_int8(output);
+    } else {
+      b.model->load(weights);
+    }
     b.weights_sha256 = read_string(*archive, "mtx_weights_sha256", path);
     if (weights_sha256(b.model) != b.weights_sha256) {
       throw DataError(path.string() + ": weights do not match their recorded sha256 (corrupt file?)");
@@ -189,8 +262,35 @@ Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts
   } catch (const std::exception& e) {
     throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
   }
+  if (b.model->is_int8()) {
+    if (!device.is_cpu()) {
+      throw ConfigError(path.string() + " is an int8 bundle, which runs on the CPU (use --device cpu), not " +
+                        device.str());
+    }
+    return b;
+  }
   b.model->to(device);
   return b;
+}
+
+void quantize_int8(Bundle& b, const Int8Options& options) {
+  if (!b.model->parameters().front().device().is_cpu()) {
+    throw ConfigError("int8 inference runs on the CPU (use --device cpu)");
+  }
+  if (model::int8::engine().empty()) {
+    throw ConfigError("this LibTorch has no quantized CPU engine (fbgemm, onednn or qnnpack): int8 is unavailable");
+  }
+  if (b.model->is_int8()) {  // an int8 bundle already
+    if (b.model->int8_output() != options.output) {
+      throw ConfigError(b.path.string() + " is an int8 bundle with " +
+                        (b.model->int8_output() ? "an int8" : "a float") +
+                        " output projection: quantize the float checkpoint again to change that");
+    }
+    return;
+  }
+  b.model->eval();
+  b.model->quantize_int8(options.output);
+  b.weights_sha256 = weights_sha256(b.model);
 }
 
 }  // namespace mtx::bundle

@@ -55,6 +55,7 @@ struct EvalArgs {
   std::optional<double> alpha;
   std::string device = "auto";
   int threads = 0;
+  QuantizeArgs quantize;
 };
 
 namespace {
@@ -211,9 +212,10 @@ int run_eval(const EvalArgs& a) {
       throw DataError(fmt::format("--src '{}' has {} lines but reference '{}' has {}", a.src, src.size(), a.refs[0],
                                   refs[0].size()));
     }
-    const torch::Device device = select_device(parse_device(a.device), "--device");
+    const torch::Device device = select_device(parse_device(inference_device(a.device, a.quantize)), "--device");
     set_threads(a.threads);
     bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
+    apply_quantize(ckpt, a.quantize);
     decode::TranslateOptions to = decode::options_from_config(ckpt.config.decode);
     if (a.beam) to.search.beam = *a.beam;
     if (a.alpha) to.search.alpha = *a.alpha;
@@ -383,6 +385,7 @@ Command add_eval(CLI::App& app) {
   cmd->add_option("--batch-tokens", a->batch_tokens, "With --ckpt: batch budget");
   cmd->add_option("--device", a->device, "With --ckpt: auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", a->threads, "With --ckpt: CPU threads (0 = one per core)");
+  add_quantize_flags(*cmd, a->quantize);
   return {cmd, [a] { return run_eval(*a); }};
 }
 

@@ -27,6 +27,7 @@ nlohmann::json checkpoint_info(const std::string& path) {
   const auto best = c.state.best_metric;
   return {{"checkpoint", path},
           {"params", c.model->parameter_count()},
+          {"int8", c.model->is_int8()},
           {"step", c.state.step},
           {"epoch", c.state.epoch},
           {"tgt_tokens", c.state.tgt_tokens},

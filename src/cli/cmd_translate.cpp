@@ -33,12 +33,13 @@ struct TranslateArgs {
   int threads = 0;
   int chunk_lines = 2000;
   std::string input, output;
+  QuantizeArgs quantize;
 };
 
 namespace {
 
 int run_translate(const TranslateArgs& args) {
-  const torch::Device device = select_device(parse_device(args.device), "--device");
+  const torch::Device device = select_device(parse_device(inference_device(args.device, args.quantize)), "--device");
   set_threads(args.threads);
 
   // Check the files before loading anything.
@@ -54,6 +55,7 @@ int run_translate(const TranslateArgs& args) {
     }
   } close_input{input_fd};
   bundle::Bundle ckpt = bundle::load_bundle(args.ckpt, device);
+  apply_quantize(ckpt, args.quantize);
   decode::TranslateOptions options = decode::options_from_config(ckpt.config.decode);
   if (args.beam) options.search.beam = *args.beam;
   if (args.alpha) options.search.alpha = *args.alpha;
@@ -73,8 +75,9 @@ int run_translate(const TranslateArgs& args) {
   std::ostream& out = args.output.empty() ? std::cout : output_file;
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
 
-  log::info("translating with {} (weights {}), beam {}, alpha {}, on {}", args.ckpt, ckpt.weights_sha256.substr(0, 12),
-            options.search.beam, options.search.alpha, device.str());
+  log::info("translating with {} (weights {}{}), beam {}, alpha {}, on {}", args.ckpt,
+            ckpt.weights_sha256.substr(0, 12), ckpt.model->is_int8() ? ", int8" : "", options.search.beam,
+            options.search.alpha, device.str());
   decode::Translator translator(ckpt.model, *ckpt.tokenizer, options);
   decode::StreamOptions stream;
   stream.chunk_lines = args.chunk_lines;
@@ -128,6 +131,7 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--chunk-lines", args->chunk_lines, "Lines read and translated together (bounds memory)")
       ->check(CLI::PositiveNumber);
+  add_quantize_flags(*cmd, args->quantize);
   cmd->add_option("--input", args->input, "Read this file instead of stdin");
   cmd->add_option("--output", args->output, "Write this file instead of stdout");
   return {cmd, [args] { return run_translate(*args); }};

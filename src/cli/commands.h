@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+namespace mtx::bundle {
+struct Bundle;
+}
+
 namespace mtx::cli {
 
 // A registered subcommand: `run` is called after a successful parse and returns the exit code.
@@ -25,6 +29,8 @@ Command add_info(CLI::App& app);
 Command add_average(CLI::App& app);
 Command add_plot(CLI::App& app);
 Command add_generate(CLI::App& app);
+Command add_quantize(CLI::App& app);
+Command add_export(CLI::App& app);
 
 // --config FILE and repeated --set section.key=value, shared by every config-reading subcommand.
 struct ConfigArgs {
@@ -36,6 +42,18 @@ void add_config_flags(CLI::App& cmd, ConfigArgs& args, bool required);
 // The process's command line as main() received it (for subcommands that start copies of themselves).
 void set_program_args(int argc, char** argv);
 const std::vector<std::string>& program_args();
+
+// --quantize none|int8 and --float-output, for the commands that translate with a bundle.
+struct QuantizeArgs {
+  std::string quantize = "none";
+  bool float_output = false;  // int8 layers, float output projection
+  bool int8() const { return quantize == "int8"; }
+};
+void add_quantize_flags(CLI::App& cmd, QuantizeArgs& args);
+// Quantizes a loaded bundle as the flags say (an int8 bundle stays as stored).
+void apply_quantize(bundle::Bundle& bundle, const QuantizeArgs& args);
+// --device for inference: int8 runs on the CPU, so "auto" means the CPU there.
+std::string inference_device(const std::string& device, const QuantizeArgs& args);
 
 // --device auto|cpu|cuda (already checked by CLI11) as the config's enum.
 config::Device parse_device(const std::string& device);

@@ -1,5 +1,8 @@
 #include "commands.h"
 
+#include "mtx/bundle/bundle.h"
+#include "mtx/util/errors.h"
+
 namespace mtx::cli {
 
 void add_config_flags(CLI::App& cmd, ConfigArgs& args, bool required) {
@@ -16,6 +19,26 @@ std::vector<std::string> g_program_args;
 
 void set_program_args(int argc, char** argv) { g_program_args.assign(argv, argv + argc); }
 const std::vector<std::string>& program_args() { return g_program_args; }
+
+void add_quantize_flags(CLI::App& cmd, QuantizeArgs& args) {
+  cmd.add_option("--quantize", args.quantize,
+                 "none | int8: int8 weights, activations quantized per row on the fly (CPU); an int8 bundle "
+                 "(mtx quantize) is int8 already")
+      ->check(CLI::IsMember({"none", "int8"}));
+  cmd.add_flag("--float-output", args.float_output, "With --quantize int8: keep the output projection in float");
+}
+
+void apply_quantize(bundle::Bundle& b, const QuantizeArgs& args) {
+  if (args.float_output && !args.int8()) throw ConfigError("--float-output goes with --quantize int8");
+  if (!args.int8()) return;
+  bundle::Int8Options options;
+  options.output = !args.float_output;
+  bundle::quantize_int8(b, options);
+}
+
+std::string inference_device(const std::string& device, const QuantizeArgs& args) {
+  return args.int8() && device == "auto" ? "cpu" : device;
+}
 
 config::Device parse_device(const std::string& device) {
   if (device == "cpu") return config::Device::cpu;

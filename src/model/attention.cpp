@@ -57,8 +57,8 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
 
 SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& o) : options(o) {
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " is not divisible by heads ", o.heads());
-  qkv = register_module("qkv", torch::nn::Linear(o.d_model(), 3 * o.d_model()));
-  out = register_module("out", torch::nn::Linear(o.d_model(), o.d_model()));
+  qkv = register_module("qkv", Linear(o.d_model(), 3 * o.d_model()));
+  out = register_module("out", Linear(o.d_model(), o.d_model()));
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache) {
@@ -81,9 +81,9 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
 
 CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) {
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " is not divisible by heads ", o.heads());
-  q = register_module("q", torch::nn::Linear(o.d_model(), o.d_model()));
-  kv = register_module("kv", torch::nn::Linear(o.d_model(), 2 * o.d_model()));
-  out = register_module("out", torch::nn::Linear(o.d_model(), o.d_model()));
+  q = register_module("q", Linear(o.d_model(), o.d_model()));
+  kv = register_module("kv", Linear(o.d_model(), 2 * o.d_model()));
+  out = register_module("out", Linear(o.d_model(), o.d_model()));
 }
 
 SelfKV CrossAttentionImpl::project_memory(const torch::Tensor& memory) {

@@ -43,8 +43,8 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
 }
 
 FeedForwardImpl::FeedForwardImpl(const LayerOptions& o) : options(o) {
-  fc1 = register_module("fc1", torch::nn::Linear(o.d_model(), o.ffn_dim()));
-  fc2 = register_module("fc2", torch::nn::Linear(o.ffn_dim(), o.d_model()));
+  fc1 = register_module("fc1", Linear(o.d_model(), o.ffn_dim()));
+  fc2 = register_module("fc2", Linear(o.ffn_dim(), o.d_model()));
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {

@@ -83,7 +83,7 @@ TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {
       decoder_norm = register_module("decoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()})));
     }
   }
-  if (!o.tie_output()) output = register_module("output", torch::nn::Linear(o.d_model(), o.tgt_vocab()));
+  if (!o.tie_output()) output = register_module("output", Linear(o.d_model(), o.tgt_vocab()));
   reset_parameters();
 }
 
@@ -119,7 +119,10 @@ torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::T
 }
 
 torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
-  if (options.tie_output()) return torch::nn::functional::linear(hidden, tgt_embed->weight);  // [.., vocab]
+  if (options.tie_output()) {
+    if (tied_output_int8_.defined()) return tied_output_int8_.forward(hidden);  // [.., vocab]
+    return torch::nn::functional::linear(hidden, tgt_embed->weight);          // [.., vocab]
+  }
   return output->forward(hidden);
 }
 
@@ -260,6 +263,34 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderC
   ++cache.steps;
   if (options.pre_norm()) x = decoder_norm->forward(x);
   return project(x.squeeze(1));  // [b, vocab]
+}
+
+void TransformerImpl::quantize_int8(bool include_output) {
+  TORCH_CHECK(!is_training(), "quantize_int8: int8 is for inference (call eval() first)");
+  for (const auto& m : modules(/*include_self=*/false)) {
+    auto* linear = m->as<LinearImpl>();
+    if (!linear || linear->is_int8()) continue;
+    if (output && linear == output.get() && !include_output) continue;
+    linear->quantize_int8();
+  }
+  if (include_output && options.tie_output() && !tied_output_int8_.defined()) {
+    load_tied_output_int8(int8::quantize(tgt_embed->weight));
+  }
+  mark_int8(include_output);
+}
+
+void TransformerImpl::load_tied_output_int8(const int8::Weight& weight) {
+  TORCH_CHECK(options.tie_output(), "load_tied_output_int8: this model's output projection is not tied");
+  TORCH_CHECK(weight.values.sizes() == tgt_embed->weight.sizes(), "tied int8 output ", weight.values.sizes(),
+              " does not fit the target embedding ", tgt_embed->weight.sizes());
+  torch::NoGradGuard no_grad;
+  tgt_embed->weight.copy_(int8::dequantize(weight));
+  tied_output_int8_ = int8::PackedLinear(weight, torch::Tensor());
+}
+
+void TransformerImpl::mark_int8(bool include_output) {
+  int8_ = true;
+  int8_output_ = include_output;
 }
 
 int64_t TransformerImpl::parameter_count() const {

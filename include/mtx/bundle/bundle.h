@@ -38,8 +38,18 @@ struct ExtraParts {
 Bundle load_bundle(const std::filesystem::path& path, const torch::Device& device = torch::Device(torch::kCPU),
                    ExtraParts* extra = nullptr);
 
+// int8 inference (model/linear.h): every Linear of the layers, and the output projection with `output`.
+struct Int8Options {
+  bool output = true;  // the output projection too (measured: see docs/results.md)
+};
+// Quantizes a loaded bundle's model for CPU inference (eval mode; its weights_sha256 is updated to the
+// dequantized weights). Throws ConfigError when the model is not on the CPU or LibTorch has no int8 engine.
+void quantize_int8(Bundle& bundle, const Int8Options& options = {});
+
 // Writes a bundle file atomically: the bundle's parts plus `extra` (names from kExtraParts), all covered by
-// one recorded sha256. Throws Error (and writes nothing) if any weight is NaN/Inf.
+// one recorded sha256. Throws Error (and writes nothing) if any weight is NaN/Inf. An int8 model (quantized
+// with quantize_int8) is written as an int8 bundle: int8 values and per-row scales for its quantized layers
+// (about a quarter of their float size), loaded back quantized exactly so (CPU only).
 void save_bundle(const std::filesystem::path& path, const config::Config& config, const tokenizer::Tokenizer& tokenizer,
                  model::Transformer& model, const std::map<std::string, std::string>& extra = {});
 

@@ -4,9 +4,10 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
+
+#include "mtx/model/linear.h"
 
 namespace mtx::model {
 
@@ -45,8 +46,8 @@ class SelfAttentionImpl : public torch::nn::Module {
   AttentionOptions options;
   bool keep_weights = false;  // store each forward's attention weights in `weights` [b, h, tq, tk]
   torch::Tensor weights;
-  torch::nn::Linear qkv{nullptr};  // d -> 3d
-  torch::nn::Linear out{nullptr};  // d -> d
+  Linear qkv{nullptr};  // d -> 3d
+  Linear out{nullptr};  // d -> d
 };
 TORCH_MODULE(SelfAttention);
 
@@ -61,9 +62,9 @@ class CrossAttentionImpl : public torch::nn::Module {
   AttentionOptions options;
   bool keep_weights = false;  // as SelfAttention's
   torch::Tensor weights;
-  torch::nn::Linear q{nullptr};   // d -> d
-  torch::nn::Linear kv{nullptr};  // d -> 2d
-  torch::nn::Linear out{nullptr};
+  Linear q{nullptr};   // d -> d
+  Linear kv{nullptr};  // d -> 2d
+  Linear out{nullptr};
 };
 TORCH_MODULE(CrossAttention);
 

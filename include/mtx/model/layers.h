@@ -6,11 +6,11 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include "mtx/model/attention.h"
+#include "mtx/model/linear.h"
 
 namespace mtx::model {
 
@@ -44,7 +44,7 @@ class FeedForwardImpl : public torch::nn::Module {
   explicit FeedForwardImpl(const LayerOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // [b, t, d] -> [b, t, d]
   LayerOptions options;
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  Linear fc1{nullptr}, fc2{nullptr};
 };
 TORCH_MODULE(FeedForward);
 

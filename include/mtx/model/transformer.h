@@ -6,7 +6,6 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
@@ -14,6 +13,7 @@
 
 #include "mtx/config/config.h"
 #include "mtx/model/layers.h"
+#include "mtx/model/linear.h"
 
 namespace mtx::model {
 
@@ -113,10 +113,26 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::ModuleList decoder{nullptr};  // empty when decoder-only
   torch::nn::LayerNorm encoder_norm{nullptr};  // pre-norm only
   torch::nn::LayerNorm decoder_norm{nullptr};  // pre-norm only
-  torch::nn::Linear output{nullptr};           // untied output projection only
+  Linear output{nullptr};                      // untied output projection only
+
+  // CPU inference with int8 weights (model/linear.h) for every Linear of the layers and, with
+  // include_output, the output projection (the tied one too: the target embedding then holds its
+  // dequantized values). Irreversible; the model must be on the CPU.
+  void quantize_int8(bool include_output);
+  bool is_int8() const { return int8_; }
+  bool int8_output() const { return int8_output_; }
+  // The tied output projection's int8 weight (undefined unless quantized with include_output), and
+  // loading one stored in an int8 bundle.
+  const int8::PackedLinear& tied_output_int8() const { return tied_output_int8_; }
+  void load_tied_output_int8(const int8::Weight& weight);
+  // After loading an int8 bundle's layers one by one: records what is quantized.
+  void mark_int8(bool include_output);
 
  private:
   torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset);
+  bool int8_ = false;
+  bool int8_output_ = false;
+  int8::PackedLinear tied_output_int8_;
 };
 TORCH_MODULE(Transformer);
 

@@ -1,0 +1,69 @@
+// The Linear layer every projection of the Transformer uses: torch's Linear (same parameters, names and
+// initialisation), which can also run CPU inference with int8 weights -- per output row symmetric int8,
+// activations quantized dynamically per row over LibTorch's quantized engines (fbgemm/x86 in the 2.x
+// build, oneDNN or QNNPACK in Debian's 1.13), so a row's output never depends on the other rows.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <string>
+
+namespace mtx::model {
+
+namespace int8 {
+
+// The quantized CPU engine int8 layers run on ("fbgemm", "x86", "onednn", "qnnpack"), chosen once as the
+// fastest this LibTorch has; "" when it has none (then prepare() throws).
+std::string engine();
+
+// Weights quantized per output row: values[r] * scales[r] ~ w[r], values in [-127, 127].
+struct Weight {
+  torch::Tensor values;  // [out, in] int8
+  torch::Tensor scales;  // [out] float32
+};
+Weight quantize(const torch::Tensor& w);          // w [out, in] float -> per-row symmetric int8
+torch::Tensor dequantize(const Weight& w);        // -> [out, in] float32: values * scales
+
+// A packed int8 weight (and a float bias) for one engine. forward(x [.., in]) -> [.., out] float32: each
+// row of x is scaled to max |x| = 1 and quantized on one fixed range, so its result is the same in any
+// batch; the int8 product accumulates exactly in int32.
+class PackedLinear {
+ public:
+  PackedLinear() = default;
+  PackedLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
+  bool defined() const { return !packed_.isNone(); }
+  torch::Tensor forward(const torch::Tensor& x) const;
+  const Weight& weight() const { return weight_; }
+
+ private:
+  c10::IValue packed_;  // the engine's LinearPackedParamsBase
+  Weight weight_;
+  torch::Tensor bias_;
+  torch::Tensor anchor_;  // [1, in]: +1, -1, then zeros
+  bool reduce_range_ = false;
+};
+
+}  // namespace int8
+
+class LinearImpl : public torch::nn::LinearImpl {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features);
+  torch::Tensor forward(const torch::Tensor& x);  // [.., in] -> [.., out]: int8 once quantized, else float
+
+  // Quantizes the weight to int8 and packs it; the float weight becomes its dequantized value (so the
+  // model's parameters, their hash and a stored int8 bundle all describe what runs). CPU only.
+  void quantize_int8();
+  // Packs given int8 weights (a stored int8 bundle); the float weight becomes their dequantized value.
+  void load_int8(const int8::Weight& weight);
+  bool is_int8() const { return int8_.defined(); }
+  const int8::PackedLinear& int8() const { return int8_; }
+
+ private:
+  int8::PackedLinear int8_;
+};
+TORCH_MODULE(Linear);
+
+}  // namespace mtx::model

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Converts an mtx safetensors export (mtx export --format safetensors) into a CTranslate2 model directory
+through CTranslate2's own converter specs (ctranslate2 from PyPI). mtx export --format ct2 runs this very
+file (built into the binary); it also runs alone:
+
+    python scripts/ct2_convert.py --input EXPORT_DIR --output CT2_DIR [--quantization int8] [--force]
+
+The mapping: mtx's fused QKV and cross-attention KV projections are CTranslate2's fused linear layers in
+the same order; norm1/norm2/norm3 are the self-attention, encoder-attention and feed-forward layer norms
+(pre- or post-norm alike); the sinusoidal position table is exported as is (mtx interleaves sin and cos);
+embeddings are scaled by sqrt(d_model); the source gets </s> appended; decoding starts from <s>.
+"""
+import argparse
+import json
+import os
+import sys
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--input", required=True, help="mtx export directory (model.safetensors, mtx_export.json)")
+    parser.add_argument("--output", required=True, help="CTranslate2 model directory to write")
+    parser.add_argument("--quantization", default=None, help="CTranslate2 weight type, e.g. int8 (default: float32)")
+    parser.add_argument("--force", action="store_true", help="Replace an existing output directory")
+    args = parser.parse_args()
+    try:
+        import numpy as np
+        from safetensors.numpy import load_file
+        from ctranslate2.converters.converter import Converter
+        from ctranslate2.specs import common_spec, transformer_spec
+    except ImportError as e:
+        sys.exit(f"ct2_convert: {e.name or e} is missing: pip install ctranslate2 safetensors numpy "
+                 "(e.g. into the project's .venv and pass --python .venv/bin/python)")
+
+    with open(os.path.join(args.input, "mtx_export.json"), encoding="utf-8") as f:
+        meta = json.load(f)
+    if meta.get("format") != "mtx-export-1":
+        sys.exit(f"ct2_convert: {args.input}: not an mtx export (format {meta.get('format')!r})")
+    m = meta["model"]
+    if m["task"] != "translation":
+        sys.exit("ct2_convert: only translation models convert to CTranslate2's TransformerSpec")
+    if m["positions"] != "sinusoidal" and m["positions"] != "learned":
+        sys.exit(f"ct2_convert: unknown positions {m['positions']!r}")
+    w = load_file(os.path.join(args.input, "model.safetensors"))
+
+    class MtxConverter(Converter):
+        def _load(self):
+            activation = common_spec.Activation.GELU if m["activation"] == "gelu" else common_spec.Activation.RELU
+            spec = transformer_spec.TransformerSpec.from_config(
+                (m["encoder_layers"], m["decoder_layers"]), m["heads"], pre_norm=m["pre_norm"], activation=activation)
+            src_embed = w["src_embed.weight"]
+            tgt_embed = src_embed if m["share_embeddings"] else w["tgt_embed.weight"]
+            positions = w["positions.embedding.weight"] if m["positions"] == "learned" else w["positions.table"]
+
+            def linear(spec_, name, weight=None):
+                spec_.weight = w[name + ".weight"] if weight is None else weight
+                if name + ".bias" in w:
+                    spec_.bias = w[name + ".bias"]
+
+            def norm(spec_, name):
+                spec_.gamma = w[name + ".weight"]
+                spec_.beta = w[name + ".bias"]
+
+            def self_attention(spec_, p):
+                linear(spec_.linear[0], p + ".self_attn.qkv")  # fused [Q; K; V]
+                linear(spec_.linear[1], p + ".self_attn.out")
+                norm(spec_.layer_norm, p + ".norm1")
+
+            def ffn(spec_, p, norm_name):
+                linear(spec_.linear_0, p + ".ffn.fc1")
+                linear(spec_.linear_1, p + ".ffn.fc2")
+                norm(spec_.layer_norm, p + norm_name)
+
+            def stack(spec_, embed, final_norm):
+                spec_.scale_embeddings = True
+                spec_.position_encodings.encodings = positions
+                if m["pre_norm"]:
+                    norm(spec_.layer_norm, final_norm)
+                return embed
+
+            enc = spec.encoder
+            enc.embeddings[0].weight = stack(enc, src_embed, "encoder_norm")
+            for i, layer in enumerate(enc.layer):
+                self_attention(layer.self_attention, f"encoder.{i}")
+                ffn(layer.ffn, f"encoder.{i}", ".norm2")
+
+            dec = spec.decoder
+            dec.embeddings.weight = stack(dec, tgt_embed, "decoder_norm")
+            for i, layer in enumerate(dec.layer):
+                p = f"decoder.{i}"
+                self_attention(layer.self_attention, p)
+                linear(layer.attention.linear[0], p + ".cross_attn.q")
+                linear(layer.attention.linear[1], p + ".cross_attn.kv")  # fused [K; V]
+                linear(layer.attention.linear[2], p + ".cross_attn.out")
+                norm(layer.attention.layer_norm, p + ".norm2")
+                ffn(layer.ffn, p, ".norm3")
+            if m["tie_output"]:
+                dec.projection.weight = tgt_embed
+            else:
+                linear(dec.projection, "output")
+
+            spec.register_source_vocabulary(meta["source_vocabulary"])
+            spec.register_target_vocabulary(meta["target_vocabulary"])
+            names = meta["special_pieces"]
+            spec.config.unk_token = names["unk"]
+            spec.config.bos_token = names["bos"]
+            spec.config.eos_token = names["eos"]
+            spec.config.decoder_start_token = names["bos"]
+            spec.config.add_source_eos = True  # mtx's source ends with </s>
+            spec.config.layer_norm_epsilon = 1e-5  # LibTorch's LayerNorm default
+            return spec
+
+    out = MtxConverter().convert(args.output, quantization=args.quantization, force=args.force)
+    for name in meta.get("tokenizer_files", []):  # the sentencepiece models, for CTranslate2 users
+        with open(os.path.join(args.input, name), "rb") as src, open(os.path.join(out, name), "wb") as dst:
+            dst.write(src.read())
+    print(f"ct2_convert: wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+#include "mtx/bundle/export.h"
+
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/logging.h"
+#include "mtx_ct2_converter.h"  // kCt2Converter: scripts/ct2_convert.py, generated at build time
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mtx::bundle {
+namespace {
+
+std::string safetensors_dtype(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat: return "F32";
+    case torch::kDouble: return "F64";
+    case torch::kHalf: return "F16";
+    case torch::kBFloat16: return "BF16";
+    case torch::kLong: return "I64";
+    case torch::kInt: return "I32";
+    case torch::kShort: return "I16";
+    case torch::kChar: return "I8";
+    case torch::kByte: return "U8";
+    case torch::kBool: return "BOOL";
+    default: throw Error(std::string("safetensors: no dtype for ") + c10::toString(t));
+  }
+}
+
+// A temporary directory, removed with everything in it when this goes out of scope.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("mtx-export-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Runs argv[0] (searched in PATH) with stdout/stderr inherited; returns its exit status (127: not found).
+int run_process(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(std::string("cannot start a process: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw Error(std::string("waitpid: ") + std::strerror(errno));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+}  // namespace
+
+void write_safetensors(const fs::path& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  std::vector<torch::Tensor> data;
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    if (!names.insert(name).second) throw Error("safetensors: tensor '" + name + "' named twice");
+    const torch::Tensor c = tensor.detach().to(torch::kCPU).contiguous();
+    const uint64_t bytes = uint64_t(c.numel()) * c.element_size();
+    header[name] = {{"dtype", safetensors_dtype(c.scalar_type())},
+                    {"shape", c.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(c);
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  write_file_atomic(path, [&](std::ostream& out) {
+    uint64_t n = text.size();
+    unsigned char size[8];
+    for (int i = 0; i < 8; ++i) size[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xff);  // little-endian
+    out.write(reinterpret_cast<const char*>(size), 8);
+    out.write(text.data(), std::streamsize(text.size()));
+    for (const auto& t : data) {
+      out.write(static_cast<const char*>(t.data_ptr()), std::streamsize(uint64_t(t.numel()) * t.element_size()));
+    }
+  });
+}
+
+void export_safetensors(Bundle& b, const fs::path& dir) {
+  if (b.config.task != config::Task::translation) {
+    throw ConfigError("export: only translation models export (this is a language model)");
+  }
+  if (b.tokenizer->src().kind() != "sentencepiece") throw ConfigError("export: the tokenizer is not sentencepiece");
+  fs::create_directories(dir);
+  const auto& o = b.model->options;
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& p : b.model->named_parameters()) tensors.emplace_back(p.key(), p.value().to(torch::kFloat));
+  for (const auto& p : b.model->named_buffers()) tensors.emplace_back(p.key(), p.value().to(torch::kFloat));
+  write_safetensors(dir / "model.safetensors", tensors,
+                    {{"format", "pt"}, {"producer", "mtx"}, {"weights_sha256", b.weights_sha256}});
+
+  const auto pieces = [](const tokenizer::Model& m) {
+    std::vector<std::string> v;
+    for (int32_t i = 0; i < m.vocab_size(); ++i) v.push_back(m.piece(i));
+    return v;
+  };
+  const tokenizer::SpecialIds ids = b.tokenizer->special_ids();
+  const tokenizer::Model& tgt = b.tokenizer->tgt();
+  json files = json::array({"source.spm.model"});
+  write_file_atomic(dir / "source.spm.model", b.tokenizer->src().bytes());
+  if (!b.tokenizer->joint()) {
+    files.push_back("target.spm.model");
+    write_file_atomic(dir / "target.spm.model", tgt.bytes());
+  }
+  const json meta = {
+      {"format", "mtx-export-1"},
+      {"weights_sha256", b.weights_sha256},
+      {"int8_source", b.model->is_int8()},
+      {"model",
+       {{"task", "translation"},
+        {"d_model", o.d_model()},
+        {"heads", o.heads()},
+        {"encoder_layers", o.encoder_layers()},
+        {"decoder_layers", o.decoder_layers()},
+        {"ffn_dim", o.ffn_dim()},
+        {"max_len", o.max_len()},
+        {"pre_norm", o.pre_norm()},
+        {"positions", o.learned_positions() ? "learned" : "sinusoidal"},
+        {"activation", o.gelu() ? "gelu" : "relu"},
+        {"share_embeddings", o.share_embeddings()},
+        {"tie_output", o.tie_output()},
+        {"embedding_scale", "sqrt(d_model)"},
+        {"layer_norm_epsilon", 1e-5}}},
+      {"decode", config::to_json(b.config)["decode"]},
+      {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
+      {"special_pieces", {{"pad", tgt.piece(ids.pad)}, {"unk", tgt.piece(ids.unk)}, {"bos", tgt.piece(ids.bos)},
+                          {"eos", tgt.piece(ids.eos)}}},
+      {"source_appends_eos", true},
+      {"tokenizer_files", files},
+      {"source_vocabulary", pieces(b.tokenizer->src())},
+      {"target_vocabulary", pieces(tgt)}};
+  write_file_atomic(dir / "mtx_export.json", meta.dump(1) + "\n");
+}
+
+void export_ct2(Bundle& b, const fs::path& dir, const Ct2ExportOptions& options) {
+  if (fs::exists(dir) && !options.force && !fs::is_empty(dir)) {
+    throw ConfigError("export: '" + dir.string() + "' exists and is not empty (--force replaces it)");
+  }
+  TempDir tmp;
+  export_safetensors(b, tmp.path);
+  write_file_atomic(tmp.path / "ct2_convert.py", std::string(kCt2Converter));
+  std::vector<std::string> args = {options.python, (tmp.path / "ct2_convert.py").string(), "--input", tmp.path.string(),
+                                   "--output", dir.string()};
+  if (!options.quantization.empty()) {
+    args.insert(args.end(), {"--quantization", options.quantization});
+  }
+  if (options.force || fs::exists(dir)) args.push_back("--force");
+  log::info("converting with CTranslate2's specs: {}", options.python);
+  const int status = run_process(args);
+  if (status == 127) {
+    throw Error("export: cannot run '" + options.python + "' (--python names an interpreter with ctranslate2: "
+                "python3 -m venv .venv && .venv/bin/pip install ctranslate2 safetensors numpy)");
+  }
+  if (status != 0) {
+    throw Error("export: the CTranslate2 converter failed (exit " + std::to_string(status) +
+                "; its message is above). It needs ctranslate2, safetensors and numpy in '" + options.python + "'");
+  }
+}
+
+}  // namespace mtx::bundle

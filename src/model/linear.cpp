@@ -1,0 +1,151 @@
+#include "mtx/model/linear.h"
+
+#include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace mtx::model {
+namespace int8 {
+namespace {
+
+struct Engine {
+  at::QEngine engine = at::QEngine::NoQEngine;
+  std::string name;
+};
+
+std::string engine_name(at::QEngine e) {
+  switch (e) {
+    case at::QEngine::FBGEMM: return "fbgemm";
+    case at::QEngine::QNNPACK: return "qnnpack";
+    case at::QEngine::ONEDNN: return "onednn";
+    case at::QEngine::X86: return "x86";
+    default: return "";
+  }
+}
+
+// The first of fbgemm, x86, onednn, qnnpack this LibTorch supports (MTX_INT8_ENGINE=NAME picks another, for
+// measuring), made the process's quantized engine: prepacking follows it.
+const Engine& chosen_engine() {
+  static const Engine chosen = [] {
+    const at::QEngine order[] = {at::QEngine::FBGEMM, at::QEngine::X86, at::QEngine::ONEDNN, at::QEngine::QNNPACK};
+    const auto& supported = at::globalContext().supportedQEngines();
+    const char* wanted = std::getenv("MTX_INT8_ENGINE");
+    Engine e;
+    for (const at::QEngine q : order) {
+      if (std::find(supported.begin(), supported.end(), q) == supported.end()) continue;
+      if (wanted && *wanted && engine_name(q) != wanted) continue;
+      e.engine = q;
+      e.name = engine_name(q);
+      break;
+    }
+    if (e.engine != at::QEngine::NoQEngine) at::globalContext().setQEngine(e.engine);
+    return e;
+  }();
+  return chosen;
+}
+
+const c10::OperatorHandle& prepack_op() {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_prepack", "");
+  return op;
+}
+
+const c10::OperatorHandle& linear_dynamic_op() {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_dynamic", "");
+  return op;
+}
+
+}  // namespace
+
+std::string engine() { return chosen_engine().name; }
+
+Weight quantize(const torch::Tensor& w) {
+  TORCH_CHECK(w.dim() == 2, "int8::quantize: expected a weight [out, in], got ", w.sizes());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor f = w.detach().to(torch::kCPU, torch::kFloat).contiguous();  // [out, in]
+  torch::Tensor scales = f.abs().amax(1) / 127.0;                                  // [out]
+  scales.masked_fill_(scales == 0, 1.0);  // an all-zero row: any scale gives zeros
+  Weight q;
+  q.values = (f / scales.unsqueeze(1)).round_().clamp_(-127, 127).to(torch::kChar);  // [out, in]
+  q.scales = scales;
+  return q;
+}
+
+torch::Tensor dequantize(const Weight& w) {
+  return w.values.to(torch::kFloat) * w.scales.unsqueeze(1);  // [out, in]
+}
+
+PackedLinear::PackedLinear(const Weight& weight, const torch::Tensor& bias) : weight_(weight) {
+  const Engine& e = chosen_engine();
+  TORCH_CHECK(e.engine != at::QEngine::NoQEngine,
+              "int8 inference needs a quantized engine (fbgemm, onednn or qnnpack); this LibTorch has none");
+  TORCH_CHECK(weight.values.scalar_type() == torch::kChar && weight.values.dim() == 2 &&
+                  weight.scales.numel() == weight.values.size(0),
+              "int8 weight: expected int8 values [out, in] and [out] scales");
+  torch::NoGradGuard no_grad;
+  const int64_t out = weight.values.size(0);
+  const torch::Tensor qweight = at::_make_per_channel_quantized_tensor(
+      weight.values.contiguous(), weight.scales.to(torch::kDouble), torch::zeros({out}, torch::kLong), 0);  // [out, in]
+  std::vector<c10::IValue> stack{qweight, c10::IValue()};  // the bias stays out: added after rescaling
+  prepack_op().callBoxed(&stack);
+  packed_ = std::move(stack.at(0));
+  if (bias.defined()) bias_ = bias.detach().to(torch::kFloat).contiguous();
+  anchor_ = torch::zeros({1, weight.values.size(1)});  // [1, in]
+  anchor_[0][0] = 1.0f;
+  if (anchor_.size(1) > 1) anchor_[0][1] = -1.0f;
+}
+
+torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
+  TORCH_CHECK(defined(), "int8::PackedLinear: not packed");
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "int8 layers run on float CPU tensors");
+  torch::NoGradGuard no_grad;
+  const int64_t in = weight_.values.size(1);
+  const torch::Tensor rows = x.reshape({-1, in});                                            // [n, in]
+  const int64_t n = rows.size(0);
+  const int64_t row_dim = 1;
+  const torch::Tensor scale = at::linalg_vector_norm(rows, std::numeric_limits<double>::infinity(), at::IntArrayRef(row_dim),
+                                                     /*keepdim=*/true)
+                                  .clamp_min_(1e-30f);  // [n, 1]: max |x| of each row
+  // Every row scaled to max |x| = 1, and one last row holding both +1 and -1: the engine's per-tensor
+  // activation range is then [-1, 1] whatever the batch holds, so each row quantizes alone.
+  torch::Tensor input = torch::empty({n + 1, in}, rows.options());                           // [n + 1, in]
+  torch::Tensor scaled = input.narrow(0, 0, n);  // [n, in]
+  at::div_out(scaled, rows, scale);
+  input.narrow(0, n, 1).copy_(anchor_);
+  std::vector<c10::IValue> stack{input, packed_, reduce_range_};
+  linear_dynamic_op().callBoxed(&stack);
+  const torch::Tensor y = stack.at(0).toTensor().narrow(0, 0, n);  // [n, out]
+  torch::Tensor out = bias_.defined() ? torch::addcmul(bias_, y, scale) : y * scale;  // [n, out]
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = out.size(1);
+  return out.view(shape);  // [.., out]
+}
+
+}  // namespace int8
+
+LinearImpl::LinearImpl(int64_t in_features, int64_t out_features)
+    : torch::nn::LinearImpl(torch::nn::LinearOptions(in_features, out_features)) {}
+
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
+  if (int8_.defined()) return int8_.forward(x);
+  return torch::nn::functional::linear(x, weight, bias);  // [.., out]
+}
+
+void LinearImpl::quantize_int8() { load_int8(int8::quantize(weight)); }
+
+void LinearImpl::load_int8(const int8::Weight& w) {
+  TORCH_CHECK(weight.device().is_cpu(), "int8 inference runs on the CPU (the model is on ", weight.device(), ")");
+  TORCH_CHECK(w.values.sizes() == weight.sizes(), "int8 weight ", w.values.sizes(), " does not fit a Linear ",
+              weight.sizes());
+  torch::NoGradGuard no_grad;
+  weight.copy_(int8::dequantize(w));
+  int8_ = int8::PackedLinear(w, bias);
+}
+
+}  // namespace mtx::model

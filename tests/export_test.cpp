@@ -1,0 +1,204 @@
+// Exports: the safetensors file as the format defines it, an export holding every weight and both
+// vocabularies, and a CTranslate2 conversion that scores target sentences as mtx does (through the
+// ctranslate2 package in the project's .venv; skipped, saying so, where that is not installed).
+#include "mtx/bundle/export.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "mtx/data/prepare.h"
+#include "mtx/util/errors.h"
+#include "test_utils.h"
+
+using namespace mtx;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The header and the data of a safetensors file.
+struct Safetensors {
+  json header;
+  std::string data;
+};
+
+Safetensors parse(const fs::path& p) {
+  const std::string bytes = read_file(p);
+  EXPECT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[size_t(i)]);
+  EXPECT_EQ(n % 8, 0u) << "the data should start 8-byte aligned";
+  Safetensors s;
+  s.header = json::parse(bytes.substr(8, n));
+  s.data = bytes.substr(8 + n);
+  return s;
+}
+
+torch::Tensor tensor_of(const Safetensors& s, const std::string& name) {
+  const json& e = s.header.at(name);
+  EXPECT_EQ(e.at("dtype"), "F32") << name;
+  const auto shape = e.at("shape").get<std::vector<int64_t>>();
+  const auto begin = e.at("data_offsets")[0].get<size_t>(), end = e.at("data_offsets")[1].get<size_t>();
+  torch::Tensor t = torch::empty(shape, torch::kFloat);
+  EXPECT_EQ(end - begin, size_t(t.numel()) * sizeof(float)) << name;
+  std::memcpy(t.data_ptr<float>(), s.data.data() + begin, end - begin);
+  return t;
+}
+
+struct Toy {
+  test::TempDir tmp;
+  config::Config config;
+  std::optional<tokenizer::Tokenizer> tok;
+  model::Transformer model{nullptr};
+
+  explicit Toy(bool variant = false) {
+    config = test::toy_setup(tmp);
+    if (variant) {  // the other branches of the mapping
+      config.model.norm = config::Norm::post;
+      config.model.activation = config::Activation::gelu;
+      config.model.tie_output = false;
+      config.model.share_embeddings = false;
+      config.model.positions = config::Positions::learned;
+      config.model.decoder_layers = 2;
+    } else {
+      config.model.norm = config::Norm::pre;
+    }
+    tok = data::prepare_data(config).tokenizer;
+    torch::manual_seed(3);
+    model = bundle::build_model(config, *tok);
+    // Larger weights than the init gives, so the distributions are far from uniform and errors show.
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.3);
+    model->eval();
+  }
+};
+
+// The Python of the project's .venv when it has ctranslate2, safetensors and numpy; "" otherwise.
+std::string ct2_python() {
+  std::string py = (fs::path(MTX_SOURCE_DIR) / ".venv" / "bin" / "python").string();
+  if (const char* env = std::getenv("MTX_TEST_PYTHON"); env && *env) py = env;
+  if (!fs::exists(py)) return "";
+  const std::string cmd = "'" + py + "' -c 'import ctranslate2, safetensors, numpy' >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0 ? py : "";
+}
+
+}  // namespace
+
+TEST(Export, SafetensorsFileIsWhatTheFormatSays) {
+  test::TempDir tmp;
+  const torch::Tensor a = torch::arange(12, torch::kFloat).view({3, 4});
+  const torch::Tensor b = torch::tensor({-1, 2, 127}, torch::kChar);
+  const torch::Tensor c = torch::tensor({7}, torch::kLong);
+  bundle::write_safetensors(tmp / "t.safetensors", {{"a", a.t()}, {"b", b}, {"c", c}}, {{"k", "v"}});
+  const Safetensors s = parse(tmp / "t.safetensors");
+  EXPECT_EQ(s.header.at("__metadata__").at("k"), "v");
+  EXPECT_EQ(s.header.at("a").at("shape"), json({4, 3}));
+  EXPECT_EQ(s.header.at("b").at("dtype"), "I8");
+  EXPECT_EQ(s.header.at("c").at("dtype"), "I64");
+  EXPECT_TRUE(torch::equal(tensor_of(s, "a"), a.t().contiguous())) << "a transposed view is written in its logical order";
+  // Offsets tile the data with no gap or overlap, in the order written.
+  EXPECT_EQ(s.header.at("a").at("data_offsets"), json({0, 48}));
+  EXPECT_EQ(s.header.at("b").at("data_offsets"), json({48, 51}));
+  EXPECT_EQ(s.header.at("c").at("data_offsets"), json({51, 59}));
+  EXPECT_EQ(s.data.size(), 59u);
+  EXPECT_THROW(bundle::write_safetensors(tmp / "u.safetensors", {{"a", a}, {"a", a}}), Error);
+}
+
+TEST(Export, SafetensorsExportHoldsEveryWeightAndBothVocabularies) {
+  Toy toy;
+  bundle::save_bundle(toy.tmp / "m.pt", toy.config, *toy.tok, toy.model);
+  const test::CommandResult r =
+      test::run_mtx("export --format safetensors --ckpt " + (toy.tmp / "m.pt").string() + " --out " + (toy.tmp / "x").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Safetensors s = parse(toy.tmp / "x" / "model.safetensors");
+  size_t n = 0;
+  for (const auto& p : toy.model->named_parameters()) {
+    EXPECT_TRUE(torch::equal(tensor_of(s, p.key()), p.value())) << p.key();
+    ++n;
+  }
+  for (const auto& p : toy.model->named_buffers()) {
+    EXPECT_TRUE(torch::equal(tensor_of(s, p.key()), p.value())) << p.key();
+    ++n;
+  }
+  EXPECT_EQ(s.header.size(), n + 1) << "every tensor and __metadata__, nothing else";
+  const json meta = json::parse(read_file(toy.tmp / "x" / "mtx_export.json"));
+  EXPECT_EQ(meta.at("format"), "mtx-export-1");
+  EXPECT_EQ(meta.at("source_vocabulary").size(), size_t(toy.tok->src().vocab_size()));
+  EXPECT_EQ(meta.at("target_vocabulary")[3], "</s>");
+  EXPECT_EQ(meta.at("model").at("pre_norm"), true);
+  EXPECT_EQ(read_file(toy.tmp / "x" / "source.spm.model"), toy.tok->src().bytes());
+  EXPECT_FALSE(fs::exists(toy.tmp / "x" / "target.spm.model")) << "a joint tokenizer is one model";
+}
+
+TEST(Export, Ct2ScoresTargetsAsMtxDoes) {
+  const std::string py = ct2_python();
+  if (py.empty()) GTEST_SKIP() << "no .venv with ctranslate2 (scripts/venv.sh ctranslate2 safetensors numpy)";
+  for (const bool variant : {false, true}) {
+    Toy toy(variant);
+    bundle::save_bundle(toy.tmp / "m.pt", toy.config, *toy.tok, toy.model);
+    const fs::path out = toy.tmp / "ct2";
+    const test::CommandResult r = test::run_mtx("export --format ct2 --python " + py + " --ckpt " +
+                                                (toy.tmp / "m.pt").string() + " --out " + out.string());
+    ASSERT_EQ(r.code, 0) << r.output;
+    ASSERT_TRUE(fs::exists(out / "model.bin")) << r.output;
+    // Pairs of the toy corpus and a made-up one; mtx's teacher-forced log-probabilities of each target token
+    // (EOS included) against CTranslate2's score_batch.
+    const std::vector<std::pair<std::string, std::string>> pairs = {
+        {"ein Hund läuft", "a dog runs"}, {"zwei Männer spielen Fußball im Park", "two men play soccer in the park"},
+        {"Kinder", "a woman reads"}};
+    json requests = json::array();
+    std::vector<std::vector<float>> expected;
+    const auto ids = toy.tok->special_ids();
+    for (const auto& [de, en] : pairs) {
+      const auto s = toy.tok->src().encode(de);
+      const auto t = toy.tok->tgt().encode(en);
+      json src_pieces = json::array(), tgt_pieces = json::array();
+      for (const int32_t i : s) src_pieces.push_back(toy.tok->src().piece(i));
+      for (const int32_t i : t) tgt_pieces.push_back(toy.tok->tgt().piece(i));
+      requests.push_back({src_pieces, tgt_pieces});
+      std::vector<int64_t> src(s.begin(), s.end()), tin = {ids.bos}, tout(t.begin(), t.end());
+      src.push_back(ids.eos);
+      tin.insert(tin.end(), t.begin(), t.end());
+      tout.push_back(ids.eos);
+      torch::NoGradGuard no_grad;
+      const torch::Tensor logp = torch::log_softmax(
+          toy.model->forward(torch::tensor(src).unsqueeze(0), torch::tensor(tin).unsqueeze(0))[0], -1);  // [t, V]
+      std::vector<float> e;
+      for (size_t k = 0; k < tout.size(); ++k) e.push_back(logp[int64_t(k)][tout[k]].item<float>());
+      expected.push_back(e);
+    }
+    test::write_text(toy.tmp / "req.json", requests.dump());
+    test::write_text(toy.tmp / "score.py", R"PY(
+import json, sys, ctranslate2
+reqs = json.load(open(sys.argv[2]))
+tr = ctranslate2.Translator(sys.argv[1], device="cpu", intra_threads=1)
+res = tr.score_batch([r[0] for r in reqs], [r[1] for r in reqs])
+print(json.dumps([r.log_probs for r in res]))
+)PY");
+    const std::string cmd = "'" + py + "' " + (toy.tmp / "score.py").string() + " " + out.string() + " " +
+                            (toy.tmp / "req.json").string() + " > " + (toy.tmp / "scores.json").string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const json got = json::parse(read_file(toy.tmp / "scores.json"));
+    ASSERT_EQ(got.size(), pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      ASSERT_EQ(got[i].size(), expected[i].size()) << pairs[i].second << " (variant " << variant << ")";
+      for (size_t k = 0; k < expected[i].size(); ++k) {
+        EXPECT_NEAR(got[i][k].get<float>(), expected[i][k], 2e-3)
+            << "token " << k << " of '" << pairs[i].second << "' (variant " << variant << ")";
+      }
+    }
+  }
+}

@@ -1,0 +1,178 @@
+// int8 inference: the weight quantization, the packed layer (close to float, a row's result the same in any
+// batch), batch-invariant translations, and int8 bundles that load back exactly what was quantized.
+#include "mtx/model/linear.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "mtx/bundle/bundle.h"
+#include "mtx/data/prepare.h"
+#include "mtx/decode/translator.h"
+#include "mtx/util/errors.h"
+#include "test_utils.h"
+
+using namespace mtx;
+
+namespace {
+
+bool have_engine() { return !model::int8::engine().empty(); }
+
+#define MTX_REQUIRE_INT8_ENGINE()                                                   \
+  do {                                                                              \
+    if (!have_engine()) GTEST_SKIP() << "this LibTorch has no quantized CPU engine"; \
+  } while (0)
+
+struct Toy {
+  test::TempDir tmp;
+  config::Config config;
+  std::optional<tokenizer::Tokenizer> tok;
+  model::Transformer model{nullptr};
+
+  explicit Toy(bool tie_output = true) {
+    config = test::toy_setup(tmp);
+    config.model.tie_output = tie_output;
+    tok = data::prepare_data(config).tokenizer;
+    torch::manual_seed(5);
+    model = bundle::build_model(config, *tok);
+    model->eval();
+  }
+  decode::Translator translator(int beam, int batch_tokens = 4096) {
+    decode::TranslateOptions o;
+    o.search.beam = beam;
+    o.batch_tokens = batch_tokens;
+    return decode::Translator(model, *tok, o);
+  }
+};
+
+const std::vector<std::string> kLines = {"ein Hund läuft", "zwei Männer spielen Fußball im Park heute", "Kinder",
+                                         "eine Frau liest ein Buch", "ein Mann fährt Fahrrad und ein Hund läuft"};
+
+}  // namespace
+
+TEST(Int8, WeightsQuantizePerRowAndRequantizeExactly) {
+  torch::manual_seed(1);
+  torch::Tensor w = torch::randn({6, 40});
+  w[2].mul_(100);        // rows of very different magnitude keep their own scales
+  w[4].zero_();          // an all-zero row stays zero
+  const model::int8::Weight q = model::int8::quantize(w);
+  EXPECT_EQ(q.values.scalar_type(), torch::kChar);
+  EXPECT_EQ(q.values.sizes(), w.sizes());
+  const torch::Tensor absmax = q.values.to(torch::kInt).abs().amax(1);  // [6]
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(absmax[r].item<int>(), r == 4 ? 0 : 127) << "row " << r;
+  const torch::Tensor back = model::int8::dequantize(q);
+  const torch::Tensor err = (back - w).abs();                            // [6, 40]
+  EXPECT_TRUE((err <= q.scales.unsqueeze(1) * 0.5001).all().item<bool>()) << "rounding error beyond half a step";
+  // A stored int8 bundle keeps dequantized weights; quantizing them again must give the same int8 values.
+  const model::int8::Weight again = model::int8::quantize(back);
+  EXPECT_TRUE(torch::equal(again.values, q.values));
+  EXPECT_TRUE(torch::allclose(again.scales, q.scales, 1e-6, 0));
+}
+
+TEST(Int8, PackedLinearIsCloseToFloatAndEachRowIsBatchIndependent) {
+  MTX_REQUIRE_INT8_ENGINE();
+  torch::manual_seed(2);
+  const torch::Tensor w = torch::randn({48, 64}) * 0.1;  // [out, in]
+  const torch::Tensor bias = torch::randn({48});
+  const model::int8::PackedLinear layer(model::int8::quantize(w), bias);
+  torch::Tensor x = torch::randn({9, 64});
+  x[3].mul_(50);  // a row far larger than the others: with one per-batch activation scale the small rows
+  x[5].mul_(0.01);  // would lose their resolution (and their result would depend on this row being there)
+  const torch::Tensor y = layer.forward(x);                         // [9, 48]
+  const torch::Tensor ref = torch::nn::functional::linear(x, w, bias);  // [9, 48]
+  for (int64_t r = 0; r < 9; ++r) {
+    const double rel = ((y[r] - ref[r]).norm() / (ref[r] - bias).norm()).item<double>();
+    EXPECT_LT(rel, 0.03) << "row " << r;
+    const torch::Tensor alone = layer.forward(x.narrow(0, r, 1));  // [1, 48]
+    EXPECT_TRUE(torch::equal(alone[0], y[r])) << "row " << r << " differs when computed alone";
+  }
+  // Leading dimensions are kept: [3, 3, 64] -> [3, 3, 48], the same numbers.
+  EXPECT_TRUE(torch::equal(layer.forward(x.view({3, 3, 64})).view({9, 48}), y));
+}
+
+TEST(Int8, TranslationsDoNotDependOnTheBatch) {
+  MTX_REQUIRE_INT8_ENGINE();
+  Toy toy;
+  toy.model->quantize_int8(/*include_output=*/true);
+  ASSERT_TRUE(toy.model->is_int8());
+  for (const int beam : {1, 5}) {
+    const auto together = toy.translator(beam).translate(kLines);
+    const auto tiny_batches = toy.translator(beam, 12).translate(kLines);
+    for (size_t i = 0; i < kLines.size(); ++i) {
+      const auto alone = toy.translator(beam).translate({kLines[i]});
+      EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << "beam " << beam << ": " << kLines[i];
+      EXPECT_NEAR(together[i].hypotheses[0].score, alone[0].hypotheses[0].score, 1e-4) << kLines[i];
+      EXPECT_EQ(tiny_batches[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << kLines[i];
+    }
+  }
+}
+
+TEST(Int8, QuantizedModelRunsEveryLayerInt8AndStaysCloseToFloat) {
+  MTX_REQUIRE_INT8_ENGINE();
+  for (const bool tied : {true, false}) {
+    Toy toy(tied);
+    const torch::Tensor src = torch::tensor({{5, 9, 14, 22, 3}}, torch::kLong);
+    const torch::Tensor tgt = torch::tensor({{2, 7, 11, 30}}, torch::kLong);
+    torch::NoGradGuard no_grad;
+    const torch::Tensor ref = toy.model->forward(src, tgt);  // [1, 4, V]
+    toy.model->quantize_int8(/*include_output=*/false);
+    const torch::Tensor layers_only = toy.model->forward(src, tgt);
+    toy.model->quantize_int8(/*include_output=*/true);  // adds the output projection
+    const torch::Tensor all = toy.model->forward(src, tgt);
+    EXPECT_FALSE(torch::equal(ref, layers_only));
+    EXPECT_FALSE(torch::equal(layers_only, all)) << "the output projection was not quantized (tied " << tied << ")";
+    EXPECT_LT(((all - ref).norm() / ref.norm()).item<double>(), 0.05) << "tied " << tied;
+    int64_t int8_layers = 0;
+    for (const auto& m : toy.model->modules(false)) {
+      if (const auto* l = m->as<model::LinearImpl>()) {
+        EXPECT_TRUE(l->is_int8());
+        ++int8_layers;
+      }
+    }
+    // 1 encoder layer (qkv, out, fc1, fc2) + 1 decoder layer (qkv, out, q, kv, out, fc1, fc2) (+ output)
+    EXPECT_EQ(int8_layers, 4 + 7 + (tied ? 0 : 1));
+    EXPECT_EQ(toy.model->tied_output_int8().defined(), tied);
+  }
+}
+
+TEST(Int8, StoredInt8BundleLoadsBackWhatWasQuantized) {
+  MTX_REQUIRE_INT8_ENGINE();
+  for (const bool tied : {true, false}) {
+    Toy toy(tied);
+    const auto float_path = toy.tmp / "float.pt";
+    const auto int8_path = toy.tmp / "int8.pt";
+    bundle::save_bundle(float_path, toy.config, *toy.tok, toy.model);
+    bundle::Bundle b = bundle::load_bundle(float_path);
+    bundle::quantize_int8(b);
+    bundle::save_bundle(int8_path, b.config, *b.tokenizer, b.model);
+    bundle::Bundle back = bundle::load_bundle(int8_path);
+    ASSERT_TRUE(back.model->is_int8());
+    EXPECT_TRUE(back.model->int8_output());
+    EXPECT_EQ(back.weights_sha256, b.weights_sha256);
+    const torch::Tensor src = torch::tensor({{5, 9, 14, 22, 3}}, torch::kLong);
+    const torch::Tensor tgt = torch::tensor({{2, 7, 11, 30}}, torch::kLong);
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::equal(back.model->forward(src, tgt), b.model->forward(src, tgt))) << "tied " << tied;
+    // The quantized layers are stored as int8: at least 2 of every 4 bytes of their weights are saved (a tied
+    // output projection's int8 copy of the embedding costs 1 byte per element; norms and embeddings stay float).
+    int64_t quantized = 0;
+    for (const auto& m : back.model->modules(false)) {
+      if (const auto* l = m->as<model::LinearImpl>()) quantized += l->weight.numel();
+    }
+    EXPECT_LT(int64_t(std::filesystem::file_size(int8_path)) + 2 * quantized, int64_t(std::filesystem::file_size(float_path)))
+        << "tied " << tied;
+  }
+}
+
+TEST(Int8, Int8BundleOnAnotherDeviceIsRefusedWithAMessage) {
+  MTX_REQUIRE_INT8_ENGINE();
+  Toy toy;
+  bundle::save_bundle(toy.tmp / "f.pt", toy.config, *toy.tok, toy.model);
+  bundle::Bundle b = bundle::load_bundle(toy.tmp / "f.pt");
+  bundle::quantize_int8(b);
+  bundle::save_bundle(toy.tmp / "q.pt", b.config, *b.tokenizer, b.model);
+  const std::string msg = test::boundary_error<ConfigError>(
+      [&] { bundle::load_bundle(toy.tmp / "q.pt", torch::Device(torch::kCUDA)); });
+  EXPECT_NE(msg.find("runs on the CPU"), std::string::npos) << msg;
+}
