@@ -3,7 +3,12 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "mtx/model/dropout.h"
 #include "mtx/model/masks.h"
@@ -24,6 +29,84 @@ torch::Tensor merge_heads(const torch::Tensor& x) {
   return x.transpose(1, 2).reshape({b, t, h * hd});
 }
 
+// A dot product of n floats; lanes of 8 so the compiler vectorises it (each lane sums in a fixed order, so the
+// result depends on the data alone).
+__attribute__((target_clones("avx512f", "avx2", "default"))) float dot(const float* a, const float* b, int64_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) lane[j] += a[i + j] * b[i + j];
+  }
+  float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// out[0..n) += w * x[0..n)
+__attribute__((target_clones("avx512f", "avx2", "default"))) void axpy(float w, const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] += w * x[i];
+}
+
+// Incremental decoding's attention on the CPU, one query per (row, head): scores, mask, softmax and the
+// weighted sum of values in one pass over the cache per (row, head), in parallel over them, without the
+// temporaries of the tensor-op formulation. q [b, h, 1, hd], k/v [b, h, tk, hd] (any strides, hd contiguous),
+// mask bool [b|1, 1, 1, tk] or undefined -> [b, h, 1, hd]. Each (row, head) is computed by one thread in a fixed
+// order: the result does not depend on the batch or the thread count.
+torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
+                                   const torch::Tensor& mask_in) {
+  const torch::Tensor q = q_in.stride(3) == 1 ? q_in : q_in.contiguous();
+  const torch::Tensor k = k_in.stride(3) == 1 ? k_in : k_in.contiguous();
+  const torch::Tensor v = v_in.stride(3) == 1 ? v_in : v_in.contiguous();
+  const int64_t B = q.size(0), H = q.size(1), T = k.size(2), D = q.size(3);
+  torch::Tensor out = torch::empty({B, 1, H, D}, q.options());  // [b, 1, h, hd]: merge_heads is then a view
+  torch::Tensor mask;
+  if (mask_in.defined()) {
+    TORCH_CHECK(mask_in.scalar_type() == torch::kBool && mask_in.size(-1) == T, "decode attention: mask ", mask_in.sizes(),
+                " does not fit ", T, " keys");
+    mask = mask_in.reshape({mask_in.size(0), T}).contiguous();  // [b|1, tk]
+  }
+  const float* qp = q.data_ptr<float>();
+  const float* kp = k.data_ptr<float>();
+  const float* vp = v.data_ptr<float>();
+  const bool* mp = mask.defined() ? mask.data_ptr<bool>() : nullptr;
+  const int64_t mask_rows = mask.defined() ? mask.size(0) : 0;
+  float* op = out.data_ptr<float>();
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  const int64_t grain = std::max<int64_t>(1, (B * H) / (4 * at::get_num_threads()));
+  at::parallel_for(0, B * H, grain, [&](int64_t begin, int64_t end) {
+    std::vector<float> w(static_cast<size_t>(T));
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / H, h = i % H;
+      const float* qi = qp + b * q.stride(0) + h * q.stride(1);
+      const bool* mi = mp ? mp + (mask_rows == 1 ? 0 : b) * T : nullptr;
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t t = 0; t < T; ++t) {
+        if (mi && !mi[t]) {
+          w[size_t(t)] = -std::numeric_limits<float>::infinity();
+          continue;
+        }
+        const float s = dot(qi, kp + b * k.stride(0) + h * k.stride(1) + t * k.stride(2), D) * scale;
+        w[size_t(t)] = s;
+        top = std::max(top, s);
+      }
+      float* o = op + (b * H + h) * D;
+      std::fill(o, o + D, 0.0f);
+      if (top == -std::numeric_limits<float>::infinity()) continue;  // every key masked: zeros
+      float sum = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        const float e = mi && !mi[t] ? 0.0f : std::exp(w[size_t(t)] - top);
+        w[size_t(t)] = e;
+        sum += e;
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        if (w[size_t(t)] == 0.0f) continue;
+        axpy(w[size_t(t)] / sum, vp + b * v.stride(0) + h * v.stride(1) + t * v.stride(2), o, D);
+      }
+    }
+  });
+  return out.transpose(1, 2);  // [b, h, 1, hd]
+}
+
 }  // namespace
 
 bool sdpa_available() {
@@ -38,6 +121,11 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
                         const torch::Tensor& mask, double dropout_p, bool training, bool use_sdpa,
                         torch::Tensor* weights_out) {
   const double p = training ? dropout_p : 0.0;
+  if (q.size(-2) == 1 && q.device().is_cpu() && q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
+      v.scalar_type() == torch::kFloat && p == 0 && !weights_out &&
+      !(torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()))) {
+    return decode_attention_cpu(q, k, v, mask);  // [b, h, 1, hd]
+  }
 #if TORCH_VERSION_MAJOR >= 2
   if (use_sdpa && !weights_out) {
     return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<torch::Tensor>(mask) : c10::nullopt,
