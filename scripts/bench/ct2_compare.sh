@@ -6,19 +6,22 @@
 # included). Prints a markdown table: generated tokens/s, sentences/s, latency at batch 1 (p50/p95 over
 # --latency sentences, beam 5 only), peak RSS, BLEU (sacreBLEU-compatible `mtx eval`, cased 13a), and how many
 # lines differ from the other toolkit's output at the same precision.
-#   scripts/bench/ct2_compare.sh CKPT [--threads 2] [--batch-tokens 4096] [--latency 200] [--out DIR]
-# Timing covers translation only (both sides: tokenizing, searching, detokenizing; not loading). Run nothing
-# else on the machine meanwhile. MTX=build-torch2/bin/mtx compares the 2.x build.
+#   scripts/bench/ct2_compare.sh CKPT [--threads 2] [--batch-tokens 4096] [--latency 200] [--rounds 3] [--out DIR]
+# Timing covers translation only (mtx: tokenizing, searching, detokenizing; CTranslate2: searching, on pieces
+# that spm_encode made beforehand; neither: loading). Every throughput run is repeated --rounds times, the sides
+# interleaved, and the median is reported (this machine kind's speed drifts by tens of percent from minute to
+# minute). Run nothing else on the machine meanwhile. MTX=build-torch2/bin/mtx compares the 2.x build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ckpt=${1:?usage: ct2_compare.sh CKPT [--threads N] [--batch-tokens N] [--latency N] [--out DIR]}
 shift
-threads=2 batch_tokens=4096 latency=200 out=""
+threads=2 batch_tokens=4096 latency=200 rounds=3 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --batch-tokens) batch_tokens=$2; shift 2 ;;
     --latency) latency=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "ct2_compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -44,54 +47,65 @@ spm=$out/ct2-fp32/source.spm.model
 tgt_spm=$spm; [ -f "$out/ct2-fp32/target.spm.model" ] && tgt_spm=$out/ct2-fp32/target.spm.model
 spm_encode --model="$spm" --output_format=piece < "$out/test.de" > "$out/test.pieces"
 
-for beam in 1 5; do
-  for prec in fp32 int8; do
-    name=mtx-$prec-b$beam
-    model=$ckpt; [ $prec = int8 ] && model=$out/mtx-int8.pt
-    echo "$name ..." >&2
-    /usr/bin/time -f "%M" -o "$out/$name.rss" "$mtx" translate --ckpt "$model" --beam "$beam" --alpha "$alpha" \
-      --max-len-a 0 --max-len-b 200 --threads "$threads" --batch-tokens "$batch_tokens" \
-      --input "$out/test.de" --output "$out/$name.en" 2> "$out/$name.log"
-    if [ "$beam" = 5 ]; then
-      "$mtx" translate --ckpt "$model" --beam 5 --alpha "$alpha" --max-len-a 0 --max-len-b 200 --threads "$threads" \
-        --chunk-lines 1 --input "$out/latency.de" --output /dev/null 2> "$out/$name.latency.log"
-    fi
-    name=ct2-$prec-b$beam
-    echo "$name ..." >&2
-    lat=0; [ "$beam" = 5 ] && lat=$latency
-    /usr/bin/time -f "%M" -o "$out/$name.rss" "$py" scripts/bench/ct2_translate.py --model "$out/ct2-$prec" \
-      --input "$out/test.pieces" --output "$out/$name.pieces" --beam "$beam" --length-penalty "$alpha" --max-length 200 \
-      --threads "$threads" --batch-tokens "$batch_tokens" --latency "$lat" > "$out/$name.json" 2> "$out/$name.log"
-    spm_decode --model="$tgt_spm" --input_format=piece < "$out/$name.pieces" > "$out/$name.en"
+for round in $(seq 1 "$rounds"); do
+  for beam in 1 5; do
+    for prec in fp32 int8; do
+      name=mtx-$prec-b$beam
+      model=$ckpt; [ $prec = int8 ] && model=$out/mtx-int8.pt
+      echo "round $round: $name ..." >&2
+      /usr/bin/time -f "%M" -o "$out/$name.r$round.rss" "$mtx" translate --ckpt "$model" --beam "$beam" --alpha "$alpha" \
+        --max-len-a 0 --max-len-b 200 --threads "$threads" --batch-tokens "$batch_tokens" \
+        --input "$out/test.de" --output "$out/$name.en" 2> "$out/$name.r$round.log"
+      if [ "$beam" = 5 ] && [ "$round" = 1 ]; then
+        "$mtx" translate --ckpt "$model" --beam 5 --alpha "$alpha" --max-len-a 0 --max-len-b 200 --threads "$threads" \
+          --chunk-lines 1 --input "$out/latency.de" --output /dev/null 2> "$out/$name.latency.log"
+      fi
+      name=ct2-$prec-b$beam
+      echo "round $round: $name ..." >&2
+      lat=0; [ "$beam" = 5 ] && [ "$round" = 1 ] && lat=$latency
+      /usr/bin/time -f "%M" -o "$out/$name.r$round.rss" "$py" scripts/bench/ct2_translate.py --model "$out/ct2-$prec" \
+        --input "$out/test.pieces" --output "$out/$name.pieces" --beam "$beam" --length-penalty "$alpha" --max-length 200 \
+        --threads "$threads" --batch-tokens "$batch_tokens" --latency "$lat" > "$out/$name.r$round.json" 2> "$out/$name.r$round.log"
+      spm_decode --model="$tgt_spm" --input_format=piece < "$out/$name.pieces" > "$out/$name.en"
+    done
   done
 done
 for f in "$out"/*-b[15].en; do
   "$mtx" --log-level warn eval --metric bleu --ref "$out/test.en" --json < "$f" > "${f%.en}.bleu.json"
 done
 
-python3 - "$out" "$threads" "$batch_tokens" "$latency" "$alpha" "$("$mtx" --version | head -1)" "$("$py" -c 'import ctranslate2; print(ctranslate2.__version__)')" <<'PY' | tee "$out/table.md"
+python3 - "$out" "$threads" "$batch_tokens" "$latency" "$alpha" "$rounds" "$("$mtx" --version | head -1)" "$("$py" -c 'import ctranslate2; print(ctranslate2.__version__)')" <<'PY' | tee "$out/table.md"
 import json, re, sys
-out, threads, batch_tokens, latency, alpha, mtx_version, ct2_version = sys.argv[1:]
+import statistics
+out, threads, batch_tokens, latency, alpha, rounds, mtx_version, ct2_version = sys.argv[1:]
+rounds = int(rounds)
 def side(name):
-    r = {"rss": int(open(f"{out}/{name}.rss").read().split()[-1]) / 1024,
+    r = {"rss": max(int(open(f"{out}/{name}.r{i}.rss").read().split()[-1]) for i in range(1, rounds + 1)) / 1024,
          "bleu": json.loads(open(f"{out}/{name}.bleu.json").readline())["score"],
          "lines": open(f"{out}/{name}.en", encoding="utf-8").read().splitlines()}
+    tps, sps = [], []
+    for i in range(1, rounds + 1):
+        if name.startswith("mtx"):
+            m = re.search(r"(\d+) lines in ([\d.]+) s: ([\d.]+) sentences/s, (\d+) generated tokens/s", open(f"{out}/{name}.r{i}.log").read())
+            tps.append(float(m.group(4))); sps.append(float(m.group(3)))
+        else:
+            j = json.loads(open(f"{out}/{name}.r{i}.json").read().strip().splitlines()[-1])
+            tps.append(j["tokens_per_s"]); sps.append(j["sentences_per_s"])
+            if i == 1:
+                r.update(p50=j.get("latency_p50_ms"), p95=j.get("latency_p95_ms"))
+    r.update(tps=statistics.median(tps), sps=statistics.median(sps), spread=(min(tps), max(tps)))
     if name.startswith("mtx"):
-        m = re.search(r"(\d+) lines in ([\d.]+) s: ([\d.]+) sentences/s, (\d+) generated tokens/s", open(f"{out}/{name}.log").read())
-        r.update(tps=float(m.group(4)), sps=float(m.group(3)))
         try:
             lat = re.search(r"p50 ([\d.]+) ms, p95 ([\d.]+) ms", open(f"{out}/{name}.latency.log").read())
             r.update(p50=float(lat.group(1)), p95=float(lat.group(2)))
         except FileNotFoundError:
             pass
-    else:
-        j = json.loads(open(f"{out}/{name}.json").read().strip().splitlines()[-1])
-        r.update(tps=j["tokens_per_s"], sps=j["sentences_per_s"], p50=j.get("latency_p50_ms"), p95=j.get("latency_p95_ms"))
     return r
 print(f"test_2016_flickr ({len(open(f'{out}/test.de').read().splitlines())} lines), {threads} threads, batches of "
-      f"{batch_tokens} tokens, length penalty {alpha} (GNMT), at most 200 tokens; {mtx_version}, CTranslate2 {ct2_version}")
+      f"{batch_tokens} tokens, length penalty {alpha} (GNMT), at most 200 tokens; {mtx_version}, CTranslate2 {ct2_version}; "
+      f"median of {rounds} interleaved rounds (min-max in brackets)")
 print()
-print("| beam | weights | side | generated tok/s | sentences/s | mtx / CT2 tok/s | latency p50 / p95 ms (batch 1) | peak RSS MiB | BLEU | lines differing from the other side |")
+print("| beam | weights | side | generated tok/s (min-max) | sentences/s | mtx / CT2 tok/s | latency p50 / p95 ms (batch 1) | peak RSS MiB | BLEU | lines differing from the other side |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for beam in (1, 5):
     for prec in ("fp32", "int8"):
@@ -100,6 +114,6 @@ for beam in (1, 5):
         for label, r in (("mtx", m), ("CTranslate2", c)):
             lat = f"{r['p50']:.1f} / {r['p95']:.1f}" if r.get("p50") is not None else "-"
             ratio = f"{m['tps'] / c['tps']:.2f}x" if label == "mtx" else ""
-            print(f"| {beam} | {prec} | {label} | {r['tps']:.0f} | {r['sps']:.1f} | {ratio} | {lat} | {r['rss']:.0f} | "
+            print(f"| {beam} | {prec} | {label} | {r['tps']:.0f} ({r['spread'][0]:.0f}-{r['spread'][1]:.0f}) | {r['sps']:.1f} | {ratio} | {lat} | {r['rss']:.0f} | "
                   f"{r['bleu']:.2f} | {differ if label == 'mtx' else ''} |")
 PY
