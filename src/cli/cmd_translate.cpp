@@ -76,7 +76,7 @@ int run_translate(const TranslateArgs& args) {
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
 
   log::info("translating with {} (weights {}{}), beam {}, alpha {}, on {}", args.ckpt,
-            ckpt.weights_sha256.substr(0, 12), ckpt.model->is_int8() ? ", int8" : "", options.search.beam,
+            ckpt.weights_sha256.substr(0, 12), ckpt.model->is_int8() ? ", int8 on " + model::int8::engine() : "", options.search.beam,
             options.search.alpha, device.str());
   decode::Translator translator(ckpt.model, *ckpt.tokenizer, options);
   decode::StreamOptions stream;

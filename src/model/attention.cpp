@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -107,7 +108,41 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
   return out.transpose(1, 2);  // [b, h, 1, hd]
 }
 
+// cat({cache.index_select(0, rows), step}, 2) for a cache [b0, h, t, hd], rows [b] (or undefined: row i) and a
+// step [b, h, 1, hd]; on the CPU one parallel gathering copy, without the intermediate.
+torch::Tensor append_rows(const torch::Tensor& cache, const torch::Tensor& rows, const torch::Tensor& step) {
+  if (!cache.device().is_cpu() || cache.scalar_type() != torch::kFloat || step.size(2) != 1 || !cache.is_contiguous()) {
+    return torch::cat({rows.defined() ? cache.index_select(0, rows) : cache, step}, 2);
+  }
+  const int64_t b = step.size(0), h = cache.size(1), t = cache.size(2), d = cache.size(3);
+  const torch::Tensor s = step.contiguous();
+  const torch::Tensor r = rows.defined() ? rows.to(torch::kLong).contiguous() : torch::Tensor();
+  torch::Tensor out = torch::empty({b, h, t + 1, d}, cache.options());  // [b, h, t + 1, hd]
+  const float* cp = cache.data_ptr<float>();
+  const float* sp = s.data_ptr<float>();
+  const int64_t* rp = r.defined() ? r.data_ptr<int64_t>() : nullptr;
+  float* op = out.data_ptr<float>();
+  const int64_t rows0 = cache.size(0);
+  for (int64_t i = 0; rp && i < b; ++i) {
+    TORCH_CHECK(rp[i] >= 0 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
+  }
+  at::parallel_for(0, b * h, std::max<int64_t>(1, (b * h) / (4 * at::get_num_threads())), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t row = i / h, head = i % h;
+      const int64_t from = rp ? rp[row] : row;
+      std::memcpy(op + i * (t + 1) * d, cp + (from * h + head) * t * d, size_t(t * d) * sizeof(float));
+      std::memcpy(op + i * (t + 1) * d + t * d, sp + i * d, size_t(d) * sizeof(float));
+    }
+  });
+  return out;
+}
+
 }  // namespace
+
+void SelfKV::reorder(const torch::Tensor& indices) {
+  if (!k.defined()) return;  // nothing cached before the first step
+  pending_rows = pending_rows.defined() ? pending_rows.index_select(0, indices) : indices;
+}
 
 bool sdpa_available() {
 #if TORCH_VERSION_MAJOR >= 2
@@ -156,11 +191,12 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   torch::Tensor v = split_heads(parts[2], options.heads());  // [b, h, t, hd]
   if (cache) {
     if (cache->k.defined()) {
-      k = torch::cat({cache->k, k}, 2);  // [b, h, steps, hd]
-      v = torch::cat({cache->v, v}, 2);
+      k = append_rows(cache->k, cache->pending_rows, k);  // [b, h, steps, hd]
+      v = append_rows(cache->v, cache->pending_rows, v);
     }
     cache->k = k;
     cache->v = v;
+    cache->pending_rows = torch::Tensor();
   }
   const torch::Tensor y = attention(q, k, v, mask, options.dropout(), is_training(), options.use_sdpa(),
                                     keep_weights ? &weights : nullptr);  // [b, h, t, hd]

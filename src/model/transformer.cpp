@@ -34,10 +34,7 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
 
 void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
   for (auto& layer : layers) {
-    if (layer.self.k.defined()) {  // nothing cached before the first step
-      layer.self.k = layer.self.k.index_select(0, indices);  // [new_batch, h, steps, hd]
-      layer.self.v = layer.self.v.index_select(0, indices);
-    }
+    layer.self.reorder(indices);  // applied when the next step appends
     if (!same_memory && layer.memory.k.defined()) {
       layer.memory.k = layer.memory.k.index_select(0, indices);  // [new_batch, h, src_len, hd]
       layer.memory.v = layer.memory.v.index_select(0, indices);

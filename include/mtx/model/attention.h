@@ -34,6 +34,11 @@ struct AttentionOptions {
 struct SelfKV {
   torch::Tensor k;
   torch::Tensor v;
+  // Self-attention caches only: rows of k/v that the next step's rows continue ([rows] int64), when the search
+  // reordered them (beams chosen). Applied when the next step appends: one gathering copy instead of a
+  // reorder and an append. Undefined: row i continues row i.
+  torch::Tensor pending_rows;
+  void reorder(const torch::Tensor& indices);  // composes with a pending reorder
 };
 
 class SelfAttentionImpl : public torch::nn::Module {
