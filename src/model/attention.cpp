@@ -212,7 +212,7 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) {
 
 SelfKV CrossAttentionImpl::project_memory(const torch::Tensor& memory) {
   const auto parts = kv->forward(memory).chunk(2, -1);  // 2 x [b, s, d]
-  return {split_heads(parts[0], options.heads()), split_heads(parts[1], options.heads())};  // [b, h, s, hd]
+  return {split_heads(parts[0], options.heads()), split_heads(parts[1], options.heads()), torch::Tensor()};  // [b, h, s, hd]
 }
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask) {
