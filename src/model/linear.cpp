@@ -115,7 +115,9 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   torch::Tensor scaled = input.narrow(0, 0, n);  // [n, in]
   at::div_out(scaled, rows, scale);
   input.narrow(0, n, 1).copy_(anchor_);
-  std::vector<c10::IValue> stack{input, packed_, reduce_range_};
+  // Full 8-bit activations (reduce_range off). fbgemm's pre-VNNI kernels can saturate 16-bit pair sums with
+  // them in rare cases; scripts/checks/int8_bleu.sh checks the BLEU on the machine it runs on.
+  std::vector<c10::IValue> stack{input, packed_, false};
   linear_dynamic_op().callBoxed(&stack);
   const torch::Tensor y = stack.at(0).toTensor().narrow(0, 0, n);  // [n, out]
   torch::Tensor out = bias_.defined() ? torch::addcmul(bias_, y, scale) : y * scale;  // [n, out]

@@ -43,7 +43,6 @@ class PackedLinear {
   Weight weight_;
   torch::Tensor bias_;
   torch::Tensor anchor_;  // [1, in]: +1, -1, then zeros
-  bool reduce_range_ = false;
 };
 
 }  // namespace int8
