@@ -251,3 +251,75 @@ TEST(BeamSearch, ExactStopFindsWhatTheFirstKRuleMisses) {
   EXPECT_GT(exact[0][0].score, approx[0][0].score) << "a better hypothesis under the same scoring";
   EXPECT_NEAR(exact[0][0].score, std::log(0.29 * 0.9 * 0.97) / length_penalty(3, 2.0), 1e-5);
 }
+
+// The CPU's fused candidate choice (one pass per row: max, sum of exponentials, best 2k; then a merge per
+// sentence) is the tensor path's log_softmax + masks + topk, on logits of any offset.
+TEST(BeamSearch, FusedCandidatesMatchTheTensorPath) {
+  torch::manual_seed(7);
+  for (const int64_t k : {1, 2, 5}) {
+    for (const int64_t vocab : {int64_t(12), int64_t(1000), int64_t(8003)}) {
+      const int64_t sentences = 4, rows = sentences * k;
+      const torch::Tensor logits = torch::randn({rows, vocab}) * 3 + 40;  // unnormalised, far from 0
+      std::vector<float> prior(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) prior[size_t(r)] = r % k == 1 ? -INFINITY : -0.37f * float(r);
+      StepRules rules;
+      rules.bos = 2;
+      rules.eos = 3;
+      rules.pad = 0;
+      for (const bool banned : {false, true}) {
+        rules.eos_banned = banned;
+        rules.forced = {0, 1, 0, 0};
+        // Make EOS attractive in sentence 0 so that the ban matters.
+        logits.select(1, 3).narrow(0, 0, k).fill_(80);
+        const Candidates fused = best_candidates(logits, prior, k, rules, true);
+        const Candidates plain = best_candidates(logits, prior, k, rules, false);
+        ASSERT_EQ(fused.scores.sizes(), plain.scores.sizes());
+        const auto fs = fused.scores.accessor<float, 2>(), ps = plain.scores.accessor<float, 2>();
+        const auto fi = fused.indices.accessor<int64_t, 2>(), pi = plain.indices.accessor<int64_t, 2>();
+        for (int64_t a = 0; a < sentences; ++a) {
+          for (int64_t c = 0; c < 2 * k; ++c) {
+            const std::string where = "k " + std::to_string(k) + " vocab " + std::to_string(vocab) + " sentence " +
+                                      std::to_string(a) + " candidate " + std::to_string(c);
+            if (std::isinf(ps[a][c])) {
+              EXPECT_TRUE(std::isinf(fs[a][c]) && fs[a][c] < 0) << where;
+              continue;
+            }
+            EXPECT_NEAR(fs[a][c], ps[a][c], 2e-5 * std::max(1.f, std::abs(ps[a][c]))) << where;
+            EXPECT_EQ(fi[a][c], pi[a][c]) << where;
+          }
+        }
+        EXPECT_EQ(fi[1][0] % vocab, 3) << "a sentence at its limit may only end";
+        if (banned) EXPECT_NE(fi[0][0] % vocab, 3) << "EOS banned before min_len";
+        else EXPECT_EQ(fi[0][0] % vocab, 3);
+      }
+    }
+  }
+}
+
+// A step function may return logits: search normalises them, so a per-row offset changes nothing.
+TEST(BeamSearch, LogitsAndLogProbabilitiesSearchAlike) {
+  class Shifted final : public StepFunction {
+   public:
+    explicit Shifted(FakeStep& inner) : inner_(inner) {}
+    torch::Tensor step(const torch::Tensor& tokens) override {
+      const torch::Tensor logp = inner_.step(tokens);
+      return logp + torch::arange(logp.size(0), torch::kFloat).unsqueeze(1) * 7 + 3;
+    }
+    void reorder(const torch::Tensor& indices, bool same) override { inner_.reorder(indices, same); }
+
+   private:
+    FakeStep& inner_;
+  };
+  FakeStep a(garden_path, 2), b(garden_path, 2);
+  Shifted shifted(b);
+  const auto plain = beam_search(a, {10, 10}, kBos, kEos, opts(3, 0.6, 2));
+  const auto logits = beam_search(shifted, {10, 10}, kBos, kEos, opts(3, 0.6, 2));
+  ASSERT_EQ(plain.size(), logits.size());
+  for (size_t s = 0; s < plain.size(); ++s) {
+    ASSERT_EQ(plain[s].size(), logits[s].size());
+    for (size_t h = 0; h < plain[s].size(); ++h) {
+      EXPECT_EQ(plain[s][h].tokens, logits[s][h].tokens);
+      EXPECT_NEAR(plain[s][h].log_prob, logits[s][h].log_prob, 1e-5);
+    }
+  }
+}

@@ -2,7 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -11,6 +14,175 @@
 #include "mtx/util/errors.h"
 
 namespace mtx::decode {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// e^x for x <= 0 (here x - max of a row), branch-free so that the loop vectorises (Cephes' expf polynomial;
+// relative error under 2e-7). Arguments below -87.3 give ~1e-38 instead of 0: nothing a sum notices.
+inline float exp_nonpositive(float x) {
+  x = x < -87.33654f ? -87.33654f : x;
+  const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;  // round(x / ln 2)
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;     // x - n ln 2, in two parts
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.f;
+  const int32_t bits = (int32_t(n) + 127) << 23;  // 2^n
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return y * scale;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const float* x, int64_t n) {
+  float lane[16];
+  for (float& l : lane) l = kNegInf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  }
+  float m = kNegInf;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (const float l : lane) m = l > m ? l : m;
+  return m;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) float row_sum_exp(const float* x, int64_t n, float max) {
+  float lane[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) lane[j] += exp_nonpositive(x[i + j] - max);
+  }
+  float sum = 0;
+  for (; i < n; ++i) sum += exp_nonpositive(x[i] - max);
+  for (const float l : lane) sum += l;
+  return sum;
+}
+
+struct Entry {
+  float value;
+  int64_t index;
+};
+// Best first; equal values: the lower index first (a deterministic order).
+inline bool better(const Entry& a, const Entry& b) { return a.value > b.value || (a.value == b.value && a.index < b.index); }
+
+// The m largest entries of x[0..n) (NaN never), best first, into out (size m; -inf padded).
+void row_top(const float* x, int64_t n, int64_t m, Entry* out) {
+  for (int64_t j = 0; j < m; ++j) out[j] = {kNegInf, -1};
+  int64_t filled = 0;
+  float floor = kNegInf;  // the m-th best so far once m are held
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (!(v > floor) && !(filled < m && v == v)) continue;
+    int64_t j = filled < m ? filled++ : m - 1;
+    while (j > 0 && v > out[j - 1].value) {
+      out[j] = out[j - 1];
+      --j;
+    }
+    out[j] = {v, i};
+    if (filled == m) floor = out[m - 1].value;
+  }
+}
+
+Candidates candidates_fused(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
+                            const StepRules& rules) {
+  const torch::Tensor x = scores.contiguous();  // [rows, V]
+  const int64_t rows = x.size(0), vocab = x.size(1), n_active = rows / k, want = 2 * k;
+  const float* base = x.data_ptr<float>();
+  // Per row: its best `want` allowed tokens as log-probabilities. Banned tokens (at most 3) are filtered from
+  // the best want + 3 of the row.
+  const int64_t extra = 3, held = want + extra;
+  std::vector<Entry> top(size_t(rows * held));
+  at::parallel_for(0, rows, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = base + r * vocab;
+      const float max = row_max(row, vocab);
+      const float lse = max + std::log(row_sum_exp(row, vocab, max));
+      Entry* out = top.data() + r * held;
+      if (rules.forced[size_t(r / k)]) {
+        for (int64_t j = 0; j < held; ++j) out[j] = {kNegInf, -1};
+        out[0] = {row[rules.eos] - lse, rules.eos};
+        continue;
+      }
+      row_top(row, vocab, held, out);
+      int64_t kept = 0;
+      for (int64_t j = 0; j < held; ++j) {
+        const int64_t t = out[j].index;
+        if (t < 0 || t == rules.bos || t == rules.pad || (rules.eos_banned && t == rules.eos)) continue;
+        out[kept++] = {out[j].value - lse, t};
+      }
+      for (int64_t j = kept; j < held; ++j) out[j] = {kNegInf, -1};
+    }
+  });
+  Candidates c{torch::full({n_active, want}, kNegInf), torch::zeros({n_active, want}, torch::kLong)};
+  float* cs = c.scores.data_ptr<float>();
+  int64_t* ci = c.indices.data_ptr<int64_t>();
+  std::vector<Entry> pool;
+  for (int64_t a = 0; a < n_active; ++a) {
+    pool.clear();
+    for (int64_t b = 0; b < k; ++b) {
+      const int64_t r = a * k + b;
+      for (int64_t j = 0; j < want; ++j) {
+        const Entry& e = top[size_t(r * held + j)];
+        if (e.index < 0) break;
+        pool.push_back({prior[size_t(r)] + e.value, b * vocab + e.index});  // as (prior + logp) in fp32
+      }
+    }
+    const auto m = std::min<size_t>(pool.size(), size_t(want));
+    std::partial_sort(pool.begin(), pool.begin() + m, pool.end(), better);
+    for (size_t j = 0; j < m; ++j) {
+      cs[a * want + int64_t(j)] = pool[j].value;
+      ci[a * want + int64_t(j)] = pool[j].index;
+    }
+  }
+  return c;
+}
+
+Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
+                             const StepRules& rules) {
+  torch::Tensor logp = torch::log_softmax(scores.to(torch::kFloat), -1);  // [rows, V]
+  const int64_t rows = logp.size(0), vocab = logp.size(1), n_active = rows / k;
+  logp.select(1, rules.bos).fill_(kNegInf);
+  if (rules.pad >= 0 && rules.pad < vocab) logp.select(1, rules.pad).fill_(kNegInf);
+  std::vector<int64_t> forced;
+  for (int64_t a = 0; a < n_active; ++a) {
+    if (rules.forced[size_t(a)]) {
+      for (int64_t b = 0; b < k; ++b) forced.push_back(a * k + b);
+    }
+  }
+  if (!forced.empty()) {
+    const torch::Tensor idx = torch::tensor(forced, torch::kLong).to(logp.device());
+    const torch::Tensor eos_col = logp.index_select(0, idx).select(1, rules.eos).clone();  // [forced]
+    if (rules.eos_banned) logp.select(1, rules.eos).fill_(kNegInf);
+    logp.index_fill_(0, idx, kNegInf);
+    logp.select(1, rules.eos).index_copy_(0, idx, eos_col);
+  } else if (rules.eos_banned) {
+    logp.select(1, rules.eos).fill_(kNegInf);
+  }
+  const torch::Tensor p = torch::tensor(prior, torch::kFloat).to(logp.device()).unsqueeze(1);  // [rows, 1]
+  const auto top = (p + logp).view({n_active, k * vocab}).topk(2 * k, 1);                     // [A, 2k]
+  return {std::get<0>(top).cpu().contiguous(), std::get<1>(top).cpu().contiguous()};
+}
+
+}  // namespace
+
+Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
+                           const StepRules& rules, bool fused) {
+  TORCH_CHECK(scores.dim() == 2 && scores.size(0) % k == 0 && int64_t(prior.size()) == scores.size(0) &&
+                  int64_t(rules.forced.size()) * k == scores.size(0),
+              "best_candidates: scores ", scores.sizes(), ", ", prior.size(), " priors, ", rules.forced.size(),
+              " sentences, beam ", k);
+  TORCH_CHECK(rules.bos >= 0 && rules.bos < scores.size(1) && rules.eos >= 0 && rules.eos < scores.size(1),
+              "best_candidates: BOS/EOS outside the vocabulary");
+  if (fused && scores.device().is_cpu() && scores.scalar_type() == torch::kFloat) {
+    return candidates_fused(scores, prior, k, rules);
+  }
+  return candidates_tensor(scores, prior, k, rules);
+}
 
 void validate(const SearchOptions& o) {
   if (o.beam < 1) throw ConfigError("beam: must be >= 1, got " + std::to_string(o.beam));
@@ -35,8 +207,6 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
   if (batch == 0) return finished;
   for (const int64_t m : max_lengths) TORCH_CHECK(m >= 1, "beam_search: max length must be >= 1, got ", m);
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
   // Live state: `active` sentences, k rows each (sentence-major). Row r's history and score.
   std::vector<int64_t> active(static_cast<size_t>(batch));
   std::iota(active.begin(), active.end(), 0);
@@ -53,7 +223,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   for (int64_t t = 0; !active.empty(); ++t) {
     const auto n_active = int64_t(active.size());
     const int64_t rows = n_active * k;
-    torch::Tensor logp = fn.step(torch::tensor(tokens, torch::kLong));  // [rows, V]
+    const torch::Tensor logp = fn.step(torch::tensor(tokens, torch::kLong));  // [rows, V] scores
     TORCH_CHECK(logp.dim() == 2 && logp.size(0) == rows, "beam_search: step returned ", logp.sizes(),
                 " for ", rows, " rows");
     const int64_t vocab = logp.size(1);
@@ -62,31 +232,19 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
                         std::to_string(2 * k) + " pieces; this model has " + std::to_string(vocab) +
                         ": use a beam of at most " + std::to_string(vocab / 2));
     }
-    logp = logp.to(torch::kFloat);
     // Never generated: BOS (and pad, when given), whatever mass the model (label smoothing) gives them.
-    logp.select(1, bos).fill_(kNegInf);
-    if (pad >= 0 && pad < vocab) logp.select(1, pad).fill_(kNegInf);
     // Sentences at their length limit may only end, min_len or not: the limit wins.
-    std::vector<int64_t> forced;
+    StepRules rules;
+    rules.bos = bos;
+    rules.eos = eos;
+    rules.pad = pad;
+    rules.eos_banned = t < options.min_len;
     for (int64_t a = 0; a < n_active; ++a) {
-      if (t + 1 >= max_lengths[size_t(active[size_t(a)])]) {
-        for (int64_t b = 0; b < k; ++b) forced.push_back(a * k + b);
-      }
+      rules.forced.push_back(t + 1 >= max_lengths[size_t(active[size_t(a)])] ? 1 : 0);
     }
-    if (!forced.empty()) {
-      const torch::Tensor idx = torch::tensor(forced, torch::kLong).to(logp.device());
-      const torch::Tensor eos_col = logp.index_select(0, idx).select(1, eos).clone();  // [forced]
-      if (t < options.min_len) logp.select(1, eos).fill_(kNegInf);
-      logp.index_fill_(0, idx, kNegInf);
-      logp.select(1, eos).index_copy_(0, idx, eos_col);
-    } else if (t < options.min_len) {
-      logp.select(1, eos).fill_(kNegInf);
-    }
-    const torch::Tensor prior = torch::tensor(scores, torch::kFloat).to(logp.device()).unsqueeze(1);  // [rows, 1]
-    const torch::Tensor cand = (prior + logp).view({n_active, k * vocab});                          // [A, k*V]
-    const auto top = cand.topk(2 * k, 1);                                                          // [A, 2k]
-    const torch::Tensor top_scores = std::get<0>(top).cpu().contiguous();
-    const torch::Tensor top_index = std::get<1>(top).cpu().contiguous();
+    const Candidates top = best_candidates(logp, scores, k, rules);
+    const torch::Tensor& top_scores = top.scores;   // [A, 2k]
+    const torch::Tensor& top_index = top.indices;   // [A, 2k]
     const auto sc = top_scores.accessor<float, 2>();
     const auto ix = top_index.accessor<int64_t, 2>();
 

@@ -11,15 +11,14 @@
 namespace mtx::decode {
 namespace {
 
-// The model as beam search sees it: log-probabilities of one decoder step over a cache.
+// The model as beam search sees it: next-token logits of one decoder step over a cache.
 class ModelStep final : public StepFunction {
  public:
   ModelStep(model::Transformer& model, const model::Memory& memory)
       : model_(model), cache_(model->start_decoding(memory)) {}
 
   torch::Tensor step(const torch::Tensor& tokens) override {
-    const torch::Tensor logits = model_->decode_step(tokens.to(device()), cache_);  // [rows, V]
-    return torch::log_softmax(logits.to(torch::kFloat), -1);                        // [rows, V]
+    return model_->decode_step(tokens.to(device()), cache_);  // [rows, V] logits; search normalises them
   }
 
   void reorder(const torch::Tensor& indices, bool same_sentences) override {

@@ -51,14 +51,22 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void axpy(float w, 
 // Incremental decoding's attention on the CPU, one query per (row, head): scores, mask, softmax and the
 // weighted sum of values in one pass over the cache per (row, head), in parallel over them, without the
 // temporaries of the tensor-op formulation. q [b, h, 1, hd], k/v [b, h, tk, hd] (any strides, hd contiguous),
-// mask bool [b|1, 1, 1, tk] or undefined -> [b, h, 1, hd]. Each (row, head) is computed by one thread in a fixed
-// order: the result does not depend on the batch or the thread count.
+// mask bool [b|1, 1, 1, tk] or undefined -> [b, h, 1, hd]. kv_rows [b] int64 (or undefined: row i): the row of
+// k, v and mask that query row i reads (beams sharing their sentence's encoder memory). Each (row, head) is
+// computed by one thread in a fixed order: the result does not depend on the batch or the thread count.
 torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
-                                   const torch::Tensor& mask_in) {
+                                   const torch::Tensor& mask_in, const torch::Tensor& kv_rows = torch::Tensor()) {
   const torch::Tensor q = q_in.stride(3) == 1 ? q_in : q_in.contiguous();
   const torch::Tensor k = k_in.stride(3) == 1 ? k_in : k_in.contiguous();
   const torch::Tensor v = v_in.stride(3) == 1 ? v_in : v_in.contiguous();
   const int64_t B = q.size(0), H = q.size(1), T = k.size(2), D = q.size(3);
+  const torch::Tensor rows = kv_rows.defined() ? kv_rows.to(torch::kLong).contiguous() : torch::Tensor();  // [b]
+  const int64_t* rp = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
+  TORCH_CHECK(!rp || rows.numel() == B, "decode attention: ", rows.numel(), " key rows for ", B, " queries");
+  for (int64_t i = 0; rp && i < B; ++i) {
+    TORCH_CHECK(rp[i] >= 0 && rp[i] < k.size(0), "decode attention: key row ", rp[i], " of ", k.size(0));
+  }
+  TORCH_CHECK(rp || k.size(0) == B, "decode attention: ", k.size(0), " key rows for ", B, " queries");
   torch::Tensor out = torch::empty({B, 1, H, D}, q.options());  // [b, 1, h, hd]: merge_heads is then a view
   torch::Tensor mask;
   if (mask_in.defined()) {
@@ -77,16 +85,16 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
   at::parallel_for(0, B * H, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> w(static_cast<size_t>(T));
     for (int64_t i = begin; i < end; ++i) {
-      const int64_t b = i / H, h = i % H;
+      const int64_t b = i / H, h = i % H, kb = rp ? rp[b] : b;
       const float* qi = qp + b * q.stride(0) + h * q.stride(1);
-      const bool* mi = mp ? mp + (mask_rows == 1 ? 0 : b) * T : nullptr;
+      const bool* mi = mp ? mp + (mask_rows == 1 ? 0 : kb) * T : nullptr;
       float top = -std::numeric_limits<float>::infinity();
       for (int64_t t = 0; t < T; ++t) {
         if (mi && !mi[t]) {
           w[size_t(t)] = -std::numeric_limits<float>::infinity();
           continue;
         }
-        const float s = dot(qi, kp + b * k.stride(0) + h * k.stride(1) + t * k.stride(2), D) * scale;
+        const float s = dot(qi, kp + kb * k.stride(0) + h * k.stride(1) + t * k.stride(2), D) * scale;
         w[size_t(t)] = s;
         top = std::max(top, s);
       }
@@ -101,7 +109,7 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
       }
       for (int64_t t = 0; t < T; ++t) {
         if (w[size_t(t)] == 0.0f) continue;
-        axpy(w[size_t(t)] / sum, vp + b * v.stride(0) + h * v.stride(1) + t * v.stride(2), o, D);
+        axpy(w[size_t(t)] / sum, vp + kb * v.stride(0) + h * v.stride(1) + t * v.stride(2), o, D);
       }
     }
   });
@@ -152,15 +160,21 @@ bool sdpa_available() {
 #endif
 }
 
+namespace {
+// One query per row on the CPU in float, no dropout, no weights kept, no gradient: the fused loop applies.
+bool fused_decode(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double p,
+                  const torch::Tensor* weights_out) {
+  return q.size(-2) == 1 && q.device().is_cpu() && q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
+         v.scalar_type() == torch::kFloat && p == 0 && !weights_out &&
+         !(torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()));
+}
+}  // namespace
+
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& mask, double dropout_p, bool training, bool use_sdpa,
                         torch::Tensor* weights_out) {
   const double p = training ? dropout_p : 0.0;
-  if (q.size(-2) == 1 && q.device().is_cpu() && q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
-      v.scalar_type() == torch::kFloat && p == 0 && !weights_out &&
-      !(torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()))) {
-    return decode_attention_cpu(q, k, v, mask);  // [b, h, 1, hd]
-  }
+  if (fused_decode(q, k, v, p, weights_out)) return decode_attention_cpu(q, k, v, mask);  // [b, h, 1, hd]
 #if TORCH_VERSION_MAJOR >= 2
   if (use_sdpa && !weights_out) {
     return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<torch::Tensor>(mask) : c10::nullopt,
@@ -217,8 +231,19 @@ SelfKV CrossAttentionImpl::project_memory(const torch::Tensor& memory) {
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask) {
   const torch::Tensor queries = split_heads(q->forward(x), options.heads());  // [b, h, t, hd]
-  const torch::Tensor y = attention(queries, memory.k, memory.v, mask, options.dropout(), is_training(),
-                                    options.use_sdpa(), keep_weights ? &weights : nullptr);  // [b, h, t, hd]
+  torch::Tensor* keep = keep_weights ? &weights : nullptr;
+  const torch::Tensor& rows = memory.pending_rows;  // [b] memory row of each query row, or undefined
+  torch::Tensor y;                                  // [b, h, t, hd]
+  if (rows.defined() && fused_decode(queries, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep)) {
+    y = decode_attention_cpu(queries, memory.k, memory.v, mask, rows);
+  } else if (rows.defined()) {
+    const torch::Tensor r = rows.to(memory.k.device());
+    const torch::Tensor m = mask.defined() && mask.size(0) > 1 ? mask.index_select(0, r) : mask;  // [b|1, 1, 1, s]
+    y = attention(queries, memory.k.index_select(0, r), memory.v.index_select(0, r), m, options.dropout(),
+                  is_training(), options.use_sdpa(), keep);
+  } else {
+    y = attention(queries, memory.k, memory.v, mask, options.dropout(), is_training(), options.use_sdpa(), keep);
+  }
   return out->forward(merge_heads(y));  // [b, t, d]
 }
 

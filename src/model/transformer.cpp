@@ -33,14 +33,22 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
 }
 
 void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
+  // On the CPU the encoder memory stays one row per sentence and the rows read it through a row map (the fused
+  // attention loop indexes it); elsewhere it is gathered to one row per state row.
+  const bool mapped = memory_mask.defined() && memory_mask.device().is_cpu();
   for (auto& layer : layers) {
     layer.self.reorder(indices);  // applied when the next step appends
-    if (!same_memory && layer.memory.k.defined()) {
+    if (same_memory || !layer.memory.k.defined()) continue;
+    if (mapped) {
+      layer.memory.reorder(indices);  // composes the row map
+    } else {
       layer.memory.k = layer.memory.k.index_select(0, indices);  // [new_batch, h, src_len, hd]
       layer.memory.v = layer.memory.v.index_select(0, indices);
     }
   }
-  if (!same_memory && memory_mask.defined()) memory_mask = memory_mask.index_select(0, indices);  // [new_batch, 1, 1, src_len]
+  if (!same_memory && !mapped && memory_mask.defined()) {
+    memory_mask = memory_mask.index_select(0, indices);  // [new_batch, 1, 1, src_len]
+  }
 }
 
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {

@@ -30,7 +30,8 @@ void validate(const SearchOptions& options);
 class StepFunction {
  public:
   virtual ~StepFunction() = default;
-  // tokens [rows] (each row's previous token; BOS first) -> next-token log-probabilities [rows, vocab] (float).
+  // tokens [rows] (each row's previous token; BOS first) -> next-token scores [rows, vocab]: logits or
+  // log-probabilities; search normalises them (log-softmax in fp32) itself.
   virtual torch::Tensor step(const torch::Tensor& tokens) = 0;
   // Keeps rows `indices` [new_rows] (int64, repeats allowed) of the state, in that order. same_sentences:
   // every new row belongs to the same sentence as before and no sentence was dropped, so per-sentence
@@ -43,6 +44,24 @@ struct Hypothesis {
   double score = 0;             // log_prob / length_penalty(tokens + EOS)
   double log_prob = 0;          // sum of the tokens' log-probabilities, EOS included
 };
+
+// One search step's choice: for each of A live sentences (k rows each, sentence-major), its 2k best
+// continuations, score = prior[row] + log_softmax(scores[row])[token], best first; index = beam * vocab + token.
+// Padded with -inf when fewer are allowed.
+struct Candidates {
+  torch::Tensor scores;   // [A, 2k] float, CPU
+  torch::Tensor indices;  // [A, 2k] int64, CPU
+};
+struct StepRules {
+  int32_t bos = -1, eos = -1, pad = -1;  // BOS and pad are never chosen
+  bool eos_banned = false;               // before min_len
+  std::vector<uint8_t> forced;           // per sentence: at its length limit, may only end (wins over eos_banned)
+};
+// scores [A * k, vocab] (any float type, any device). On CPU in float: one fused pass per row (max, sum of
+// exponentials, its best 2k), then a merge per sentence; elsewhere: log_softmax, masks and topk as tensors.
+// `fused` false forces the tensor path (tests compare the two).
+Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
+                           const StepRules& rules, bool fused = true);
 
 // GNMT: ((5 + length) / 6) ^ alpha.
 double length_penalty(int64_t length, double alpha);

@@ -30,13 +30,15 @@ struct AttentionOptions {
   TORCH_ARG(bool, use_sdpa) = true;
 };
 
-// Self-attention K/V of the steps decoded so far: [batch, heads, steps, head_dim] each.
+// Self-attention K/V of the steps decoded so far: [batch, heads, steps, head_dim] each (or the encoder
+// memory's projected K/V: [sentences, heads, src_len, head_dim]).
 struct SelfKV {
   torch::Tensor k;
   torch::Tensor v;
-  // Self-attention caches only: rows of k/v that the next step's rows continue ([rows] int64), when the search
-  // reordered them (beams chosen). Applied when the next step appends: one gathering copy instead of a
-  // reorder and an append. Undefined: row i continues row i.
+  // The row of k/v that each row of the decoding state stands on ([rows] int64), when the search reordered the
+  // rows (beams chosen). Self-attention: applied when the next step appends (one gathering copy instead of a
+  // reorder and an append). Encoder memory: read through (beams share their sentence's memory, which never
+  // moves). Undefined: row i is row i.
   torch::Tensor pending_rows;
   void reorder(const torch::Tensor& indices);  // composes with a pending reorder
 };
@@ -62,6 +64,7 @@ class CrossAttentionImpl : public torch::nn::Module {
   // Encoder output [b, s, d] -> K, V [b, h, s, hd]: computed once per batch when decoding.
   SelfKV project_memory(const torch::Tensor& memory);
   // x [b, t, d] attends to projected memory; mask [b, 1, 1, s] -> [b, t, d].
+  // mask [memory rows|1, 1, 1, s]; rows of x read memory (and mask) rows memory.pending_rows when defined.
   torch::Tensor forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask);
 
   AttentionOptions options;

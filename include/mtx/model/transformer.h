@@ -64,8 +64,10 @@ struct Memory {
 // Incremental decoding state for a batch of hypotheses.
 struct DecoderCache {
   std::vector<DecoderLayerCache> layers;
-  torch::Tensor memory_mask;  // [batch, 1, 1, src_len] (undefined for a decoder-only model)
-  int64_t steps = 0;          // target positions decoded so far
+  // [batch, 1, 1, src_len] (undefined for a decoder-only model). On the CPU it keeps one row per sentence of
+  // the encoded batch, as the memory's K/V do, and each layer's memory.pending_rows maps state rows to them.
+  torch::Tensor memory_mask;
+  int64_t steps = 0;  // target positions decoded so far
   // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step. same_memory: every
   // row keeps the encoder memory it had (beams reselected within their sentences), so it need not move.
   void reorder(const torch::Tensor& indices, bool same_memory = false);
