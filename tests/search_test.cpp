@@ -323,3 +323,40 @@ TEST(BeamSearch, LogitsAndLogProbabilitiesSearchAlike) {
     }
   }
 }
+
+// Scores handed over in row blocks (a model projecting block by block) search exactly as one block.
+TEST(BeamSearch, ScoresInRowBlocksSearchAsOneBlock) {
+  class Blocks final : public StepFunction {
+   public:
+    explicit Blocks(FakeStep& inner) : inner_(inner) {}
+    torch::Tensor step(const torch::Tensor& tokens) override { return inner_.step(tokens); }
+    void step_blocks(const torch::Tensor& tokens, int64_t block_rows, const BlockConsumer& consume) override {
+      EXPECT_GE(block_rows, 3);
+      const torch::Tensor all = inner_.step(tokens);
+      for (int64_t first = 0; first < all.size(0); first += 3) consume(first, all.narrow(0, first, std::min<int64_t>(3, all.size(0) - first)));
+    }
+    void reorder(const torch::Tensor& indices, bool same) override { inner_.reorder(indices, same); }
+
+   private:
+    FakeStep& inner_;
+  };
+  // Each sentence its own garden path: a sentence-dependent table, so rows read from the wrong block show.
+  auto table = [](int64_t s, const std::vector<int32_t>& prefix) {
+    if (prefix.empty()) return dist({{int32_t(4 + s % 4), 0.5}, {int32_t(4 + (s + 1) % 4), 0.4}});
+    if (prefix.size() < size_t(1 + s % 3)) return dist({{int32_t(4 + (s + prefix.size()) % 5), 0.6}, {kEos, 0.1}});
+    return dist({{kEos, 0.9}});
+  };
+  FakeStep a(table, 5), b(table, 5);
+  Blocks blocks(b);
+  const std::vector<int64_t> limits(5, 12);
+  const auto one = beam_search(a, limits, kBos, kEos, opts(4, 0.6, 3));
+  const auto split = beam_search(blocks, limits, kBos, kEos, opts(4, 0.6, 3));
+  ASSERT_EQ(one.size(), split.size());
+  for (size_t s = 0; s < one.size(); ++s) {
+    ASSERT_EQ(one[s].size(), split[s].size()) << "sentence " << s;
+    for (size_t h = 0; h < one[s].size(); ++h) {
+      EXPECT_EQ(one[s][h].tokens, split[s][h].tokens) << "sentence " << s << " hypothesis " << h;
+      EXPECT_EQ(one[s][h].log_prob, split[s][h].log_prob);
+    }
+  }
+}

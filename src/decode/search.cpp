@@ -17,6 +17,9 @@ namespace mtx::decode {
 
 namespace {
 
+// Rows per block of the vocabulary projection (search.h, step_blocks): a 256 x 8k block is 8 MB.
+constexpr int64_t kBlockRows = 256;
+
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // e^x for x <= 0 (here x - max of a row), branch-free so that the loop vectorises (Cephes' expf polynomial;
@@ -88,59 +91,84 @@ void row_top(const float* x, int64_t n, int64_t m, Entry* out) {
   }
 }
 
-Candidates candidates_fused(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
-                            const StepRules& rules) {
-  const torch::Tensor x = scores.contiguous();  // [rows, V]
-  const int64_t rows = x.size(0), vocab = x.size(1), n_active = rows / k, want = 2 * k;
-  const float* base = x.data_ptr<float>();
-  // Per row: its best `want` allowed tokens as log-probabilities. Banned tokens (at most 3) are filtered from
-  // the best want + 3 of the row.
-  const int64_t extra = 3, held = want + extra;
-  std::vector<Entry> top(size_t(rows * held));
-  at::parallel_for(0, rows, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* row = base + r * vocab;
-      const float max = row_max(row, vocab);
-      const float lse = max + std::log(row_sum_exp(row, vocab, max));
-      Entry* out = top.data() + r * held;
-      if (rules.forced[size_t(r / k)]) {
-        for (int64_t j = 0; j < held; ++j) out[j] = {kNegInf, -1};
-        out[0] = {row[rules.eos] - lse, rules.eos};
-        continue;
+// The fused CPU choice, fed row blocks as the step produces them: per row its best allowed tokens as
+// log-probabilities (max, sum of exponentials and the best few in passes over the row while it is in cache),
+// then a merge per sentence.
+class CandidatePicker {
+ public:
+  CandidatePicker(int64_t rows, int64_t k, const StepRules& rules)
+      : rows_(rows), k_(k), rules_(rules), top_(size_t(rows * kHeldExtra + rows * 2 * k)) {}
+
+  // block [n, V] float on the CPU: rows first_row .. first_row + n.
+  void add(int64_t first_row, const torch::Tensor& block_in) {
+    const torch::Tensor x = block_in.contiguous();  // [n, V]
+    const int64_t n = x.size(0), vocab = x.size(1), held = held_rows();
+    TORCH_CHECK(first_row >= 0 && first_row + n <= rows_ && (vocab_ < 0 || vocab_ == vocab),
+                "search: a block of ", x.sizes(), " at row ", first_row, " of ", rows_);
+    vocab_ = vocab;
+    const float* base = x.data_ptr<float>();
+    at::parallel_for(0, n, 8, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t r = first_row + i;
+        const float* row = base + i * vocab;
+        const float max = row_max(row, vocab);
+        const float lse = max + std::log(row_sum_exp(row, vocab, max));
+        Entry* out = top_.data() + r * held;
+        if (rules_.forced[size_t(r / k_)]) {
+          for (int64_t j = 0; j < held; ++j) out[j] = {kNegInf, -1};
+          out[0] = {row[rules_.eos] - lse, rules_.eos};
+          continue;
+        }
+        // Banned tokens (at most 3) are filtered from the row's best want + 3.
+        row_top(row, vocab, held, out);
+        int64_t kept = 0;
+        for (int64_t j = 0; j < held; ++j) {
+          const int64_t t = out[j].index;
+          if (t < 0 || t == rules_.bos || t == rules_.pad || (rules_.eos_banned && t == rules_.eos)) continue;
+          out[kept++] = {out[j].value - lse, t};
+        }
+        for (int64_t j = kept; j < held; ++j) out[j] = {kNegInf, -1};
       }
-      row_top(row, vocab, held, out);
-      int64_t kept = 0;
-      for (int64_t j = 0; j < held; ++j) {
-        const int64_t t = out[j].index;
-        if (t < 0 || t == rules.bos || t == rules.pad || (rules.eos_banned && t == rules.eos)) continue;
-        out[kept++] = {out[j].value - lse, t};
-      }
-      for (int64_t j = kept; j < held; ++j) out[j] = {kNegInf, -1};
-    }
-  });
-  Candidates c{torch::full({n_active, want}, kNegInf), torch::zeros({n_active, want}, torch::kLong)};
-  float* cs = c.scores.data_ptr<float>();
-  int64_t* ci = c.indices.data_ptr<int64_t>();
-  std::vector<Entry> pool;
-  for (int64_t a = 0; a < n_active; ++a) {
-    pool.clear();
-    for (int64_t b = 0; b < k; ++b) {
-      const int64_t r = a * k + b;
-      for (int64_t j = 0; j < want; ++j) {
-        const Entry& e = top[size_t(r * held + j)];
-        if (e.index < 0) break;
-        pool.push_back({prior[size_t(r)] + e.value, b * vocab + e.index});  // as (prior + logp) in fp32
-      }
-    }
-    const auto m = std::min<size_t>(pool.size(), size_t(want));
-    std::partial_sort(pool.begin(), pool.begin() + m, pool.end(), better);
-    for (size_t j = 0; j < m; ++j) {
-      cs[a * want + int64_t(j)] = pool[j].value;
-      ci[a * want + int64_t(j)] = pool[j].index;
-    }
+    });
+    seen_ += n;
   }
-  return c;
-}
+
+  Candidates finish(const std::vector<float>& prior) {
+    TORCH_CHECK(seen_ == rows_, "search: the step gave scores for ", seen_, " of ", rows_, " rows");
+    const int64_t n_active = rows_ / k_, want = 2 * k_, held = held_rows();
+    Candidates c{torch::full({n_active, want}, kNegInf), torch::zeros({n_active, want}, torch::kLong)};
+    float* cs = c.scores.data_ptr<float>();
+    int64_t* ci = c.indices.data_ptr<int64_t>();
+    std::vector<Entry> pool;
+    for (int64_t a = 0; a < n_active; ++a) {
+      pool.clear();
+      for (int64_t b = 0; b < k_; ++b) {
+        const int64_t r = a * k_ + b;
+        for (int64_t j = 0; j < want; ++j) {
+          const Entry& e = top_[size_t(r * held + j)];
+          if (e.index < 0) break;
+          pool.push_back({prior[size_t(r)] + e.value, b * vocab_ + e.index});  // as (prior + logp) in fp32
+        }
+      }
+      const auto m = std::min<size_t>(pool.size(), size_t(want));
+      std::partial_sort(pool.begin(), pool.begin() + m, pool.end(), better);
+      for (size_t j = 0; j < m; ++j) {
+        cs[a * want + int64_t(j)] = pool[j].value;
+        ci[a * want + int64_t(j)] = pool[j].index;
+      }
+    }
+    return c;
+  }
+
+ private:
+  static constexpr int64_t kHeldExtra = 3;  // BOS, pad, EOS
+  int64_t held_rows() const { return 2 * k_ + kHeldExtra; }
+  int64_t rows_, k_;
+  const StepRules& rules_;
+  std::vector<Entry> top_;  // [rows, held]
+  int64_t vocab_ = -1;
+  int64_t seen_ = 0;
+};
 
 Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
                              const StepRules& rules) {
@@ -179,7 +207,9 @@ Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>
   TORCH_CHECK(rules.bos >= 0 && rules.bos < scores.size(1) && rules.eos >= 0 && rules.eos < scores.size(1),
               "best_candidates: BOS/EOS outside the vocabulary");
   if (fused && scores.device().is_cpu() && scores.scalar_type() == torch::kFloat) {
-    return candidates_fused(scores, prior, k, rules);
+    CandidatePicker picker(scores.size(0), k, rules);
+    picker.add(0, scores);
+    return picker.finish(prior);
   }
   return candidates_tensor(scores, prior, k, rules);
 }
@@ -223,15 +253,6 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   for (int64_t t = 0; !active.empty(); ++t) {
     const auto n_active = int64_t(active.size());
     const int64_t rows = n_active * k;
-    const torch::Tensor logp = fn.step(torch::tensor(tokens, torch::kLong));  // [rows, V] scores
-    TORCH_CHECK(logp.dim() == 2 && logp.size(0) == rows, "beam_search: step returned ", logp.sizes(),
-                " for ", rows, " rows");
-    const int64_t vocab = logp.size(1);
-    if (vocab < 2 * k) {
-      throw ConfigError("beam " + std::to_string(k) + " needs a target vocabulary of at least " +
-                        std::to_string(2 * k) + " pieces; this model has " + std::to_string(vocab) +
-                        ": use a beam of at most " + std::to_string(vocab / 2));
-    }
     // Never generated: BOS (and pad, when given), whatever mass the model (label smoothing) gives them.
     // Sentences at their length limit may only end, min_len or not: the limit wins.
     StepRules rules;
@@ -242,7 +263,28 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     for (int64_t a = 0; a < n_active; ++a) {
       rules.forced.push_back(t + 1 >= max_lengths[size_t(active[size_t(a)])] ? 1 : 0);
     }
-    const Candidates top = best_candidates(logp, scores, k, rules);
+    // CPU float scores are reduced block by block as they come; others (GPU, half) are kept for the tensor path.
+    CandidatePicker picker(rows, k, rules);
+    std::vector<torch::Tensor> kept;  // [n, V] blocks off the fused path
+    int64_t vocab = -1, covered = 0;
+    bool fused = true;
+    fn.step_blocks(torch::tensor(tokens, torch::kLong), kBlockRows, [&](int64_t first, const torch::Tensor& block) {
+      TORCH_CHECK(block.dim() == 2 && first == covered && first + block.size(0) <= rows && (vocab < 0 || vocab == block.size(1)),
+                  "beam_search: step returned ", block.sizes(), " at row ", first, " for ", rows, " rows");
+      vocab = block.size(1);
+      if (vocab < 2 * k) {
+        throw ConfigError("beam " + std::to_string(k) + " needs a target vocabulary of at least " +
+                          std::to_string(2 * k) + " pieces; this model has " + std::to_string(vocab) +
+                          ": use a beam of at most " + std::to_string(vocab / 2));
+      }
+      TORCH_CHECK(bos < vocab && eos < vocab, "beam_search: BOS/EOS outside a vocabulary of ", vocab);
+      if (first == 0) fused = block.device().is_cpu() && block.scalar_type() == torch::kFloat;
+      covered += block.size(0);
+      if (fused) picker.add(first, block.to(torch::kCPU, torch::kFloat));
+      else kept.push_back(block);
+    });
+    TORCH_CHECK(covered == rows, "beam_search: step returned scores for ", covered, " of ", rows, " rows");
+    const Candidates top = fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false);
     const torch::Tensor& top_scores = top.scores;   // [A, 2k]
     const torch::Tensor& top_index = top.indices;   // [A, 2k]
     const auto sc = top_scores.accessor<float, 2>();

@@ -21,6 +21,15 @@ class ModelStep final : public StepFunction {
     return model_->decode_step(tokens.to(device()), cache_);  // [rows, V] logits; search normalises them
   }
 
+  void step_blocks(const torch::Tensor& tokens, int64_t block_rows, const BlockConsumer& consume) override {
+    const torch::Tensor hidden = model_->decode_step_hidden(tokens.to(device()), cache_);  // [rows, d]
+    const int64_t rows = hidden.size(0);
+    for (int64_t first = 0; first < rows; first += block_rows) {
+      const int64_t n = std::min(block_rows, rows - first);
+      consume(first, model_->project(hidden.narrow(0, first, n)));  // [n, V] logits
+    }
+  }
+
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
     // Beams of one sentence share its encoder memory: it moves only when the rows change sentences.
     const bool same_memory = same_sentences && memory_rows_ == indices.size(0);

@@ -246,7 +246,7 @@ DecoderCache TransformerImpl::start_decoding(const Memory& memory) {
   return cache;
 }
 
-torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderCache& cache) {
+torch::Tensor TransformerImpl::decode_step_hidden(const torch::Tensor& tokens, DecoderCache& cache) {
   TORCH_CHECK(tokens.dim() == 1, "decode_step: expected tokens [batch], got ", tokens.sizes());
   if (options.decoder_only()) {
     TORCH_CHECK(cache.layers.size() == encoder->size(), "decode_step: cache was not started for this model");
@@ -255,7 +255,7 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderC
     for (const auto& layer : *encoder) x = layer->as<EncoderLayer>()->forward(x, torch::Tensor(), &cache.layers[i++].self);
     ++cache.steps;
     if (options.pre_norm()) x = encoder_norm->forward(x);
-    return project(x.squeeze(1));  // [b, vocab]
+    return x.squeeze(1);  // [b, d]
   }
   TORCH_CHECK(cache.layers.size() == decoder->size(), "decode_step: cache was not started for this model");
   torch::Tensor x = embed(tgt_embed, tokens.unsqueeze(1), cache.steps);  // [b, 1, d]
@@ -267,7 +267,11 @@ torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderC
   }
   ++cache.steps;
   if (options.pre_norm()) x = decoder_norm->forward(x);
-  return project(x.squeeze(1));  // [b, vocab]
+  return x.squeeze(1);  // [b, d]
+}
+
+torch::Tensor TransformerImpl::decode_step(const torch::Tensor& tokens, DecoderCache& cache) {
+  return project(decode_step_hidden(tokens, cache));  // [b, vocab]
 }
 
 void TransformerImpl::quantize_int8(bool include_output) {

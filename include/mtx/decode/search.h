@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace mtx::decode {
@@ -33,6 +34,14 @@ class StepFunction {
   // tokens [rows] (each row's previous token; BOS first) -> next-token scores [rows, vocab]: logits or
   // log-probabilities; search normalises them (log-softmax in fp32) itself.
   virtual torch::Tensor step(const torch::Tensor& tokens) = 0;
+  // The same scores in consecutive row blocks of at most `block_rows`: consume(first_row, scores [n, vocab]).
+  // A model overrides it to project onto the vocabulary block by block, so that search reduces each block
+  // while it is still in cache (a [rows, vocab] matrix of a large batch is tens of MB). Default: one block.
+  using BlockConsumer = std::function<void(int64_t first_row, const torch::Tensor& scores)>;
+  virtual void step_blocks(const torch::Tensor& tokens, int64_t block_rows, const BlockConsumer& consume) {
+    (void)block_rows;
+    consume(0, step(tokens));
+  }
   // Keeps rows `indices` [new_rows] (int64, repeats allowed) of the state, in that order. same_sentences:
   // every new row belongs to the same sentence as before and no sentence was dropped, so per-sentence
   // data (e.g. the encoder memory) need not move.

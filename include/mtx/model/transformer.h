@@ -96,6 +96,8 @@ class TransformerImpl : public torch::nn::Module {
   // One step: tokens [batch] (the previous outputs; BOS first) -> logits [batch, tgt_vocab]. Decoder-only:
   // the next token of each stream, over a cache from start_generation().
   torch::Tensor decode_step(const torch::Tensor& tokens, DecoderCache& cache);
+  // decode_step before the vocabulary projection: -> [batch, d_model] (project() gives the logits).
+  torch::Tensor decode_step_hidden(const torch::Tensor& tokens, DecoderCache& cache);
 
   // Decoder-only: tokens [batch, len] -> hidden states [batch, len, d_model], position i seeing 0..i.
   torch::Tensor lm_hidden(const torch::Tensor& tokens);
