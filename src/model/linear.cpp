@@ -133,6 +133,13 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features)
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   if (int8_.defined()) return int8_.forward(x);
+  if (x.dim() > 2 && bias.defined() && !torch::GradMode::is_enabled() && x.is_contiguous()) {
+    // Inference on [.., in]: one GEMM with the bias as its accumulator (LibTorch 1.13's linear does a
+    // matmul and a separate bias pass for more than two dimensions).
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = weight.size(0);
+    return torch::addmm(bias, x.view({-1, x.size(-1)}), weight.t()).view(shape);  // [.., out]
+  }
   return torch::nn::functional::linear(x, weight, bias);  // [.., out]
 }
 
