@@ -11,6 +11,7 @@
 #include "mtx/data/prepare.h"
 #include "mtx/decode/stream.h"
 #include "mtx/train/checkpoint.h"
+#include "mtx/util/errors.h"
 #include "test_utils.h"
 
 using namespace mtx;
@@ -33,11 +34,12 @@ struct Toy {
     model = train::build_model(config, *tok);
   }
 
-  decode::Translator translator(int beam, int batch_tokens = 4096, int nbest = 1) {
+  decode::Translator translator(int beam, int batch_tokens = 4096, int nbest = 1, int workers = 1) {
     decode::TranslateOptions o;
     o.search.beam = beam;
     o.search.nbest = nbest;
     o.batch_tokens = batch_tokens;
+    o.workers = workers;
     return decode::Translator(model, *tok, o);
   }
 };
@@ -94,6 +96,37 @@ TEST(Translator, OutputDoesNotDependOnTheBatch) {
       EXPECT_EQ(together[i].texts[0], alone[0].texts[0]) << "outputs come back in input order";
     }
   }
+}
+
+// Several searches at once (one thread each, every batch dealt out among them) give what one search gives,
+// in input order, with as many or more workers than threads or sentences.
+TEST(Translator, SearchesAtOnceGiveTheSameTranslations) {
+  Toy toy;
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  for (const int beam : {1, 4}) {
+    const int nbest = std::min(beam, 2);
+    const auto one = toy.translator(beam, 4096, nbest).translate(kLines);
+    for (const int workers : {2, 3, 64}) {
+      for (const int batch_tokens : {4096, 20}) {
+        const auto many = toy.translator(beam, batch_tokens, nbest, workers).translate(kLines);
+        ASSERT_EQ(many.size(), one.size());
+        for (size_t i = 0; i < kLines.size(); ++i) {
+          ASSERT_EQ(many[i].hypotheses.size(), one[i].hypotheses.size()) << kLines[i];
+          for (size_t h = 0; h < one[i].hypotheses.size(); ++h) {
+            EXPECT_EQ(many[i].hypotheses[h].tokens, one[i].hypotheses[h].tokens)
+                << "beam " << beam << ", " << workers << " workers, batch " << batch_tokens << ": " << kLines[i];
+            EXPECT_NEAR(many[i].hypotheses[h].score, one[i].hypotheses[h].score, 1e-4);
+          }
+          EXPECT_EQ(many[i].texts, one[i].texts);
+        }
+      }
+    }
+  }
+  decode::TranslateOptions bad;
+  bad.workers = 0;
+  EXPECT_THROW(decode::validate(bad), mtx::ConfigError);
+  at::set_num_threads(threads);
 }
 
 // Every n-best entry is a distinct hypothesis, the list is sorted, and each score is what the model gives

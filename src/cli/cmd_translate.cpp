@@ -26,6 +26,7 @@ struct TranslateArgs {
   std::string ckpt;
   // Unset: the checkpoint's decode section decides.
   std::optional<int> beam, nbest, max_len_b, batch_tokens, min_len;
+  int workers = 1;
   std::optional<double> alpha, max_len_a;
   std::optional<bool> exact_stop;
   bool scores = false;
@@ -64,6 +65,7 @@ int run_translate(const TranslateArgs& args) {
   if (args.max_len_a) options.max_len_a = *args.max_len_a;
   if (args.max_len_b) options.max_len_b = *args.max_len_b;
   if (args.batch_tokens) options.batch_tokens = *args.batch_tokens;
+  options.workers = args.workers;
   options.search.nbest = args.nbest ? *args.nbest : std::min(options.search.nbest, options.search.beam);
   decode::validate(options);
 
@@ -75,9 +77,10 @@ int run_translate(const TranslateArgs& args) {
   std::ostream& out = args.output.empty() ? std::cout : output_file;
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
 
-  log::info("translating with {} (weights {}{}), beam {}, alpha {}, on {}", args.ckpt,
+  log::info("translating with {} (weights {}{}), beam {}, alpha {}, on {}{}", args.ckpt,
             ckpt.weights_sha256.substr(0, 12), ckpt.model->is_int8() ? ", int8 on " + model::int8::engine() : "", options.search.beam,
-            options.search.alpha, device.str());
+            options.search.alpha, device.str(),
+            options.workers > 1 ? ", " + std::to_string(options.workers) + " searches at once" : "");
   decode::Translator translator(ckpt.model, *ckpt.tokenizer, options);
   decode::StreamOptions stream;
   stream.chunk_lines = args.chunk_lines;
@@ -129,6 +132,11 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--batch-tokens", args->batch_tokens, "Sentences x longest source per batch (default: decode.batch_tokens)");
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--workers", args->workers,
+                  "Searches at once on the CPU, one thread each (1: one search on every thread, lowest latency; "
+                  "= --threads: highest throughput on a large input); same translations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--chunk-lines", args->chunk_lines, "Lines read and translated together (bounds memory)")
       ->check(CLI::PositiveNumber);
   add_quantize_flags(*cmd, args->quantize);

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -66,6 +68,7 @@ void validate(const TranslateOptions& o) {
   if (o.max_len_b < 0) throw ConfigError("max-len-b: must be >= 0");
   if (o.max_len_a == 0 && o.max_len_b == 0) throw ConfigError("max-len-a and max-len-b are both 0: nothing may be generated");
   if (o.batch_tokens < 1) throw ConfigError("batch-tokens: must be >= 1");
+  if (o.workers < 1) throw ConfigError("workers: must be >= 1, got " + std::to_string(o.workers));
 }
 
 Translator::Translator(model::Transformer model, tokenizer::Tokenizer tokenizer, TranslateOptions options)
@@ -124,18 +127,39 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return view[a]->size() > view[b]->size(); });
-  std::vector<std::vector<Hypothesis>> out(sources.size());
-  size_t begin = 0;
-  while (begin < order.size()) {
+  std::vector<std::pair<size_t, size_t>> batches;  // [begin, end) of `order`
+  for (size_t begin = 0; begin < order.size();) {
     const int64_t longest = int64_t(view[order[begin]]->size()) + 1;
     const size_t fit = size_t(std::max<int64_t>(1, options_.batch_tokens / longest));
     const size_t end = std::min(order.size(), begin + fit);
-    std::vector<const std::vector<int32_t>*> batch;
-    for (size_t i = begin; i < end; ++i) batch.push_back(view[order[i]]);
-    auto results = search_batch(batch);
-    for (size_t i = begin; i < end; ++i) out[order[i]] = std::move(results[i - begin]);
+    batches.emplace_back(begin, end);
     begin = end;
   }
+  std::vector<std::vector<Hypothesis>> out(sources.size());
+  // Search w takes sentences w, w + W, ... of every batch (neighbours in length order, so the parts are alike).
+  const auto search_part = [&](size_t w, size_t parts) {
+    for (const auto& [begin, end] : batches) {
+      std::vector<size_t> mine;
+      for (size_t i = begin + w; i < end; i += parts) mine.push_back(order[i]);
+      if (mine.empty()) continue;
+      std::vector<const std::vector<int32_t>*> batch;
+      for (const size_t i : mine) batch.push_back(view[i]);
+      auto results = search_batch(batch);
+      for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
+    }
+  };
+  const bool cpu = model_->parameters().front().device().is_cpu();
+  const auto parts = size_t(std::min<int64_t>(options_.workers, int64_t(order.size())));
+  if (!cpu || parts <= 1 || at::get_num_threads() < 2 || at::in_parallel_region()) {
+    search_part(0, 1);
+    return out;
+  }
+  // One OpenMP team: inside it LibTorch's kernels and OpenBLAS's GEMMs run on their caller's thread, so each
+  // search has (threads / workers) threads' worth of work to itself and none waits at another's barrier.
+  at::parallel_for(0, int64_t(parts), 1, [&](int64_t first, int64_t last) {
+    torch::NoGradGuard no_grad;  // per thread
+    for (int64_t w = first; w < last; ++w) search_part(size_t(w), parts);
+  });
   return out;
 }
 

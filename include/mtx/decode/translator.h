@@ -18,6 +18,10 @@ struct TranslateOptions {
   double max_len_a = 1.2;   // output limit: a * source_length + b tokens (and the model's max_len)
   int max_len_b = 10;
   int batch_tokens = 4096;  // sentences per batch x longest source (padding included)
+  // Searches run at once on the CPU, each on one thread (at most the thread count at once); each batch is dealt
+  // out among them sentence by sentence. 1: one search uses every thread (lowest latency); the thread count:
+  // no thread waits on another (highest throughput on a large input). The translations are the same.
+  int workers = 1;
 };
 
 TranslateOptions options_from_config(const config::DecodeConfig& decode);
