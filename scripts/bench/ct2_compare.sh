@@ -6,7 +6,10 @@
 # included). Prints a markdown table: generated tokens/s, sentences/s, latency at batch 1 (p50/p95 over
 # --latency sentences, beam 5 only), peak RSS, BLEU (sacreBLEU-compatible `mtx eval`, cased 13a), and how many
 # lines differ from the other toolkit's output at the same precision.
-#   scripts/bench/ct2_compare.sh CKPT [--threads 2] [--batch-tokens 4096] [--latency 200] [--rounds 3] [--out DIR]
+#   scripts/bench/ct2_compare.sh CKPT [--threads 2] [--batch-tokens 4096] [--latency 200] [--rounds 3] [--workers 1] [--out DIR]
+# --workers N: N translations at once on both sides, threads / N threads each (mtx --workers; CTranslate2's
+# inter_threads, with batches of batch-tokens / N so that both hold the same tokens in flight); the latency column
+# is measured with one translation on all threads either way.
 # Timing covers translation only (mtx: tokenizing, searching, detokenizing; CTranslate2: searching, on pieces
 # that spm_encode made beforehand; neither: loading). Every throughput run is repeated --rounds times, the sides
 # interleaved, and the median is reported (this machine kind's speed drifts by tens of percent from minute to
@@ -15,13 +18,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ckpt=${1:?usage: ct2_compare.sh CKPT [--threads N] [--batch-tokens N] [--latency N] [--out DIR]}
 shift
-threads=2 batch_tokens=4096 latency=200 rounds=3 out=""
+threads=2 batch_tokens=4096 latency=200 rounds=3 workers=1 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --batch-tokens) batch_tokens=$2; shift 2 ;;
     --latency) latency=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "ct2_compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -54,7 +58,7 @@ for round in $(seq 1 "$rounds"); do
       model=$ckpt; [ $prec = int8 ] && model=$out/mtx-int8.pt
       echo "round $round: $name ..." >&2
       /usr/bin/time -f "%M" -o "$out/$name.r$round.rss" "$mtx" translate --ckpt "$model" --beam "$beam" --alpha "$alpha" \
-        --max-len-a 0 --max-len-b 200 --threads "$threads" --batch-tokens "$batch_tokens" \
+        --max-len-a 0 --max-len-b 200 --threads "$threads" --batch-tokens "$batch_tokens" --workers "$workers" \
         --input "$out/test.de" --output "$out/$name.en" 2> "$out/$name.r$round.log"
       if [ "$beam" = 5 ] && [ "$round" = 1 ]; then
         "$mtx" translate --ckpt "$model" --beam 5 --alpha "$alpha" --max-len-a 0 --max-len-b 200 --threads "$threads" \
@@ -65,7 +69,7 @@ for round in $(seq 1 "$rounds"); do
       lat=0; [ "$beam" = 5 ] && [ "$round" = 1 ] && lat=$latency
       /usr/bin/time -f "%M" -o "$out/$name.r$round.rss" "$py" scripts/bench/ct2_translate.py --model "$out/ct2-$prec" \
         --input "$out/test.pieces" --output "$out/$name.pieces" --beam "$beam" --length-penalty "$alpha" --max-length 200 \
-        --threads "$threads" --batch-tokens "$batch_tokens" --latency "$lat" > "$out/$name.r$round.json" 2> "$out/$name.r$round.log"
+        --threads "$threads" --batch-tokens "$batch_tokens" --workers "$workers" --latency "$lat" > "$out/$name.r$round.json" 2> "$out/$name.r$round.log"
       spm_decode --model="$tgt_spm" --input_format=piece < "$out/$name.pieces" > "$out/$name.en"
     done
   done
@@ -74,10 +78,10 @@ for f in "$out"/*-b[15].en; do
   "$mtx" --log-level warn eval --metric bleu --ref "$out/test.en" --json < "$f" > "${f%.en}.bleu.json"
 done
 
-python3 - "$out" "$threads" "$batch_tokens" "$latency" "$alpha" "$rounds" "$("$mtx" --version | head -1)" "$("$py" -c 'import ctranslate2; print(ctranslate2.__version__)')" <<'PY' | tee "$out/table.md"
+python3 - "$out" "$threads" "$batch_tokens" "$latency" "$alpha" "$rounds" "$workers" "$("$mtx" --version | head -1)" "$("$py" -c 'import ctranslate2; print(ctranslate2.__version__)')" <<'PY' | tee "$out/table.md"
 import json, re, sys
 import statistics
-out, threads, batch_tokens, latency, alpha, rounds, mtx_version, ct2_version = sys.argv[1:]
+out, threads, batch_tokens, latency, alpha, rounds, workers, mtx_version, ct2_version = sys.argv[1:]
 rounds = int(rounds)
 def side(name):
     r = {"rss": max(int(open(f"{out}/{name}.r{i}.rss").read().split()[-1]) for i in range(1, rounds + 1)) / 1024,
@@ -101,7 +105,9 @@ def side(name):
         except FileNotFoundError:
             pass
     return r
-print(f"test_2016_flickr ({len(open(f'{out}/test.de').read().splitlines())} lines), {threads} threads, batches of "
+how = (f"{threads} threads" if workers == "1" else
+       f"{threads} threads as {workers} translations at once (mtx --workers {workers}; CTranslate2 inter_threads {workers})")
+print(f"test_2016_flickr ({len(open(f'{out}/test.de').read().splitlines())} lines), {how}, batches of "
       f"{batch_tokens} tokens, length penalty {alpha} (GNMT), at most 200 tokens; {mtx_version}, CTranslate2 {ct2_version}; "
       f"median of {rounds} interleaved rounds (min-max in brackets)")
 print()
