@@ -133,8 +133,8 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", args->workers,
-                  "Searches at once on the CPU, one thread each (1: one search on every thread, lowest latency; "
-                  "= --threads: highest throughput on a large input); same translations")
+                  "Searches at once on the CPU, one thread each, like CTranslate2's inter_threads (1: one search on "
+                  "every thread, lowest latency); same translations")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--chunk-lines", args->chunk_lines, "Lines read and translated together (bounds memory)")

@@ -154,8 +154,9 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     search_part(0, 1);
     return out;
   }
-  // One OpenMP team: inside it LibTorch's kernels and OpenBLAS's GEMMs run on their caller's thread, so each
-  // search has (threads / workers) threads' worth of work to itself and none waits at another's barrier.
+  // One OpenMP team: inside it LibTorch's kernels and OpenBLAS's GEMMs run on their caller's thread, each
+  // search on its own. (Measured on 2 vCPUs: no faster than one two-thread search, while two one-thread
+  // processes are 1.6x; docs/inference.md.)
   at::parallel_for(0, int64_t(parts), 1, [&](int64_t first, int64_t last) {
     torch::NoGradGuard no_grad;  // per thread
     for (int64_t w = first; w < last; ++w) search_part(size_t(w), parts);

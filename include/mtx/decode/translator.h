@@ -19,8 +19,8 @@ struct TranslateOptions {
   int max_len_b = 10;
   int batch_tokens = 4096;  // sentences per batch x longest source (padding included)
   // Searches run at once on the CPU, each on one thread (at most the thread count at once); each batch is dealt
-  // out among them sentence by sentence. 1: one search uses every thread (lowest latency); the thread count:
-  // no thread waits on another (highest throughput on a large input). The translations are the same.
+  // out among them sentence by sentence (CTranslate2's inter_threads). 1: one search uses every thread (lowest
+  // latency). The translations are the same either way.
   int workers = 1;
 };
 
