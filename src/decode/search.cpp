@@ -97,7 +97,7 @@ void row_top(const float* x, int64_t n, int64_t m, Entry* out) {
 class CandidatePicker {
  public:
   CandidatePicker(int64_t rows, int64_t k, const StepRules& rules)
-      : rows_(rows), k_(k), rules_(rules), top_(size_t(rows * kHeldExtra + rows * 2 * k)) {}
+      : rows_(rows), k_(k), rules_(rules), top_(size_t(rows * held_rows())) {}
 
   // block [n, V] float on the CPU: rows first_row .. first_row + n.
   void add(int64_t first_row, const torch::Tensor& block_in) {

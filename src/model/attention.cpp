@@ -236,13 +236,13 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& 
   torch::Tensor y;                                  // [b, h, t, hd]
   if (rows.defined() && fused_decode(queries, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep)) {
     y = decode_attention_cpu(queries, memory.k, memory.v, mask, rows);
-  } else if (rows.defined()) {
-    const torch::Tensor r = rows.to(memory.k.device());
-    const torch::Tensor m = mask.defined() && mask.size(0) > 1 ? mask.index_select(0, r) : mask;  // [b|1, 1, 1, s]
-    y = attention(queries, memory.k.index_select(0, r), memory.v.index_select(0, r), m, options.dropout(),
-                  is_training(), options.use_sdpa(), keep);
   } else {
-    y = attention(queries, memory.k, memory.v, mask, options.dropout(), is_training(), options.use_sdpa(), keep);
+    // Elsewhere the rows' memory is gathered first (undefined rows: row i is row i).
+    const torch::Tensor r = rows.defined() ? rows.to(memory.k.device()) : torch::Tensor();
+    const auto gather = [&](const torch::Tensor& t) { return r.defined() ? t.index_select(0, r) : t; };
+    const torch::Tensor m = mask.defined() && mask.size(0) > 1 ? gather(mask) : mask;  // [b|1, 1, 1, s]
+    y = attention(queries, gather(memory.k), gather(memory.v), m, options.dropout(), is_training(), options.use_sdpa(),
+                  keep);
   }
   return out->forward(merge_heads(y));  // [b, t, d]
 }
