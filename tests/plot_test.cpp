@@ -183,7 +183,9 @@ TEST(Plot, AttentionMapsAreDistributionsCausalWhereTheyMustBe) {
   for (const auto& w : maps.decoder_self) EXPECT_EQ(w.triu(1).abs().max().item<double>(), 0.0) << "causal";
   EXPECT_TRUE(torch::allclose(m->forward(src, tgt), before)) << "keeping weights changes nothing";
   for (auto& module : m->modules()) {
-    if (auto* a = module->as<mtx::model::SelfAttention>()) EXPECT_FALSE(a->keep_weights || a->weights.defined());
+    if (auto* a = module->as<mtx::model::SelfAttention>()) {
+      EXPECT_FALSE(a->keep_weights || a->weights.defined());
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "mtx/train/average.h"
@@ -325,6 +326,51 @@ TEST(Checkpoint, AveragingGivesTheElementwiseMeanAndRefusesOtherModels) {
       [&] { train::average_checkpoints({tmp / "run" / "step-6.pt", tmp2 / "run" / "last.pt"}, tmp / "bad.pt"); });
   EXPECT_NE(msg.find("different model"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(tmp / "bad.pt"));
+}
+
+// train.average_choose: avg.pt is the average of the last k checkpoints (k = 1..average_last) that
+// validates best, each candidate validated on its own weights.
+TEST(Checkpoint, AverageChosenOnValidationIsTheBestOfTheLastK) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 12;
+  c.train.validate_every = 3;
+  c.train.keep_last = 4;
+  c.train.average_last = 4;
+  c.train.average_choose = true;
+  const train::TrainSummary summary = train::run_training(c, tmp / "run");
+  std::map<int64_t, double> loss_by_k;
+  double loss_at_12 = std::numeric_limits<double>::quiet_NaN();
+  std::ifstream in(tmp / "run" / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    if (row["type"] == "valid" && row["step"] == 12) loss_at_12 = row["val_loss"];
+    if (row["type"] == "average") {
+      loss_by_k[row["k"].get<int64_t>()] = row["val_loss"];
+      EXPECT_EQ(row["to_step"], 12) << line;
+      EXPECT_EQ(row["from_step"], 12 - 3 * (row["k"].get<int64_t>() - 1)) << line;
+    }
+  }
+  ASSERT_EQ(loss_by_k.size(), 4u);
+  EXPECT_DOUBLE_EQ(loss_by_k[1], loss_at_12) << "k = 1 is step 12 alone";
+  int64_t best_k = 1;
+  for (const auto& [k, loss] : loss_by_k) {
+    if (loss < loss_by_k[best_k]) best_k = k;
+    if (k > 1) {
+      EXPECT_NE(loss, loss_by_k[k - 1]) << "each average is validated on its own weights";
+    }
+  }
+  EXPECT_EQ(summary.average_k, best_k);
+  std::vector<fs::path> tail;
+  for (int64_t s = 12 - 3 * (best_k - 1); s <= 12; s += 3) tail.push_back(tmp / "run" / ("step-" + std::to_string(s) + ".pt"));
+  train::average_checkpoints(tail, tmp / "want.pt");
+  auto want = train::load_checkpoint(tmp / "want.pt");
+  auto avg = train::load_checkpoint(tmp / "run" / "avg.pt");
+  EXPECT_TRUE(same_weights(want, avg)) << "avg.pt should average the last " << best_k;
+  for (int k = 2; k <= 4; ++k) EXPECT_FALSE(fs::exists(tmp / "run" / ("avg-" + std::to_string(k) + ".pt")));
+
+  c.train.average_last = 1;
+  EXPECT_THROW(mtx::config::validate(c), mtx::ConfigError) << "choosing among one average is refused";
 }
 
 // ---- Defects of issue #12: each test below failed on the code before its fix. ----

@@ -10,7 +10,9 @@
 # ending at the pick's score (the validations cost the run a few seconds each).
 #
 #   scripts/bench/budget.sh --config CONFIG --name NAME [--minutes M] [--curve N] [--out runs/budget]
-#                           [--repeat] [--set section.key=value ...]
+#                           [--repeat] [--nproc N] [--set section.key=value ...]
+# --nproc N trains in N processes of 2/N threads each (mtx train --nproc; docs/distributed.md), with
+# train.max_tokens per process: set it to the recipe's budget / N to keep the tokens per update.
 #
 # Run nothing else on the machine meanwhile: the budget is wall-clock time. Preparing the tokenizer and the
 # encoded corpus (mtx prepare, cached in the data directory) happens before the clock starts, as in the
@@ -25,6 +27,7 @@ out=runs/budget
 repeat=0
 curve=0
 sets=()
+nproc=1
 mtx=${MTX:-build/bin/mtx}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -34,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --repeat) repeat=1; shift ;;
     --curve) curve=$2; shift 2 ;;
+    --nproc) nproc=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
     *) echo "budget.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -41,7 +45,10 @@ done
 [[ -n $config && -n $name ]] || { echo "usage: scripts/bench/budget.sh --config CONFIG --name NAME [--minutes M] [--set k=v ...]" >&2; exit 2; }
 [[ -x $mtx ]] || { echo "budget.sh: $mtx not built (scripts/build.sh)" >&2; exit 1; }
 [[ -n $minutes ]] && sets+=(--set "train.max_minutes=$minutes")
-sets+=(--set train.threads=2)
+(( nproc >= 1 && nproc <= 2 )) || { echo "budget.sh: --nproc is 1 or 2 on this 2-core machine kind" >&2; exit 2; }
+sets+=(--set train.threads=$((2 / nproc)))
+train_args=()
+(( nproc > 1 )) && train_args=(--nproc "$nproc")
 (( curve > 0 )) && sets+=(--set train.validate_every="$curve" --set train.keep_last=1000)
 
 dir=$out/$name
@@ -55,7 +62,7 @@ data_dir=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['conf
 
 "$mtx" --log-level warn prepare --config "$config" "${sets[@]}"
 start=$(date +%s.%N)
-"$mtx" train --config "$config" "${sets[@]}" --out "$dir" > "$dir/train.log" 2>&1
+"$mtx" train --config "$config" "${sets[@]}" "${train_args[@]}" --out "$dir" > "$dir/train.log" 2>&1
 end=$(date +%s.%N)
 
 alpha=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['config']['decode']['alpha'])" "$dir/info.json")
@@ -73,9 +80,10 @@ if (( curve > 0 )); then
   done
 fi
 
-python3 - "$name" "$config" "$dir" "$start" "$end" "${sets[*]}" >> "$out/results.jsonl" <<'EOF'
+python3 - "$name" "$config" "$dir" "$start" "$end" "${sets[*]}" "$nproc" "$mtx" >> "$out/results.jsonl" <<'EOF'
 import glob, json, os, sys
 name, config, d, start, end, sets = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+nproc, mtx = int(sys.argv[7]), sys.argv[8]
 cfg = json.load(open(f"{d}/info.json"))["config"]
 rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if l.strip()]
 valid = [r for r in rows if r.get("type") == "valid"]
@@ -100,7 +108,8 @@ for ckpt in ("best", "last", "avg"):
         scores[ckpt]["signature"] = next(x["signature"] for x in s if x["name"] == "BLEU")
 pick = "avg" if cfg["train"].get("average_last", 0) > 0 and "avg" in scores else "best"
 print(json.dumps({
-    "name": name, "config": config, "sets": sets,
+    "name": name, "config": config, "sets": sets, "nproc": nproc, "mtx": mtx,
+    "average_k": next((r["k"] for r in rows if r.get("type") == "average_pick"), None),
     "minutes": cfg["train"]["max_minutes"], "wall_s": round(end - start, 1),
     "updates": max((r["step"] for r in rows if "step" in r), default=0),
     "epochs": max((r.get("epoch", 0) for r in rows), default=0),

@@ -175,6 +175,7 @@ void visit(TrainConfig& c, V&& v) {
   v("val_bleu", c.val_bleu);
   v("val_bleu_beam", c.val_bleu_beam);
   v("average_last", c.average_last);
+  v("average_choose", c.average_choose);
   v("max_bad_steps", c.max_bad_steps);
   v("bf16", c.bf16);
   v("dist_timeout_s", c.dist_timeout_s);
@@ -449,6 +450,9 @@ void validate(const Config& c) {
                                              std::to_string(tr.keep_last) + ")");
   check_range("train.translate_log_lines", tr.translate_log_lines, 0, kBig);
   check_range("train.keep_last", tr.keep_last, 0, 1000);
+  check(!tr.average_choose || tr.average_last > 1,
+        "train.average_choose chooses among the averages of the last 1 .. train.average_last checkpoints: set "
+        "train.average_last to 2 or more");
   check_range("train.patience", tr.patience, 0, kBig);
   check_range("train.max_bad_steps", tr.max_bad_steps, 1, kBig);
   check(tr.dist_timeout_s >= 1 && tr.dist_timeout_s <= 86400, "train.dist_timeout_s: must be in [1, 86400] seconds");

@@ -240,6 +240,15 @@ std::vector<std::pair<int64_t, fs::path>> step_checkpoints(const fs::path& run_d
   return steps;
 }
 
+// Overwrites `to`'s weights and buffers with `from`'s (same model configuration).
+void copy_weights(const model::Transformer& from, model::Transformer& to) {
+  torch::NoGradGuard no_grad;
+  const auto params = from->named_parameters();
+  const auto buffers = from->named_buffers();
+  for (auto& item : to->named_parameters()) item.value().copy_(params[item.key()]);
+  for (auto& item : to->named_buffers()) item.value().copy_(buffers[item.key()]);
+}
+
 std::string minutes_seconds(double s) {
   const long total = long(s);
   return fmt::format("{}m {}s", total / 60, total % 60);
@@ -718,10 +727,50 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     // The last K scheduled checkpoints, the model at the stop (last.pt) among them when it is newer.
     const auto steps = step_checkpoints(run_dir);
     std::vector<fs::path> last;
-    for (const auto& s : steps) last.push_back(s.second);
-    if (steps.empty() || steps.back().first < state.step) last.push_back(run_dir / "last.pt");
-    if (last.size() > size_t(tc.average_last)) last.erase(last.begin(), last.end() - tc.average_last);
-    if (last.size() >= 2) average_checkpoints(last, run_dir / "avg.pt");
+    std::vector<int64_t> last_steps;
+    for (const auto& s : steps) last.push_back(s.second), last_steps.push_back(s.first);
+    if (steps.empty() || steps.back().first < state.step) {
+      last.push_back(run_dir / "last.pt");
+      last_steps.push_back(state.step);
+    }
+    if (last.size() > size_t(tc.average_last)) {
+      last.erase(last.begin(), last.end() - tc.average_last);
+      last_steps.erase(last_steps.begin(), last_steps.end() - tc.average_last);
+    }
+    if (last.size() >= 2 && !tc.average_choose) average_checkpoints(last, run_dir / "avg.pt");
+    if (last.size() >= 2 && tc.average_choose) {
+      // avg.pt is the best on the validation set (best_metric) of the averages of the last k = 1 .. K
+      // checkpoints (k = 1: the newest alone), so that K is a ceiling rather than a guess.
+      torch::NoGradGuard no_grad;
+      int best_k = 0;
+      double best_metric = 0;
+      for (size_t k = 1; k <= last.size(); ++k) {
+        const std::vector<fs::path> tail(last.end() - k, last.end());
+        const fs::path candidate = k == 1 ? tail.back() : run_dir / fmt::format("avg-{}.pt", k);
+        if (k > 1) average_checkpoints(tail, candidate);
+        copy_weights(load_checkpoint(candidate, device).model, model);
+        const Validation v = validate(false);
+        log::info("| Average of the last {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", k, v.loss, v.ppl,
+                  bleu_text(v.bleu));
+        json row = {{"type", "average"}, {"k", k}, {"from_step", last_steps[last.size() - k]},
+                    {"to_step", last_steps.back()}, {"val_loss", v.loss}, {"val_ppl", v.ppl}};
+        if (want_bleu) row["val_bleu"] = v.bleu;
+        metrics << row.dump() << std::endl;
+        const double m = v.metric(bleu_best);
+        if (best_k == 0 || (bleu_best ? m > best_metric : m < best_metric)) best_k = int(k), best_metric = m;
+      }
+      if (best_k == 1) {
+        copy_file_atomic(last.back(), run_dir / "avg.pt");
+      } else {
+        fs::rename(run_dir / fmt::format("avg-{}.pt", best_k), run_dir / "avg.pt");
+      }
+      for (size_t k = 2; k <= last.size(); ++k) fs::remove(run_dir / fmt::format("avg-{}.pt", k));
+      summary.average_k = best_k;
+      metrics << json{{"type", "average_pick"}, {"k", best_k}, {"metric", metric_name}, {"value", best_metric}}.dump()
+              << std::endl;
+      log::info("avg.pt: the average of the last {} checkpoints (the best validation {} of k = 1..{})", best_k,
+                metric_name, last.size());
+    }
   }
   if (lm) {
     // The tutorial's last line: the best model (best.pt) on the test stream.

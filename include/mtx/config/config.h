@@ -108,6 +108,8 @@ struct TrainConfig {
   bool val_bleu = false;          // also report validation BLEU (always on when best_metric is bleu)
   int val_bleu_beam = 1;          // beam for validation BLEU (1 = greedy)
   int average_last = 0;           // at the end, average the last K step-N.pt into avg.pt (0 = off; <= keep_last)
+  bool average_choose = false;    // average_last > 1: avg.pt is the best on the validation set (best_metric) of
+                                  // the averages of the last 1, 2, .., average_last checkpoints
   int keep_last = 3;              // keep the last K step-<N>.pt checkpoints (0 = only last.pt/best.pt)
   int patience = 0;               // early stopping: validations without improvement (0 = off)
   int max_bad_steps = 10;         // stop after this many non-finite losses in a row
