@@ -108,12 +108,17 @@ TEST(BlasCore, FallbackKernelsAreReplacedByTheCpusOwnFamily) {
   EXPECT_EQ(mtx::better_blas_core("prescott", avx2), "Haswell");
   EXPECT_EQ(mtx::better_blas_core("Nehalem", avx_only), "Sandybridge");
   EXPECT_EQ(mtx::better_blas_core("Prescott", mtx::CpuFeatures{}), "");  // nothing better to offer
-  // A core OpenBLAS recognised is kept, even where the CPU could run wider kernels.
-  EXPECT_EQ(mtx::better_blas_core("Haswell", avx512), "");
-  EXPECT_EQ(mtx::better_blas_core("Zen", avx512), "");
+  // AVX2 kernels on an AVX-512 CPU (AMD Zen 4/5 under OpenBLAS 0.3.21) give way to SkylakeX's; other
+  // recognised cores are kept.
+  EXPECT_EQ(mtx::better_blas_core("Haswell", avx512), "SkylakeX");
+  EXPECT_EQ(mtx::better_blas_core("Zen", avx512), "SkylakeX");
+  EXPECT_EQ(mtx::better_blas_core("Haswell", avx2), "");
+  EXPECT_EQ(mtx::better_blas_core("Zen", avx2), "");
   EXPECT_EQ(mtx::better_blas_core("SkylakeX", avx512), "");
+  EXPECT_EQ(mtx::better_blas_core("Cooperlake", avx512), "");
   // AVX-512 without its BW/DQ/VL parts (Knights Landing) is not SkylakeX.
   mtx::CpuFeatures knl = avx2;
   knl.avx512f = true;
   EXPECT_EQ(mtx::better_blas_core("Prescott", knl), "Haswell");
+  EXPECT_EQ(mtx::better_blas_core("Haswell", knl), "");
 }

@@ -29,7 +29,8 @@ RuntimeInfo runtime_info();
 //
 // The core to ask for instead, given the core OpenBLAS chose (openblas_get_corename(), any case) and the
 // instruction sets the CPU and OS offer; "" when nothing should change (a recognised core, or no better
-// kernels for this CPU).
+// kernels for this CPU). The generic fallbacks (Prescott, ...) are replaced by the CPU's family, and the AVX2
+// kernels (Haswell, Zen) by SkylakeX's where the CPU has AVX-512.
 struct CpuFeatures {
   bool avx = false, avx2 = false, fma = false;
   bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
@@ -44,14 +45,20 @@ CpuFeatures cpu_features();
 // MTX_BLAS_CORE=off switches this off.
 void select_blas_kernels(char** argv);
 
-// Logs a clear warning the first time it is called in a process if matmul uses the reference BLAS.
-void warn_if_reference_blas();
+// Logs a clear warning the first time it is called in a process if matmul uses the reference BLAS, or
+// OpenBLAS kernels narrower than the CPU's because OPENBLAS_CORETYPE was set outside mtx.
+void warn_if_slow_blas();
 
 // A thread-count setting resolved: 0 means one per core.
 int resolve_threads(int threads);
 
 // Sets torch's intra-op threads (0 = one per core).
 void set_threads(int threads);
+
+// From the calling thread on, LibTorch's CPU kernels and the BLAS called from this thread run on it
+// alone (OpenMP's thread count and MKL's local one for this thread; other threads keep theirs). For a
+// thread of mtx's own that runs one of several searches at once.
+void use_one_thread_here();
 
 // Peak resident set size of this process so far, in bytes (0 if unknown).
 int64_t peak_rss_bytes();
