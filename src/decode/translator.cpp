@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <numeric>
+#include <thread>
 
 #include "mtx/util/errors.h"
+#include "mtx/util/system.h"
 
 namespace mtx::decode {
 namespace {
@@ -154,13 +157,27 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     search_part(0, 1);
     return out;
   }
-  // One OpenMP team: inside it LibTorch's kernels and OpenBLAS's GEMMs run on their caller's thread, each
-  // search on its own. (Measured on 2 vCPUs: no faster than one two-thread search, while two one-thread
-  // processes are 1.6x; docs/inference.md.)
-  at::parallel_for(0, int64_t(parts), 1, [&](int64_t first, int64_t last) {
-    torch::NoGradGuard no_grad;  // per thread
-    for (int64_t w = first; w < last; ++w) search_part(size_t(w), parts);
-  });
+  // One std::thread per search, each with LibTorch's kernels and the BLAS on that thread alone.
+  std::vector<std::exception_ptr> errors(parts);
+  {
+    std::vector<std::thread> threads;
+    threads.reserve(parts);
+    for (size_t w = 0; w < parts; ++w) {
+      threads.emplace_back([&, w] {
+        try {
+          use_one_thread_here();
+          torch::NoGradGuard no_grad;  // per thread
+          search_part(w, parts);
+        } catch (...) {
+          errors[w] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
   return out;
 }
 
