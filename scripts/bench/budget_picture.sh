@@ -3,7 +3,8 @@
 # each budget recipe, from the curve.tsv of its scripts/bench/budget.sh --curve run, next to the PyTorch peer's
 # 60-minute figure. Drawn by mtx itself (mtx plot lines).
 #
-#   scripts/bench/budget_picture.sh [--out docs/time-to-bleu.svg] LABEL=RUN_DIR [LABEL=RUN_DIR ...]
+#   scripts/bench/budget_picture.sh [--out docs/time-to-bleu.svg] LABEL=RUN_DIR|LABEL=FILE.tsv ...
+# (a FILE.tsv such as docs/curves/*.tsv: a curve kept in the repository, as runs/ is not)
 #   e.g. scripts/bench/budget_picture.sh "quick.json (5 min)=runs/budget/quick-base" \
 #          "cpu-15min.json (15 min)=runs/budget/15min" "cpu-hour.json (60 min)=runs/budget/hour"
 set -euo pipefail
@@ -14,6 +15,7 @@ series=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
+    *=*.tsv) series+=(--series "$1"); shift ;;
     *=*) series+=(--series "${1%%=*}=${1#*=}/curve.tsv"); shift ;;
     *) echo "budget_picture.sh: expected LABEL=RUN_DIR, got $1" >&2; exit 2 ;;
   esac

@@ -78,10 +78,15 @@ for f in "$out"/*-b[15].en; do
   "$mtx" --log-level warn eval --metric bleu --ref "$out/test.en" --json < "$f" > "${f%.en}.bleu.json"
 done
 
-python3 - "$out" "$threads" "$batch_tokens" "$latency" "$alpha" "$rounds" "$workers" "$("$mtx" --version | head -1)" "$("$py" -c 'import ctranslate2; print(ctranslate2.__version__)')" <<'PY' | tee "$out/table.md"
+# What each side ran on: the CPU, mtx's BLAS (and OpenBLAS kernels), CTranslate2's GEMM backends (its verbose log).
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+blas=$("$mtx" --version 2>/dev/null | sed -n 's/^BLAS: //p' | sed 's/ (\/.*//')
+ct2_backend=$(CT2_VERBOSE=1 "$py" -c "import ctranslate2; ctranslate2.Translator('$out/ct2-fp32', device='cpu')" 2>&1 |
+  sed -n 's/.*\(GEMM[_A-Z0-9]* backend: [^]]*\).*/\1/p' | tr '\n' ';' | sed 's/;$//')
+python3 - "$out" "$threads" "$batch_tokens" "$latency" "$alpha" "$rounds" "$workers" "$("$mtx" --version | head -1)" "$("$py" -c 'import ctranslate2; print(ctranslate2.__version__)')" "$cpu" "$blas" "$ct2_backend" <<'PY' | tee "$out/table.md"
 import json, re, sys
 import statistics
-out, threads, batch_tokens, latency, alpha, rounds, workers, mtx_version, ct2_version = sys.argv[1:]
+out, threads, batch_tokens, latency, alpha, rounds, workers, mtx_version, ct2_version, cpu, blas, ct2_backend = sys.argv[1:]
 rounds = int(rounds)
 def side(name):
     r = {"rss": max(int(open(f"{out}/{name}.r{i}.rss").read().split()[-1]) for i in range(1, rounds + 1)) / 1024,
@@ -110,6 +115,8 @@ how = (f"{threads} threads" if workers == "1" else
 print(f"test_2016_flickr ({len(open(f'{out}/test.de').read().splitlines())} lines), {how}, batches of "
       f"{batch_tokens} tokens, length penalty {alpha} (GNMT), at most 200 tokens; {mtx_version}, CTranslate2 {ct2_version}; "
       f"median of {rounds} interleaved rounds (min-max in brackets)")
+print()
+print(f"CPU: {cpu}; mtx's BLAS: {blas}; CTranslate2: {ct2_backend or 'backend not reported'}")
 print()
 print("| beam | weights | side | generated tok/s (min-max) | sentences/s | mtx / CT2 tok/s | latency p50 / p95 ms (batch 1) | peak RSS MiB | BLEU | lines differing from the other side |")
 print("|---|---|---|---|---|---|---|---|---|---|")
