@@ -10,6 +10,7 @@
 #include "mtx/bundle/bundle.h"
 #include "mtx/data/prepare.h"
 #include "mtx/decode/translator.h"
+#include "mtx/model/int8_gemm.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
 
@@ -89,6 +90,58 @@ TEST(Int8, PackedLinearIsCloseToFloatAndEachRowIsBatchIndependent) {
   }
   // Leading dimensions are kept: [3, 3, 64] -> [3, 3, 48], the same numbers.
   EXPECT_TRUE(torch::equal(layer.forward(x.view({3, 3, 64})).view({9, 48}), y));
+}
+
+TEST(Int8, RowsQuantizeByTheirOwnMaximumRoundingHalfToEven) {
+  const torch::Tensor x = torch::tensor({1.0f, -2.0f, 0.5f, 4.0f, 0.0f, 0.0f, 0.0f, 0.0f}).view({2, 4});
+  const auto [q, scales] = model::int8::quantize_rows(x);
+  // 127 / 4 = 31.75 per unit: 31.75, -63.5 (to even: -64), 15.875, 127; the zero row stays zero with scale 0.
+  EXPECT_TRUE(torch::equal(q[0], torch::tensor({32, -64, 16, 127}, torch::kChar))) << q[0];
+  EXPECT_TRUE(torch::equal(q[1], torch::zeros({4}, torch::kChar)));
+  EXPECT_FLOAT_EQ(scales[0].item<float>(), 4.0f / 127.0f);
+  EXPECT_EQ(scales[1].item<float>(), 0.0f);
+  // The reference int8 linear is within the quantization error of float.
+  torch::manual_seed(3);
+  const torch::Tensor w = torch::randn({24, 40}) * 0.2, bias = torch::randn({24}), xs = torch::randn({5, 40});
+  const torch::Tensor y = model::int8::reference_linear(model::int8::quantize(w), bias, xs);  // [5, 24]
+  const torch::Tensor ref = torch::nn::functional::linear(xs, w, bias);                      // [5, 24]
+  EXPECT_LT(((y - ref).norm() / (ref - bias).norm()).item<double>(), 0.03);
+}
+
+// mtx's AVX-512 VNNI kernel gives the reference's numbers bit for bit, over the shapes its tiling has edges at:
+// outputs not a multiple of its 32-wide panels or 16-lane halves, inputs not a multiple of 4 or 16, rows not a
+// multiple of its 8-row tiles; rows alone give what they give in a batch.
+TEST(Int8, VnniKernelMatchesTheReferenceExactly) {
+  if (!model::int8::VnniLinear::available()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI (or MTX_INT8_ENGINE picks LibTorch's)";
+  torch::manual_seed(4);
+  struct Shape {
+    int64_t out, in;
+  };
+  for (const Shape s : {Shape{1, 5}, Shape{16, 16}, Shape{17, 64}, Shape{33, 3}, Shape{48, 256}, Shape{100, 1023}}) {
+    torch::Tensor w = torch::randn({s.out, s.in}) * 0.1;  // [out, in]
+    w[0].mul_(30);
+    const model::int8::Weight q = model::int8::quantize(w);
+    for (const bool with_bias : {true, false}) {
+      const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
+      const model::int8::VnniLinear layer(q, bias);
+      for (const int64_t rows : {1, 7, 8, 9, 33}) {
+        torch::Tensor x = torch::randn({rows, s.in}) * 2;  // [rows, in]
+        x[0].zero_();                                      // a zero row: the bias alone
+        if (rows > 2) x[2].mul_(1000);
+        const torch::Tensor y = layer.forward(x);                                // [rows, out]
+        const torch::Tensor want = model::int8::reference_linear(q, bias, x);  // [rows, out]
+        ASSERT_TRUE(torch::equal(y, want)) << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias
+                                           << ": max diff " << (y - want).abs().max().item<float>();
+        const int64_t r = rows - 1;
+        EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], y[r])) << "row " << r << " alone";
+      }
+    }
+  }
+  // Leading dimensions are kept, and a model's int8 layers run on this kernel.
+  const model::int8::VnniLinear layer(model::int8::quantize(torch::randn({8, 12})), torch::Tensor());
+  const torch::Tensor x = torch::randn({2, 3, 12});
+  EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12}))));
+  EXPECT_EQ(model::int8::engine(), "avx512-vnni");
 }
 
 TEST(Int8, TranslationsDoNotDependOnTheBatch) {

@@ -31,7 +31,8 @@ std::string engine_name(at::QEngine e) {
 }
 
 // The first of fbgemm, x86, onednn, qnnpack this LibTorch supports (MTX_INT8_ENGINE=NAME picks another, for
-// measuring), made the process's quantized engine: prepacking follows it.
+// measuring, and "libtorch" the first of them where mtx's own kernel, "avx512-vnni", would otherwise run),
+// made the process's quantized engine: prepacking follows it.
 const Engine& chosen_engine() {
   static const Engine chosen = [] {
     const at::QEngine order[] = {at::QEngine::FBGEMM, at::QEngine::X86, at::QEngine::ONEDNN, at::QEngine::QNNPACK};
@@ -40,7 +41,8 @@ const Engine& chosen_engine() {
     Engine e;
     for (const at::QEngine q : order) {
       if (std::find(supported.begin(), supported.end(), q) == supported.end()) continue;
-      if (wanted && *wanted && engine_name(q) != wanted) continue;
+      const bool any = !wanted || !*wanted || std::string(wanted) == "libtorch" || std::string(wanted) == "avx512-vnni";
+      if (!any && engine_name(q) != wanted) continue;
       e.engine = q;
       e.name = engine_name(q);
       break;
@@ -63,7 +65,7 @@ const c10::OperatorHandle& linear_dynamic_op() {
 
 }  // namespace
 
-std::string engine() { return chosen_engine().name; }
+std::string engine() { return VnniLinear::available() ? "avx512-vnni" : chosen_engine().name; }
 
 Weight quantize(const torch::Tensor& w) {
   TORCH_CHECK(w.dim() == 2, "int8::quantize: expected a weight [out, in], got ", w.sizes());
@@ -82,6 +84,10 @@ torch::Tensor dequantize(const Weight& w) {
 }
 
 PackedLinear::PackedLinear(const Weight& weight, const torch::Tensor& bias) : weight_(weight) {
+  if (VnniLinear::available()) {
+    vnni_ = VnniLinear(weight, bias);
+    return;
+  }
   const Engine& e = chosen_engine();
   TORCH_CHECK(e.engine != at::QEngine::NoQEngine,
               "int8 inference needs a quantized engine (fbgemm, onednn or qnnpack); this LibTorch has none");
@@ -103,6 +109,7 @@ PackedLinear::PackedLinear(const Weight& weight, const torch::Tensor& bias) : we
 
 torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   TORCH_CHECK(defined(), "int8::PackedLinear: not packed");
+  if (vnni_.defined()) return vnni_.forward(x);
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "int8 layers run on float CPU tensors");
   torch::NoGradGuard no_grad;
   const int64_t in = weight_.values.size(1);

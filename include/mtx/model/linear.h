@@ -1,7 +1,8 @@
 // The Linear layer every projection of the Transformer uses: torch's Linear (same parameters, names and
 // initialisation), which can also run CPU inference with int8 weights -- per output row symmetric int8,
-// activations quantized dynamically per row over LibTorch's quantized engines (fbgemm/x86 in the 2.x
-// build, oneDNN or QNNPACK in Debian's 1.13), so a row's output never depends on the other rows.
+// activations quantized dynamically per row, so a row's output never depends on the other rows: on mtx's own
+// AVX-512 VNNI kernel where the CPU has it (int8_gemm.h), else over LibTorch's quantized engines (fbgemm/x86
+// in the 2.x build, oneDNN or QNNPACK in Debian's 1.13).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -11,12 +12,14 @@
 
 #include <string>
 
+#include "mtx/model/int8_gemm.h"
+
 namespace mtx::model {
 
 namespace int8 {
 
-// The quantized CPU engine int8 layers run on ("fbgemm", "x86", "onednn", "qnnpack"), chosen once as the
-// fastest this LibTorch has; "" when it has none (then prepare() throws).
+// What int8 layers run on: "avx512-vnni" (mtx's kernel), else the quantized CPU engine ("fbgemm", "x86",
+// "onednn", "qnnpack") chosen once as the fastest this LibTorch has; "" when there is none (then packing throws).
 std::string engine();
 
 // Weights quantized per output row: values[r] * scales[r] ~ w[r], values in [-127, 127].
@@ -34,11 +37,12 @@ class PackedLinear {
  public:
   PackedLinear() = default;
   PackedLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
-  bool defined() const { return !packed_.isNone(); }
+  bool defined() const { return vnni_.defined() || !packed_.isNone(); }
   torch::Tensor forward(const torch::Tensor& x) const;
   const Weight& weight() const { return weight_; }
 
  private:
+  VnniLinear vnni_;     // mtx's kernel, where the CPU runs it (then the engine's fields stay empty)
   c10::IValue packed_;  // the engine's LinearPackedParamsBase
   Weight weight_;
   torch::Tensor bias_;

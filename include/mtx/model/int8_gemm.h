@@ -1,0 +1,44 @@
+// mtx's own int8 product for CPU inference, on AVX-512 VNNI (vpdpbusd: 64 8-bit multiply-adds per
+// instruction): y = dequantized(quantized(x) . W^T) + bias, in two passes over the activations -- one that
+// quantizes each row of x by its own max |x| (symmetric, [-127, 127]), one GEMM whose epilogue scales back
+// and adds the bias -- where LibTorch's dynamic quantized linear takes six. The int8 products sum exactly in
+// int32, so a row's result depends on that row alone (any batch, any blocking, any thread count).
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace mtx::model::int8 {
+
+struct Weight;
+
+// Each row of x [n, in] float quantized by its own scale: q = round(x * 127 / max|x|) (to even) in
+// [-127, 127], scale = max|x| / 127 (a zero row: all 0, scale 0). -> (q [n, in] int8, scales [n] float)
+std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x);
+
+// The int8 linear in plain loops (any CPU): quantize_rows, int32 sums, y = fma(float(sum), sx * sw, bias).
+// The kernel below gives the same numbers bit for bit; this is what it is tested against.
+torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, const torch::Tensor& x);
+
+class VnniLinear {
+ public:
+  // This CPU runs AVX-512 (F, BW, VL) with VNNI, and MTX_INT8_ENGINE is unset or "avx512-vnni" ("libtorch",
+  // or one of LibTorch's quantized engines by name, picks LibTorch's instead: for tests and comparisons).
+  static bool available();
+
+  VnniLinear() = default;
+  VnniLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
+  bool defined() const { return packed_.defined(); }
+  torch::Tensor forward(const torch::Tensor& x) const;  // [.., in] float -> [.., out] float
+
+ private:
+  int64_t out_ = 0, in_ = 0, out_pad_ = 0, in_pad_ = 0;
+  torch::Tensor packed_;  // uint8 [out_pad * in_pad]: panels of 32 outputs, each groups of 4 inputs per output
+  torch::Tensor comp_;    // int32 [out_pad]: 128 * sum_k w[n][k] (activations go in shifted by +128, unsigned)
+  torch::Tensor scales_;  // float [out_pad]: the weight rows' scales (0 past out)
+  torch::Tensor bias_;    // float [out_pad] (zeros without a bias)
+};
+
+}  // namespace mtx::model::int8
