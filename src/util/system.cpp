@@ -43,8 +43,8 @@ std::string provider_of(const char* symbol) {
 struct BlasInfo {
   std::string name;
   bool reference = false;
-  std::string narrow_core;  // OPENBLAS_CORETYPE set outside mtx to kernels narrower than this CPU's
-  std::string better_core;  // ... and the ones mtx would choose
+  std::string narrow_core = {};  // OPENBLAS_CORETYPE set outside mtx to kernels narrower than this CPU's
+  std::string better_core = {};  // ... and the ones mtx would choose
 };
 
 std::string better_blas_core_for(const std::string& chosen_core);
