@@ -47,8 +47,6 @@ struct BlasInfo {
   std::string better_core = {};  // ... and the ones mtx would choose
 };
 
-std::string better_blas_core_for(const std::string& chosen_core);
-
 BlasInfo detect_blas() {
   if (at::hasMKL()) return {"Intel MKL (built into LibTorch)", false};
   const std::string lib = provider_of("sgemm_");
@@ -67,7 +65,7 @@ BlasInfo detect_blas() {
       name += std::string(" {OPENBLAS_CORETYPE=") + set_by_mtx +
               " set by mtx: OpenBLAS's own choice runs narrower kernels than this CPU has}";
     } else if (set_outside && !set_by_mtx) {
-      info.better_core = better_blas_core_for(set_outside);
+      info.better_core = better_blas_core(set_outside, cpu_features());
       if (!info.better_core.empty()) {
         info.narrow_core = set_outside;
         name += std::string(" {OPENBLAS_CORETYPE=") + set_outside + " set outside mtx; this CPU runs " +
@@ -106,10 +104,6 @@ std::string better_blas_core(const std::string& chosen_core, const CpuFeatures& 
   if (cpu.avx) return "Sandybridge";
   return "";
 }
-
-namespace {
-std::string better_blas_core_for(const std::string& chosen_core) { return better_blas_core(chosen_core, cpu_features()); }
-}  // namespace
 
 CpuFeatures cpu_features() {
   CpuFeatures f;
