@@ -4,6 +4,8 @@
 
 #include <iostream>
 
+#include <optional>
+
 #include "commands.h"
 #include "mtx/config/config.h"
 #include "mtx/data/prepare.h"
@@ -45,6 +47,13 @@ int run_info(const InfoArgs& args) {
     std::cout << checkpoint_info(args.ckpt).dump(2) << std::endl;
     return 0;
   }
+  // The config and its data first: a broken one is one line, before any set-up.
+  std::optional<config::Config> cfg;
+  std::optional<data::DataFiles> files;
+  if (!args.config.config.empty()) {
+    cfg = config::load(args.config.config, args.config.overrides);
+    files = data::find_data_files(cfg->data);
+  }
   set_threads(0);
   const RuntimeInfo r = runtime_info();
   nlohmann::json out = {{"mtx_version", r.mtx_version},
@@ -58,14 +67,12 @@ int run_info(const InfoArgs& args) {
                         {"cuda_devices", r.cuda.devices},
                         {"threads", r.threads},
                         {"sentencepiece_shim", tokenizer::shim_description()}};
-  if (!args.config.config.empty()) {
-    const config::Config cfg = config::load(args.config.config, args.config.overrides);
-    out["config"] = config::to_json(cfg);
-    const data::DataFiles files = data::find_data_files(cfg.data);
+  if (cfg) {
+    out["config"] = config::to_json(*cfg);
     auto split = [](const data::SplitFiles& f) { return nlohmann::json{{"src", f.src.string()}, {"tgt", f.tgt.string()}}; };
-    out["data_files"]["train"] = split(files.train);
-    if (files.valid) out["data_files"]["valid"] = split(*files.valid);
-    if (files.test) out["data_files"]["test"] = split(*files.test);
+    out["data_files"]["train"] = split(files->train);
+    if (files->valid) out["data_files"]["valid"] = split(*files->valid);
+    if (files->test) out["data_files"]["test"] = split(*files->test);
   }
   std::cout << out.dump(2) << std::endl;
   return 0;

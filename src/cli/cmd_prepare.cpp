@@ -54,6 +54,7 @@ namespace {
 
 int run_prepare(const PrepareArgs& args) {
   const config::Config cfg = config::load(args.config.config, args.config.overrides);
+  data::find_data_files(cfg.data);  // missing data: one line, before any set-up
   set_threads(cfg.train.threads);
   data::PrepareOptions options;
   options.force = args.force;

@@ -59,7 +59,6 @@ int main(int argc, char** argv) {
 
   try {
     mtx::log::set_level(mtx::log::parse_level(log_level));
-    mtx::warn_if_slow_blas();
     if (show_version) {
       std::cout << version_text();
       return 0;

@@ -180,6 +180,9 @@ int resolve_threads(int threads) {
 void set_threads(int threads) {
   // Explicit even for 0: Debian's LibTorch otherwise starts with OpenMP's default, which can be 1.
   at::set_num_threads(resolve_threads(threads));
+  // Said here, where a command sets up its compute after checking its arguments and files: a command that
+  // fails on its input says one line (the error), not a performance warning first.
+  warn_if_slow_blas();
 }
 
 void use_one_thread_here() {

@@ -52,7 +52,7 @@ void warn_if_slow_blas();
 // A thread-count setting resolved: 0 means one per core.
 int resolve_threads(int threads);
 
-// Sets torch's intra-op threads (0 = one per core).
+// Sets torch's intra-op threads (0 = one per core) and, the first time, warns as warn_if_slow_blas().
 void set_threads(int threads);
 
 // From the calling thread on, LibTorch's CPU kernels and the BLAS called from this thread run on it
