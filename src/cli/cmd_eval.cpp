@@ -152,13 +152,13 @@ int run_lm_perplexity(const EvalArgs& a, const std::vector<std::string>& names) 
   }
   const auto lines = read_text("text", a.text);
   const torch::Device device = select_device(parse_device(a.device), "--device");
-  set_threads(a.threads);
   bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
   if (ckpt.config.task != config::Task::lm) {
     throw ConfigError(fmt::format("--text: '{}' is a translation model; score it with --src and --ref", a.ckpt));
   }
   const int64_t columns = a.lm_batch ? *a.lm_batch : ckpt.config.train.eval_batch_size;
   if (columns < 1) throw ConfigError("--batch-size: must be >= 1");
+  set_threads(a.threads);  // after the checks: an error there stays one line
   const auto stream = data::encode_stream(ckpt.tokenizer->tgt(), lines);
   const decode::StreamLoss l = decode::stream_loss(ckpt.model, stream, columns, ckpt.config.train.bptt, device);
   if (a.json) {
@@ -214,9 +214,9 @@ int run_eval(const EvalArgs& a) {
                                   refs[0].size()));
     }
     const torch::Device device = select_device(parse_device(inference_device(a.device, a.quantize)), "--device");
-    set_threads(a.threads);
     bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
     apply_quantize(ckpt, a.quantize);
+    set_threads(a.threads);  // after the checks: an error there stays one line
     decode::TranslateOptions to = decode::options_from_config(ckpt.config.decode);
     if (a.beam) to.search.beam = *a.beam;
     if (a.alpha) to.search.alpha = *a.alpha;

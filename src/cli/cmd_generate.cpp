@@ -43,7 +43,6 @@ std::string render(const tokenizer::Model& model, const std::vector<int32_t>& id
 int run_generate(GenerateArgs a) {
   decode::validate(a.options);  // flag errors before the checkpoint is read
   const torch::Device device = select_device(parse_device(a.device), "--device");
-  set_threads(a.threads);
   bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
   if (ckpt.config.task != config::Task::lm) {
     throw ConfigError(fmt::format("--ckpt: '{}' is a translation model; mtx generate needs a language model (task "
@@ -52,6 +51,7 @@ int run_generate(GenerateArgs a) {
   }
   a.options.context = a.context ? *a.context : ckpt.config.train.bptt;
   decode::validate(a.options);
+  set_threads(a.threads);
   const tokenizer::Model& words = ckpt.tokenizer->tgt();
   const std::vector<int32_t> prompt = words.encode(a.prompt);
   const auto out = decode::generate(ckpt.model, prompt, words.special_ids().eos, a.options);

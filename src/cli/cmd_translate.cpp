@@ -41,7 +41,6 @@ namespace {
 
 int run_translate(const TranslateArgs& args) {
   const torch::Device device = select_device(parse_device(inference_device(args.device, args.quantize)), "--device");
-  set_threads(args.threads);
 
   // Check the files before loading anything.
   int input_fd = STDIN_FILENO;
@@ -57,6 +56,7 @@ int run_translate(const TranslateArgs& args) {
   } close_input{input_fd};
   bundle::Bundle ckpt = bundle::load_bundle(args.ckpt, device);
   apply_quantize(ckpt, args.quantize);
+  set_threads(args.threads);  // after the input and the model are known good: an error there stays one line
   decode::TranslateOptions options = decode::options_from_config(ckpt.config.decode);
   if (args.beam) options.search.beam = *args.beam;
   if (args.alpha) options.search.alpha = *args.alpha;
