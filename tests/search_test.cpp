@@ -260,6 +260,7 @@ TEST(BeamSearch, FusedCandidatesMatchTheTensorPath) {
     for (const int64_t vocab : {int64_t(12), int64_t(1000), int64_t(8003)}) {
       const int64_t sentences = 4, rows = sentences * k;
       const torch::Tensor logits = torch::randn({rows, vocab}) * 3 + 40;  // unnormalised, far from 0
+      logits[rows - 1][vocab - 1] = 90;  // a row's best in its very last column (past the last 16-wide chunk)
       std::vector<float> prior(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) prior[size_t(r)] = r % k == 1 ? -INFINITY : -0.37f * float(r);
       StepRules rules;

@@ -88,6 +88,7 @@ Translator::Translator(model::Transformer model, tokenizer::Tokenizer tokenizer,
                       ": use a beam of at most " + std::to_string(vocab / 2));
   }
   model_->eval();
+  model_->pack_fp32();  // mtx's float kernel on weights packed once, where the CPU runs it
 }
 
 int64_t Translator::max_source_tokens() const { return std::max<int64_t>(1, model_->options.max_len() - 1); }

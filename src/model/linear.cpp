@@ -140,6 +140,10 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features)
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   if (int8_.defined()) return int8_.forward(x);
+  if (!torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
+      fp32_.current(weight, bias)) {
+    return fp32_.packed().forward(x);  // [.., out]
+  }
   if (x.dim() > 2 && bias.defined() && !torch::GradMode::is_enabled() && x.is_contiguous()) {
     // Inference on [.., in]: one GEMM with the bias as its accumulator (LibTorch 1.13's linear does a
     // matmul and a separate bias pass for more than two dimensions).
@@ -148,6 +152,14 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
     return torch::addmm(bias, x.view({-1, x.size(-1)}), weight.t()).view(shape);  // [.., out]
   }
   return torch::nn::functional::linear(x, weight, bias);  // [.., out]
+}
+
+void LinearImpl::pack_fp32() {
+  if (int8_.defined() || !fp32::PackedLinear::available() || !weight.device().is_cpu() ||
+      weight.scalar_type() != torch::kFloat) {
+    return;
+  }
+  fp32_.pack(weight, bias);
 }
 
 void LinearImpl::quantize_int8() { load_int8(int8::quantize(weight)); }

@@ -126,6 +126,10 @@ torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::T
 torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
   if (options.tie_output()) {
     if (tied_output_int8_.defined()) return tied_output_int8_.forward(hidden);  // [.., vocab]
+    if (!torch::GradMode::is_enabled() && hidden.device().is_cpu() && hidden.scalar_type() == torch::kFloat &&
+        tied_output_fp32_.current(tgt_embed->weight, torch::Tensor())) {
+      return tied_output_fp32_.packed().forward(hidden);  // [.., vocab]
+    }
     return torch::nn::functional::linear(hidden, tgt_embed->weight);          // [.., vocab]
   }
   return output->forward(hidden);
@@ -286,6 +290,18 @@ void TransformerImpl::quantize_int8(bool include_output) {
     load_tied_output_int8(int8::quantize(tgt_embed->weight));
   }
   mark_int8(include_output);
+}
+
+void TransformerImpl::pack_fp32() {
+  if (!fp32::PackedLinear::available()) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (auto* linear = m->as<LinearImpl>()) linear->pack_fp32();
+  }
+  const torch::Tensor& w = tgt_embed->weight;
+  if (options.tie_output() && !tied_output_int8_.defined() && w.device().is_cpu() && w.scalar_type() == torch::kFloat) {
+    tied_output_fp32_.pack(w, torch::Tensor());
+  }
 }
 
 void TransformerImpl::load_tied_output_int8(const int8::Weight& weight) {

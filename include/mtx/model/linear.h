@@ -1,5 +1,5 @@
 // The Linear layer every projection of the Transformer uses: torch's Linear (same parameters, names and
-// initialisation), which can also run CPU inference with int8 weights -- per output row symmetric int8,
+// initialisation), which can also run CPU inference on weights packed once for mtx's float kernel, or with int8 weights -- per output row symmetric int8,
 // activations quantized dynamically per row, so a row's output never depends on the other rows: on mtx's own
 // AVX-512 VNNI kernel where the CPU has it (int8_gemm.h), else over LibTorch's quantized engines (fbgemm/x86
 // in the 2.x build, oneDNN or QNNPACK in Debian's 1.13).
@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "mtx/model/fp32_gemm.h"
 #include "mtx/model/int8_gemm.h"
 
 namespace mtx::model {
@@ -56,6 +57,11 @@ class LinearImpl : public torch::nn::LinearImpl {
   LinearImpl(int64_t in_features, int64_t out_features);
   torch::Tensor forward(const torch::Tensor& x);  // [.., in] -> [.., out]: int8 once quantized, else float
 
+  // Packs the float weight for mtx's AVX-512 kernel (fp32_gemm.h), where the CPU runs it: inference without
+  // gradients on the CPU then runs on it for as long as the weight is unchanged (after a change: LibTorch's
+  // BLAS, until packed again). Does nothing for an int8 layer, off the CPU or without AVX-512.
+  void pack_fp32();
+
   // Quantizes the weight to int8 and packs it; the float weight becomes its dequantized value (so the
   // model's parameters, their hash and a stored int8 bundle all describe what runs). CPU only.
   void quantize_int8();
@@ -66,6 +72,7 @@ class LinearImpl : public torch::nn::LinearImpl {
 
  private:
   int8::PackedLinear int8_;
+  fp32::TrackedLinear fp32_;
 };
 TORCH_MODULE(Linear);
 

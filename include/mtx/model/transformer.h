@@ -131,12 +131,17 @@ class TransformerImpl : public torch::nn::Module {
   void load_tied_output_int8(const int8::Weight& weight);
   // After loading an int8 bundle's layers one by one: records what is quantized.
   void mark_int8(bool include_output);
+  // Packs every float Linear and the tied output projection for mtx's AVX-512 float kernel (linear.h,
+  // fp32_gemm.h), where the CPU runs it; inference uses each pack while its weight is unchanged. Cheap when
+  // already packed; call it before translating, not while another thread runs the model.
+  void pack_fp32();
 
  private:
   torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset);
   bool int8_ = false;
   bool int8_output_ = false;
   int8::PackedLinear tied_output_int8_;
+  fp32::TrackedLinear tied_output_fp32_;
 };
 TORCH_MODULE(Transformer);
 

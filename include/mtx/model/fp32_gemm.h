@@ -1,0 +1,57 @@
+// mtx's own float product for CPU inference on AVX-512: y = x . W^T + bias with W packed once, when the model is
+// set up to translate, into panels of 32 outputs (what the kernel reads, in the order it reads it). A BLAS
+// sgemm packs the weight again on every call -- for a decoder step of a few rows that repacking is most of the
+// work, and for the vocabulary projection it is a pass over 8 MB per block of rows. Each output is one fused
+// multiply-add chain over k in order, so a row's result depends on that row alone (any batch, any blocking, any
+// thread count) and equals reference_linear bit for bit.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace mtx::model::fp32 {
+
+// y[r][o] = (sum over k in order of fma(x[r][k], w[o][k], acc), from 0) + bias[o], in plain loops: what the
+// kernel is tested against. x [.., in], w [out, in], bias [out] or undefined -> [.., out].
+torch::Tensor reference_linear(const torch::Tensor& w, const torch::Tensor& bias, const torch::Tensor& x);
+
+class PackedLinear {
+ public:
+  // This CPU runs AVX-512F and MTX_FP32_GEMM is unset or "avx512" ("blas" keeps LibTorch's BLAS: for tests and
+  // comparisons).
+  static bool available();
+
+  PackedLinear() = default;
+  PackedLinear(const torch::Tensor& w, const torch::Tensor& bias);  // w [out, in] float, bias [out] or undefined
+  bool defined() const { return packed_.defined(); }
+  torch::Tensor forward(const torch::Tensor& x) const;  // [.., in] float CPU -> [.., out] float
+
+ private:
+  int64_t out_ = 0, in_ = 0, out_pad_ = 0;
+  torch::Tensor packed_;  // float [out_pad / 32, in, 32]: panel p holds outputs 32p .. 32p + 31 for each k
+  torch::Tensor bias_;    // float [out_pad] (zeros without a bias, and past out)
+};
+
+// A PackedLinear and what it was packed from: current() while the weight and bias are the same tensors, on the
+// same storage, with no in-place change since (an optimizer step, a load or a copy bumps a tensor's version).
+// So a model can be packed for translation in the middle of training and never run on stale weights.
+class TrackedLinear {
+ public:
+  void pack(const torch::Tensor& w, const torch::Tensor& bias);  // repacks only when not current
+  bool current(const torch::Tensor& w, const torch::Tensor& bias) const;
+  const PackedLinear& packed() const { return packed_; }
+
+ private:
+  struct Source {
+    const void* impl = nullptr;
+    const void* data = nullptr;
+    int64_t version = -1;
+  };
+  static Source source_of(const torch::Tensor& t);
+  static bool same(const Source& s, const torch::Tensor& t);
+  PackedLinear packed_;
+  Source weight_, bias_;
+};
+
+}  // namespace mtx::model::fp32

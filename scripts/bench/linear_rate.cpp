@@ -1,0 +1,58 @@
+// GFLOP/s of a float Linear at inference on the shapes of a decoder step: LibTorch's BLAS (addmm, which packs the
+// weight on every call) against mtx's packed AVX-512 kernel (fp32_gemm.h), interleaved, best of 5 rounds each.
+//   ninja -C build mtx_linear_rate && build/bin/mtx_linear_rate [threads]
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+
+#include "mtx/model/fp32_gemm.h"
+
+namespace {
+
+double seconds_per_call(const std::function<void()>& fn, double flops) {
+  for (int i = 0; i < 3; ++i) fn();
+  const int reps = std::max(5, int(2e9 / flops));  // about 2 GFLOP per measurement
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  torch::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  if (!mtx::model::fp32::PackedLinear::available()) {
+    std::printf("this CPU has no AVX-512 (or MTX_FP32_GEMM says blas): nothing to compare\n");
+    return 0;
+  }
+  struct Shape {
+    const char* name;
+    int64_t out, in;
+  };
+  const Shape shapes[] = {{"qkv", 768, 256}, {"attn out", 256, 256}, {"ffn up", 1024, 256},
+                          {"ffn down", 256, 1024}, {"vocab", 8000, 256}};
+  std::printf("%d threads; GFLOP/s, best of 5 rounds (blas = torch::addmm, packed = mtx fp32 kernel)\n", threads);
+  std::printf("%-9s %6s %9s %9s %7s\n", "layer", "rows", "blas", "packed", "ratio");
+  for (const Shape& s : shapes) {
+    const torch::Tensor w = torch::randn({s.out, s.in}) * 0.05;  // [out, in]
+    const torch::Tensor b = torch::randn({s.out});               // [out]
+    const mtx::model::fp32::PackedLinear packed(w, b);
+    for (const int64_t n : {5, 40, 256, 1280}) {
+      const torch::Tensor x = torch::randn({n, s.in});  // [n, in]
+      const double flops = 2.0 * double(n) * double(s.out) * double(s.in);
+      double blas = 1e9, mine = 1e9;
+      for (int round = 0; round < 5; ++round) {
+        blas = std::min(blas, seconds_per_call([&] { torch::addmm(b, x, w.t()); }, flops));
+        mine = std::min(mine, seconds_per_call([&] { packed.forward(x); }, flops));
+      }
+      std::printf("%-9s %6lld %9.1f %9.1f %6.2fx\n", s.name, static_cast<long long>(n), flops / blas / 1e9,
+                  flops / mine / 1e9, blas / mine);
+    }
+  }
+  return 0;
+}

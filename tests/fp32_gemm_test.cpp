@@ -1,0 +1,87 @@
+// mtx's packed float kernel (model/fp32_gemm.h) and its use by Linear at inference.
+#include "mtx/model/fp32_gemm.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "mtx/model/linear.h"
+
+using namespace mtx;
+
+#define MTX_REQUIRE_AVX512()                                                                           \
+  do {                                                                                                 \
+    if (!model::fp32::PackedLinear::available()) {                                                     \
+      GTEST_SKIP() << "this CPU has no AVX-512 (or MTX_FP32_GEMM=blas keeps LibTorch's BLAS)";         \
+    }                                                                                                  \
+  } while (0)
+
+// The kernel gives the reference's numbers bit for bit over the shapes its tiling has edges at: outputs not a
+// multiple of its 32-wide panels or 16-lane halves, inputs past one 256-deep pass (the running sums go through
+// the output between passes), rows not a multiple of its 8-row tiles; a row alone gives what it gives in a
+// batch, on one thread or two.
+TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
+  MTX_REQUIRE_AVX512();
+  torch::manual_seed(3);
+  struct Shape {
+    int64_t out, in;
+  };
+  const int threads = at::get_num_threads();
+  for (const Shape s : {Shape{1, 5}, Shape{16, 16}, Shape{17, 256}, Shape{33, 257}, Shape{48, 3}, Shape{100, 600}}) {
+    const torch::Tensor w = torch::randn({s.out, s.in});  // [out, in]
+    for (const bool with_bias : {true, false}) {
+      const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
+      const model::fp32::PackedLinear layer(w, bias);
+      for (const int64_t rows : {1, 7, 8, 9, 21}) {
+        const torch::Tensor x = torch::randn({rows, s.in});                     // [rows, in]
+        const torch::Tensor want = model::fp32::reference_linear(w, bias, x);  // [rows, out]
+        for (const int t : {1, 2}) {
+          at::set_num_threads(t);
+          const torch::Tensor y = layer.forward(x);  // [rows, out]
+          ASSERT_TRUE(torch::equal(y, want)) << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias
+                                             << ", " << t << " threads: max diff " << (y - want).abs().max().item<float>();
+        }
+        const int64_t r = rows - 1;
+        EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], want[r])) << "row " << r << " alone";
+      }
+    }
+  }
+  at::set_num_threads(threads);
+  const model::fp32::PackedLinear layer(torch::randn({8, 12}), torch::Tensor());
+  const torch::Tensor x = torch::randn({2, 3, 12});  // leading dimensions are kept
+  EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12}))));
+}
+
+// A packed Linear runs on the pack at inference, and never on a stale one: after an optimizer step, a load
+// (copy_) or a move of the weight, its output is the new weight's, on LibTorch's BLAS until packed again.
+TEST(Fp32Gemm, LinearRunsOnThePackUntilItsWeightChanges) {
+  MTX_REQUIRE_AVX512();
+  torch::manual_seed(8);
+  model::Linear lin(300, 40);
+  const torch::Tensor x = torch::randn({6, 300});  // [6, in]
+  auto packed_output = [&] {
+    torch::NoGradGuard no_grad;
+    return lin->forward(x);
+  };
+  auto reference = [&] { return model::fp32::reference_linear(lin->weight.detach(), lin->bias.detach(), x); };
+  lin->pack_fp32();
+  EXPECT_TRUE(torch::equal(packed_output(), reference())) << "the packed kernel runs at inference";
+
+  // Training: gradients on, so the pack is never used; the optimizer's in-place update makes it stale.
+  torch::optim::Adam adam(lin->parameters(), torch::optim::AdamOptions(0.1));
+  adam.zero_grad();
+  lin->forward(x).pow(2).sum().backward();
+  adam.step();
+  const torch::Tensor after_step = packed_output();
+  EXPECT_TRUE(torch::allclose(after_step, torch::addmm(lin->bias, x, lin->weight.t()).detach(), 1e-4, 1e-5))
+      << "after an optimizer step: the updated weights";
+  lin->pack_fp32();
+  EXPECT_TRUE(torch::equal(packed_output(), reference())) << "packed again";
+
+  {
+    torch::NoGradGuard no_grad;
+    lin->weight.copy_(torch::randn({40, 300}));  // a load
+    lin->bias.zero_();
+  }
+  EXPECT_TRUE(torch::allclose(packed_output(), torch::matmul(x, lin->weight.t()).detach(), 1e-4, 1e-5))
+      << "after a load";
+}
