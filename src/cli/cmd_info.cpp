@@ -9,6 +9,8 @@
 #include "commands.h"
 #include "mtx/config/config.h"
 #include "mtx/data/prepare.h"
+#include "mtx/model/fp32_gemm.h"
+#include "mtx/model/linear.h"
 #include "mtx/tokenizer/tokenizer.h"
 #include "mtx/train/checkpoint.h"
 #include "mtx/util/errors.h"
@@ -61,6 +63,8 @@ int run_info(const InfoArgs& args) {
                         {"blas", r.blas},
                         {"blas_is_reference", r.blas_is_reference},
                         {"allocator", r.allocator},
+                        {"fp32_kernel", model::fp32::PackedLinear::available() ? "avx512" : "blas"},
+                        {"int8_engine", model::int8::engine()},
                         {"cuda_compiled", r.cuda.compiled},
                         {"cuda_runtime", r.cuda.runtime},
                         {"cuda_available", r.cuda.devices > 0},

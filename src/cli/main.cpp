@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "mtx/model/fp32_gemm.h"
+#include "mtx/model/linear.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/system.h"
@@ -20,6 +22,9 @@ std::string version_text() {
   s += "LibTorch " + r.torch_version + "\n";
   s += "BLAS: " + r.blas + (r.blas_is_reference ? "  <-- slow, install libopenblas0-openmp" : "") + "\n";
   s += "allocator: " + r.allocator + "\n";
+  s += std::string("CPU inference: float on ") +
+       (mtx::model::fp32::PackedLinear::available() ? "mtx's AVX-512 kernel (packed weights)" : "the BLAS") +
+       ", int8 on " + (mtx::model::int8::engine().empty() ? "nothing (no engine)" : mtx::model::int8::engine()) + "\n";
   s += "CUDA: " + mtx::cuda_summary(r.cuda) + "\n";
   s += "threads: " + std::to_string(r.threads) + "\n";
   return s;

@@ -18,9 +18,16 @@
 namespace mtx::model::fp32 {
 namespace {
 
-constexpr int64_t kPanel = 32;  // outputs per panel: two 16-lane accumulators per row
-constexpr int64_t kDepth = 256;  // k per pass: a panel's slice (256 x 32 floats, 32 KB) stays in L1 across the rows
-constexpr int kRows = 8;         // rows per tile: 16 accumulators, 2 weight vectors, 1 broadcast
+#ifndef MTX_FP32_COLS
+#define MTX_FP32_COLS 2
+#endif
+#ifndef MTX_FP32_ROWS
+#define MTX_FP32_ROWS 8
+#endif
+constexpr int kCols = MTX_FP32_COLS;   // 16-lane vectors per row of a tile
+constexpr int64_t kPanel = 16 * kCols;  // outputs per panel
+constexpr int64_t kDepth = 256;  // k per pass: a panel's slice stays in L1 across the rows
+constexpr int kRows = MTX_FP32_ROWS;  // rows per tile
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -30,28 +37,34 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // slices (first: start from 0; last: add the bias), so each output is one fma chain over k in order.
 template <int R>
 MTX_AVX512 inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias,
-                            float* y, int64_t out, __mmask16 m0, __mmask16 m1, bool first, bool last) {
-  __m512 acc0[R], acc1[R];
-#pragma GCC unroll 8
+                            float* y, int64_t out, const __mmask16* mask, bool first, bool last) {
+  __m512 acc[R][kCols];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    acc0[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, y + r * out);
-    acc1[r] = first || !m1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, y + r * out + 16);
-  }
-  for (int64_t k = 0; k < depth; ++k) {
-    const __m512 w0 = _mm512_loadu_ps(slice + k * kPanel);
-    const __m512 w1 = _mm512_loadu_ps(slice + k * kPanel + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(x[r * in + k]);
-      acc0[r] = _mm512_fmadd_ps(a, w0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(a, w1, acc1[r]);
+#pragma GCC unroll 4
+    for (int c = 0; c < kCols; ++c) {
+      acc[r][c] = first || !mask[c] ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask[c], y + r * out + 16 * c);
     }
   }
-  const __m512 b0 = _mm512_loadu_ps(bias), b1 = _mm512_loadu_ps(bias + 16);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm512_mask_storeu_ps(y + r * out, m0, last ? _mm512_add_ps(acc0[r], b0) : acc0[r]);
-    if (m1) _mm512_mask_storeu_ps(y + r * out + 16, m1, last ? _mm512_add_ps(acc1[r], b1) : acc1[r]);
+  for (int64_t k = 0; k < depth; ++k) {
+    __m512 w[kCols];
+#pragma GCC unroll 4
+    for (int c = 0; c < kCols; ++c) w[c] = _mm512_loadu_ps(slice + k * kPanel + 16 * c);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(x[r * in + k]);
+#pragma GCC unroll 4
+      for (int c = 0; c < kCols; ++c) acc[r][c] = _mm512_fmadd_ps(a, w[c], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < kCols; ++c) {
+    if (!mask[c]) continue;
+    const __m512 b = _mm512_loadu_ps(bias + 16 * c);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      _mm512_mask_storeu_ps(y + r * out + 16 * c, mask[c], last ? _mm512_add_ps(acc[r][c], b) : acc[r][c]);
+    }
   }
 }
 
@@ -65,7 +78,8 @@ MTX_AVX512 void gemm_panels(const float* x, int64_t rows, int64_t in, const floa
   for (int64_t p = p_begin; p < p_end; ++p) {
     const float* panel = packed + p * in * kPanel;
     const int64_t n0 = p * kPanel;
-    const __mmask16 m0 = lanes(n0), m1 = lanes(n0 + 16);
+    __mmask16 mask[kCols];
+    for (int c = 0; c < kCols; ++c) mask[c] = lanes(n0 + 16 * c);
     const float* b = bias + n0;
     for (int64_t k0 = 0; k0 < in; k0 += kDepth) {
       const int64_t depth = std::min(kDepth, in - k0);
@@ -73,18 +87,15 @@ MTX_AVX512 void gemm_panels(const float* x, int64_t rows, int64_t in, const floa
       const float* slice = panel + k0 * kPanel;
       int64_t m = 0;
       for (; m + kRows <= rows; m += kRows) {
-        tile<kRows>(x + m * in + k0, in, slice, depth, b, y + m * out + n0, out, m0, m1, first, last);
+        tile<kRows>(x + m * in + k0, in, slice, depth, b, y + m * out + n0, out, mask, first, last);
       }
       const float* xm = x + m * in + k0;
       float* ym = y + m * out + n0;
       switch (rows - m) {
-        case 7: tile<7>(xm, in, slice, depth, b, ym, out, m0, m1, first, last); break;
-        case 6: tile<6>(xm, in, slice, depth, b, ym, out, m0, m1, first, last); break;
-        case 5: tile<5>(xm, in, slice, depth, b, ym, out, m0, m1, first, last); break;
-        case 4: tile<4>(xm, in, slice, depth, b, ym, out, m0, m1, first, last); break;
-        case 3: tile<3>(xm, in, slice, depth, b, ym, out, m0, m1, first, last); break;
-        case 2: tile<2>(xm, in, slice, depth, b, ym, out, m0, m1, first, last); break;
-        case 1: tile<1>(xm, in, slice, depth, b, ym, out, m0, m1, first, last); break;
+#define MTX_TAIL(r) case r: tile<(r < kRows ? r : 1)>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
+        MTX_TAIL(15) MTX_TAIL(14) MTX_TAIL(13) MTX_TAIL(12) MTX_TAIL(11) MTX_TAIL(10) MTX_TAIL(9) MTX_TAIL(8)
+        MTX_TAIL(7) MTX_TAIL(6) MTX_TAIL(5) MTX_TAIL(4) MTX_TAIL(3) MTX_TAIL(2) MTX_TAIL(1)
+#undef MTX_TAIL
         default: break;
       }
     }
