@@ -193,8 +193,10 @@ void use_one_thread_here() {
   // OpenBLAS's OpenMP variant (the 1.13 build) follows the calling thread's OpenMP count.
   using SetThreads = void (*)(int);
   if (auto* omp = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) omp(1);
+  // MKL's C entry point is MKL_Set_Num_Threads_Local (its header maps mkl_set_num_threads_local to it); the
+  // lower-case symbol is the Fortran one, which takes a pointer (calling it with 1 crashed the 2.x build).
   using SetLocal = int (*)(int);
-  if (auto* mkl = reinterpret_cast<SetLocal>(::dlsym(RTLD_DEFAULT, "mkl_set_num_threads_local"))) mkl(1);
+  if (auto* mkl = reinterpret_cast<SetLocal>(::dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"))) mkl(1);
 }
 
 int64_t peak_rss_bytes() {
