@@ -151,3 +151,24 @@ TEST(Transformer, SdpaModelEqualsTheExplicitPathForwardAndBackward) {
         << "output " << i << " max diff " << (logits[i] - logits[half + i]).abs().max().item<float>();
   EXPECT_TRUE(torch::allclose(grads[0], grads[1], 1e-4, 1e-5)) << "max diff " << (grads[0] - grads[1]).abs().max().item<float>();
 }
+
+// At CPU inference a source's encoding is bit-identical alone and in a padded batch: the attention runs the fused
+// per-query loop (masked keys add exact zeros) and the Linear layers mtx's packed kernel (each row alone), where
+// LibTorch's batched GEMMs and SDPA would change their blocking with the padded length (int8 layers then magnify
+// the difference into other translations).
+TEST(Transformer, EncodingIsBitIdenticalAloneAndInAPaddedBatch) {
+  if (!fp32::PackedLinear::available()) GTEST_SKIP() << "mtx's float kernel needs AVX-512 (row-independent Linear)";
+  torch::manual_seed(9);
+  Transformer model(small(true, false, true).d_model(64).max_len(64));
+  model->eval();
+  model->pack_fp32();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor alone = torch::tensor({{5, 6, 7, 8, 3}}, torch::kLong);  // [1, 5]
+  torch::Tensor batch = torch::zeros({2, 48}, torch::kLong);                     // [2, 48]: pad 0
+  batch[0].narrow(0, 0, 5).copy_(alone[0]);
+  batch[1].copy_(torch::randint(4, 50, {48}));
+  const Memory one = model->encode(alone);    // [1, 5, 64]
+  const Memory both = model->encode(batch);   // [2, 48, 64]
+  const torch::Tensor a = one.states[0], b = both.states[0].narrow(0, 0, 5);
+  EXPECT_TRUE(torch::equal(a, b)) << "max diff " << (a - b).abs().max().item<float>();
+}

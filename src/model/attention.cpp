@@ -48,18 +48,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void axpy(float w, 
   for (int64_t i = 0; i < n; ++i) out[i] += w * x[i];
 }
 
-// Incremental decoding's attention on the CPU, one query per (row, head): scores, mask, softmax and the
-// weighted sum of values in one pass over the cache per (row, head), in parallel over them, without the
-// temporaries of the tensor-op formulation. q [b, h, 1, hd], k/v [b, h, tk, hd] (any strides, hd contiguous),
-// mask bool [b|1, 1, 1, tk] or undefined -> [b, h, 1, hd]. kv_rows [b] int64 (or undefined: row i): the row of
-// k, v and mask that query row i reads (beams sharing their sentence's encoder memory). Each (row, head) is
-// computed by one thread in a fixed order: the result does not depend on the batch or the thread count.
+// Attention at CPU inference, per (row, head, query): scores, mask, softmax and the weighted sum of values in
+// one pass over the keys, in parallel over them, without the temporaries of the tensor-op formulation -- the
+// incremental decoder's one query per row over its cache, and the encoder's queries over a padded source.
+// q [b, h, tq, hd], k/v [b, h, tk, hd] (any strides, hd contiguous), mask bool [b|1, 1, 1, tk] (key padding) or
+// undefined -> [b, h, tq, hd]. kv_rows [b] int64 (or undefined: row i): the row of k, v and mask that query row i
+// reads (beams sharing their sentence's encoder memory). Each query is computed by one thread in a fixed order
+// over the keys, masked keys adding exact zeros: the result depends neither on the batch (nor its padding) nor
+// on the thread count -- which LibTorch's batched GEMMs and SDPA do not promise (a padded length changes
+// their blocking), and int8 layers would magnify.
 torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
                                    const torch::Tensor& mask_in, const torch::Tensor& kv_rows = torch::Tensor()) {
   const torch::Tensor q = q_in.stride(3) == 1 ? q_in : q_in.contiguous();
   const torch::Tensor k = k_in.stride(3) == 1 ? k_in : k_in.contiguous();
   const torch::Tensor v = v_in.stride(3) == 1 ? v_in : v_in.contiguous();
-  const int64_t B = q.size(0), H = q.size(1), T = k.size(2), D = q.size(3);
+  const int64_t B = q.size(0), H = q.size(1), Q = q.size(2), T = k.size(2), D = q.size(3);
   const torch::Tensor rows = kv_rows.defined() ? kv_rows.to(torch::kLong).contiguous() : torch::Tensor();  // [b]
   const int64_t* rp = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
   TORCH_CHECK(!rp || rows.numel() == B, "decode attention: ", rows.numel(), " key rows for ", B, " queries");
@@ -67,11 +70,12 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
     TORCH_CHECK(rp[i] >= 0 && rp[i] < k.size(0), "decode attention: key row ", rp[i], " of ", k.size(0));
   }
   TORCH_CHECK(rp || k.size(0) == B, "decode attention: ", k.size(0), " key rows for ", B, " queries");
-  torch::Tensor out = torch::empty({B, 1, H, D}, q.options());  // [b, 1, h, hd]: merge_heads is then a view
+  torch::Tensor out = torch::empty({B, Q, H, D}, q.options());  // [b, tq, h, hd]: merge_heads is then a view
   torch::Tensor mask;
   if (mask_in.defined()) {
-    TORCH_CHECK(mask_in.scalar_type() == torch::kBool && mask_in.size(-1) == T, "decode attention: mask ", mask_in.sizes(),
-                " does not fit ", T, " keys");
+    TORCH_CHECK(mask_in.scalar_type() == torch::kBool && mask_in.size(-1) == T && mask_in.numel() % T == 0 &&
+                    (mask_in.numel() / T == 1 || mask_in.numel() / T == mask_in.size(0)),
+                "decode attention: mask ", mask_in.sizes(), " is not a key padding mask for ", T, " keys");
     mask = mask_in.reshape({mask_in.size(0), T}).contiguous();  // [b|1, tk]
   }
   const float* qp = q.data_ptr<float>();
@@ -81,12 +85,12 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
   const int64_t mask_rows = mask.defined() ? mask.size(0) : 0;
   float* op = out.data_ptr<float>();
   const float scale = float(1.0 / std::sqrt(double(D)));
-  const int64_t grain = std::max<int64_t>(1, (B * H) / (4 * at::get_num_threads()));
-  at::parallel_for(0, B * H, grain, [&](int64_t begin, int64_t end) {
+  const int64_t grain = std::max<int64_t>(1, (B * H * Q) / (4 * at::get_num_threads()));
+  at::parallel_for(0, B * H * Q, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> w(static_cast<size_t>(T));
     for (int64_t i = begin; i < end; ++i) {
-      const int64_t b = i / H, h = i % H, kb = rp ? rp[b] : b;
-      const float* qi = qp + b * q.stride(0) + h * q.stride(1);
+      const int64_t b = i / (H * Q), h = i / Q % H, j = i % Q, kb = rp ? rp[b] : b;
+      const float* qi = qp + b * q.stride(0) + h * q.stride(1) + j * q.stride(2);
       const bool* mi = mp ? mp + (mask_rows == 1 ? 0 : kb) * T : nullptr;
       float top = -std::numeric_limits<float>::infinity();
       for (int64_t t = 0; t < T; ++t) {
@@ -98,7 +102,7 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
         w[size_t(t)] = s;
         top = std::max(top, s);
       }
-      float* o = op + (b * H + h) * D;
+      float* o = op + ((b * Q + j) * H + h) * D;
       std::fill(o, o + D, 0.0f);
       if (top == -std::numeric_limits<float>::infinity()) continue;  // every key masked: zeros
       float sum = 0;
@@ -113,7 +117,7 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
       }
     }
   });
-  return out.transpose(1, 2);  // [b, h, 1, hd]
+  return out.transpose(1, 2);  // [b, h, tq, hd]
 }
 
 // cat({cache.index_select(0, rows), step}, 2) for a cache [b0, h, t, hd], rows [b] (or undefined: row i) and a
@@ -161,10 +165,14 @@ bool sdpa_available() {
 }
 
 namespace {
-// One query per row on the CPU in float, no dropout, no weights kept, no gradient: the fused loop applies.
+// On the CPU in float, no dropout, no weights kept, no gradient, and one query per row or a key padding mask (not a
+// causal one): the fused loop applies.
 bool fused_decode(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double p,
-                  const torch::Tensor* weights_out) {
-  return q.size(-2) == 1 && q.device().is_cpu() && q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
+                  const torch::Tensor* weights_out, const torch::Tensor& mask = torch::Tensor()) {
+  const bool key_padding = !mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
+                                                (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1)));
+  return (q.size(-2) == 1 || key_padding) && (!mask.defined() || mask.scalar_type() == torch::kBool) &&
+         q.device().is_cpu() && q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
          v.scalar_type() == torch::kFloat && p == 0 && !weights_out &&
          !(torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()));
 }
@@ -174,7 +182,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
                         const torch::Tensor& mask, double dropout_p, bool training, bool use_sdpa,
                         torch::Tensor* weights_out) {
   const double p = training ? dropout_p : 0.0;
-  if (fused_decode(q, k, v, p, weights_out)) return decode_attention_cpu(q, k, v, mask);  // [b, h, 1, hd]
+  if (fused_decode(q, k, v, p, weights_out, mask)) return decode_attention_cpu(q, k, v, mask);  // [b, h, tq, hd]
 #if TORCH_VERSION_MAJOR >= 2
   if (use_sdpa && !weights_out) {
     return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<torch::Tensor>(mask) : c10::nullopt,
@@ -234,7 +242,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& 
   torch::Tensor* keep = keep_weights ? &weights : nullptr;
   const torch::Tensor& rows = memory.pending_rows;  // [b] memory row of each query row, or undefined
   torch::Tensor y;                                  // [b, h, t, hd]
-  if (rows.defined() && fused_decode(queries, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep)) {
+  if (rows.defined() && fused_decode(queries, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep, mask)) {
     y = decode_attention_cpu(queries, memory.k, memory.v, mask, rows);
   } else {
     // Elsewhere the rows' memory is gathered first (undefined rows: row i is row i).
