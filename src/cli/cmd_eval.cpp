@@ -274,7 +274,8 @@ int run_eval(const EvalArgs& a) {
         for (size_t m = 0; m < metrics.size(); ++m) {
           const eval::Score sc = metrics[m].metric->score(stats[s][m][i]);
           row[metrics[m].key] = sc.score;
-          text += (m ? "\t" : "") + fmt::format("{:.2f}", sc.score);
+          if (m) text += '\t';
+          text += fmt::format("{:.2f}", sc.score);
         }
         if (systems.size() > 1) row["system"] = systems[s].first;
         std::cout << (a.json ? row.dump() : text) << "\n";
