@@ -99,7 +99,7 @@ TEST(Translator, OutputDoesNotDependOnTheBatch) {
 }
 
 // Several searches at once (one thread each, every batch dealt out among them) give what one search gives,
-// in input order, with as many or more workers than threads or sentences.
+// in input order, with as many or more workers than threads or sentences, or one per thread (0, the default).
 TEST(Translator, SearchesAtOnceGiveTheSameTranslations) {
   Toy toy;
   const int threads = at::get_num_threads();
@@ -107,7 +107,7 @@ TEST(Translator, SearchesAtOnceGiveTheSameTranslations) {
   for (const int beam : {1, 4}) {
     const int nbest = std::min(beam, 2);
     const auto one = toy.translator(beam, 4096, nbest).translate(kLines);
-    for (const int workers : {2, 3, 64}) {
+    for (const int workers : {0, 2, 3, 64}) {  // 0: one per thread
       for (const int batch_tokens : {4096, 20}) {
         const auto many = toy.translator(beam, batch_tokens, nbest, workers).translate(kLines);
         ASSERT_EQ(many.size(), one.size());
@@ -124,7 +124,7 @@ TEST(Translator, SearchesAtOnceGiveTheSameTranslations) {
     }
   }
   decode::TranslateOptions bad;
-  bad.workers = 0;
+  bad.workers = -1;
   EXPECT_THROW(decode::validate(bad), mtx::ConfigError);
   at::set_num_threads(threads);
 }

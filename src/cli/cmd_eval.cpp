@@ -52,7 +52,7 @@ struct EvalArgs {
   std::string text;       // --text: a language model's perplexity on this text
   std::optional<int> lm_batch;
   std::optional<int> beam, batch_tokens;
-  int workers = 1;
+  int workers = 0;  // 0: one search per thread
   std::optional<double> alpha;
   std::string device = "auto";
   int threads = 0;
@@ -386,9 +386,10 @@ Command add_eval(CLI::App& app) {
   cmd->add_option("--beam", a->beam, "With --ckpt: beam size (default: the checkpoint's decode.beam)");
   cmd->add_option("--alpha", a->alpha, "With --ckpt: length normalisation");
   cmd->add_option("--batch-tokens", a->batch_tokens, "With --ckpt: batch budget");
-  cmd->add_option("--workers", a->workers, "With --ckpt: searches at once, one thread each (see mtx translate --help)")
+  cmd->add_option("--workers", a->workers,
+                  "With --ckpt: searches at once, one thread each (0: one per thread; see mtx translate --help)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", a->device, "With --ckpt: auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", a->threads, "With --ckpt: CPU threads (0 = one per core)");
   add_quantize_flags(*cmd, a->quantize);

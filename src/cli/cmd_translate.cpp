@@ -26,7 +26,7 @@ struct TranslateArgs {
   std::string ckpt;
   // Unset: the checkpoint's decode section decides.
   std::optional<int> beam, nbest, max_len_b, batch_tokens, min_len;
-  int workers = 1;
+  int workers = 0;
   std::optional<double> alpha, max_len_a;
   std::optional<bool> exact_stop;
   bool scores = false;
@@ -80,7 +80,9 @@ int run_translate(const TranslateArgs& args) {
   log::info("translating with {} (weights {}{}), beam {}, alpha {}, on {}{}", args.ckpt,
             ckpt.weights_sha256.substr(0, 12), ckpt.model->is_int8() ? ", int8 on " + model::int8::engine() : "", options.search.beam,
             options.search.alpha, device.str(),
-            options.workers > 1 ? ", " + std::to_string(options.workers) + " searches at once" : "");
+            options.workers == 1 ? ", one search on every thread"
+            : options.workers > 1 ? ", " + std::to_string(options.workers) + " searches at once"
+                                  : ", one search per thread");
   decode::Translator translator(ckpt.model, *ckpt.tokenizer, options);
   decode::StreamOptions stream;
   stream.chunk_lines = args.chunk_lines;
@@ -133,10 +135,10 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", args->workers,
-                  "Searches at once on the CPU, one thread each, like CTranslate2's inter_threads (1: one search on "
-                  "every thread, lowest latency); same translations")
+                  "Searches at once on the CPU, one thread each, like CTranslate2's inter_threads (0: one per thread; "
+                  "1: one search on every thread); same translations")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--chunk-lines", args->chunk_lines, "Lines read and translated together (bounds memory)")
       ->check(CLI::PositiveNumber);
   add_quantize_flags(*cmd, args->quantize);

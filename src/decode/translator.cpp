@@ -71,7 +71,7 @@ void validate(const TranslateOptions& o) {
   if (o.max_len_b < 0) throw ConfigError("max-len-b: must be >= 0");
   if (o.max_len_a == 0 && o.max_len_b == 0) throw ConfigError("max-len-a and max-len-b are both 0: nothing may be generated");
   if (o.batch_tokens < 1) throw ConfigError("batch-tokens: must be >= 1");
-  if (o.workers < 1) throw ConfigError("workers: must be >= 1, got " + std::to_string(o.workers));
+  if (o.workers < 0) throw ConfigError("workers: must be >= 0 (0 = one per thread), got " + std::to_string(o.workers));
 }
 
 Translator::Translator(model::Transformer model, tokenizer::Tokenizer tokenizer, TranslateOptions options)
@@ -153,7 +153,8 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     }
   };
   const bool cpu = model_->parameters().front().device().is_cpu();
-  const auto parts = size_t(std::min<int64_t>(options_.workers, int64_t(order.size())));
+  const int64_t workers = options_.workers > 0 ? options_.workers : at::get_num_threads();
+  const auto parts = size_t(std::min<int64_t>(workers, int64_t(order.size())));
   if (!cpu || parts <= 1 || at::get_num_threads() < 2 || at::in_parallel_region()) {
     search_part(0, 1);
     return out;
