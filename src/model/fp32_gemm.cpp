@@ -18,16 +18,10 @@
 namespace mtx::model::fp32 {
 namespace {
 
-#ifndef MTX_FP32_COLS
-#define MTX_FP32_COLS 2
-#endif
-#ifndef MTX_FP32_ROWS
-#define MTX_FP32_ROWS 8
-#endif
-constexpr int kCols = MTX_FP32_COLS;   // 16-lane vectors per row of a tile
+constexpr int kCols = 2;               // 16-lane vectors per row of a tile
 constexpr int64_t kPanel = 16 * kCols;  // outputs per panel
-constexpr int64_t kDepth = 256;  // k per pass: a panel's slice stays in L1 across the rows
-constexpr int kRows = MTX_FP32_ROWS;  // rows per tile
+constexpr int64_t kDepth = 256;         // k per pass: a panel's slice (256 x 32 floats, 32 KB) stays in L1 across the rows
+constexpr int kRows = 8;                // rows per tile: 16 accumulators, 2 weight vectors, 1 broadcast
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -91,11 +85,15 @@ MTX_AVX512 void gemm_panels(const float* x, int64_t rows, int64_t in, const floa
       }
       const float* xm = x + m * in + k0;
       float* ym = y + m * out + n0;
+      static_assert(kRows == 8, "the tail below covers 1 .. 7 rows");
       switch (rows - m) {
-#define MTX_TAIL(r) case r: tile<(r < kRows ? r : 1)>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
-        MTX_TAIL(15) MTX_TAIL(14) MTX_TAIL(13) MTX_TAIL(12) MTX_TAIL(11) MTX_TAIL(10) MTX_TAIL(9) MTX_TAIL(8)
-        MTX_TAIL(7) MTX_TAIL(6) MTX_TAIL(5) MTX_TAIL(4) MTX_TAIL(3) MTX_TAIL(2) MTX_TAIL(1)
-#undef MTX_TAIL
+        case 7: tile<7>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
+        case 6: tile<6>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
+        case 5: tile<5>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
+        case 4: tile<4>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
+        case 3: tile<3>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
+        case 2: tile<2>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
+        case 1: tile<1>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
         default: break;
       }
     }
