@@ -16,6 +16,7 @@
 #endif
 
 #include "mtx/util/errors.h"
+#include "mtx/util/system.h"
 
 namespace mtx::decode {
 
@@ -123,10 +124,7 @@ __attribute__((target("avx512f"))) void row_top_avx512(const float* x, int64_t n
 }
 
 void row_top(const float* x, int64_t n, int64_t m, Entry* out) {
-  static const bool avx512 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
+  static const bool avx512 = cpu_features().avx512f;
   if (avx512) row_top_avx512(x, n, m, out);
   else row_top_scalar(x, n, m, out);
 }

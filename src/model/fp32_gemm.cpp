@@ -15,6 +15,8 @@
 #define MTX_AVX512 __attribute__((target("avx512f")))
 #endif
 
+#include "mtx/util/system.h"
+
 namespace mtx::model::fp32 {
 namespace {
 
@@ -100,15 +102,6 @@ MTX_AVX512 void gemm_panels(const float* x, int64_t rows, int64_t in, const floa
   }
 }
 
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-}
-
-#else
-
-bool cpu_has_avx512() { return false; }
-
 #endif
 
 }  // namespace
@@ -135,9 +128,14 @@ torch::Tensor reference_linear(const torch::Tensor& w_in, const torch::Tensor& b
 }
 
 bool PackedLinear::available() {
+#ifdef MTX_HAVE_AVX512_KERNEL
+  constexpr bool kernel_built = true;
+#else
+  constexpr bool kernel_built = false;
+#endif
   static const bool yes = [] {
     const char* wanted = std::getenv("MTX_FP32_GEMM");
-    return cpu_has_avx512() && (!wanted || !*wanted || std::string(wanted) == "avx512");
+    return kernel_built && cpu_features().avx512f && (!wanted || !*wanted || std::string(wanted) == "avx512");
   }();
   return yes;
 }

@@ -16,6 +16,7 @@
 #endif
 
 #include "mtx/model/linear.h"
+#include "mtx/util/system.h"
 
 namespace mtx::model::int8 {
 namespace {
@@ -140,9 +141,8 @@ MTX_VNNI void gemm_panels(const uint8_t* u, int64_t rows, int64_t in_pad, const 
 #pragma GCC diagnostic pop
 
 bool cpu_has_vnni() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  const CpuFeatures f = cpu_features();
+  return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
 }
 
 #else

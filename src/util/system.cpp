@@ -117,6 +117,7 @@ CpuFeatures cpu_features() {
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
 #endif
   return f;
 }

@@ -33,7 +33,7 @@ RuntimeInfo runtime_info();
 // kernels (Haswell, Zen) by SkylakeX's where the CPU has AVX-512.
 struct CpuFeatures {
   bool avx = false, avx2 = false, fma = false;
-  bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
+  bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false, avx512vnni = false;
 };
 std::string better_blas_core(const std::string& chosen_core, const CpuFeatures& cpu);
 CpuFeatures cpu_features();
