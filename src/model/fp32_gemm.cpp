@@ -196,6 +196,10 @@ bool TrackedLinear::current(const torch::Tensor& w, const torch::Tensor& bias) c
   return packed_.defined() && same(weight_, w) && same(bias_, bias);
 }
 
+bool TrackedLinear::runs(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) const {
+  return !torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat && current(w, bias);
+}
+
 void TrackedLinear::pack(const torch::Tensor& w, const torch::Tensor& bias) {
   if (current(w, bias)) return;
   packed_ = PackedLinear(w, bias);

@@ -140,10 +140,7 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features)
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   if (int8_.defined()) return int8_.forward(x);
-  if (!torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
-      fp32_.current(weight, bias)) {
-    return fp32_.packed().forward(x);  // [.., out]
-  }
+  if (fp32_.runs(x, weight, bias)) return fp32_.packed().forward(x);  // [.., out]
   if (x.dim() > 2 && bias.defined() && !torch::GradMode::is_enabled() && x.is_contiguous()) {
     // Inference on [.., in]: one GEMM with the bias as its accumulator (LibTorch 1.13's linear does a
     // matmul and a separate bias pass for more than two dimensions).

@@ -126,8 +126,7 @@ torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::T
 torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
   if (options.tie_output()) {
     if (tied_output_int8_.defined()) return tied_output_int8_.forward(hidden);  // [.., vocab]
-    if (!torch::GradMode::is_enabled() && hidden.device().is_cpu() && hidden.scalar_type() == torch::kFloat &&
-        tied_output_fp32_.current(tgt_embed->weight, torch::Tensor())) {
+    if (tied_output_fp32_.runs(hidden, tgt_embed->weight, torch::Tensor())) {
       return tied_output_fp32_.packed().forward(hidden);  // [.., vocab]
     }
     return torch::nn::functional::linear(hidden, tgt_embed->weight);          // [.., vocab]

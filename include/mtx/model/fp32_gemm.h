@@ -40,6 +40,9 @@ class TrackedLinear {
  public:
   void pack(const torch::Tensor& w, const torch::Tensor& bias);  // repacks only when not current
   bool current(const torch::Tensor& w, const torch::Tensor& bias) const;
+  // Whether forward(x) of a layer with this weight and bias runs on the pack: inference (no gradients) on float
+  // CPU input, the pack current.
+  bool runs(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) const;
   const PackedLinear& packed() const { return packed_; }
 
  private:
