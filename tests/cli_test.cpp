@@ -311,6 +311,43 @@ TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
   EXPECT_EQ(names, (std::vector<std::string>{"BLEU", "chrF2", "PPL"}));
 }
 
+// Several --ckpt: one ensemble translation per line, scored by eval too; models of another tokenizer and a
+// perplexity of several models are one-line errors.
+TEST(Cli, EnsembleTranslatesWithCheckpointsOfOneTokenizer) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = mtx::test::toy_setup(tmp);
+  c.train.max_epochs = 0;
+  c.train.max_steps = 6;
+  const auto train = [&](const std::string& name, int64_t seed, int vocab) {
+    c.train.seed = seed;
+    c.tokenizer.vocab_size = vocab;
+    mtx::config::write_resolved(c, tmp / (name + ".json"));
+    const Result r = run_mtx("train --config " + (tmp / (name + ".json")).string() + " --out " + (tmp / name).string());
+    EXPECT_EQ(r.code, 0) << r.output;
+    return (tmp / name / "last.pt").string();
+  };
+  const int vocab = c.tokenizer.vocab_size;
+  const std::string a = train("a", 1, vocab), b = train("b", 2, vocab), other = train("other", 1, vocab + 20);
+  mtx::test::write_text(tmp / "in.de", "ein Hund läuft\neine Frau liest ein Buch\n");
+  mtx::test::write_text(tmp / "ref.en", "a dog runs\na woman reads a book\n");
+  const std::string in = " --input " + (tmp / "in.de").string();
+  const Result both = run_mtx("translate --ckpt " + a + " --ckpt " + b + in);
+  ASSERT_EQ(both.code, 0) << both.output;
+  EXPECT_NE(both.output.find("translating with an ensemble of " + a), std::string::npos) << both.output;
+  const Result quiet = run_mtx("translate --ckpt " + a + " --ckpt " + b + in + " 2>/dev/null");
+  EXPECT_EQ(count_lines(quiet.output), 2u) << quiet.output;
+  const std::string score = "eval --metric bleu --src " + (tmp / "in.de").string() + " --ref " + (tmp / "ref.en").string();
+  EXPECT_EQ(run_mtx(score + " --ckpt " + a + " --ckpt " + b).code, 0);
+  for (const std::string& bad : {"translate --ckpt " + a + " --ckpt " + other + in,
+                                 score + " --ckpt " + a + " --ckpt " + other,
+                                 score + ",ppl --ckpt " + a + " --ckpt " + b}) {
+    const Result e = run_mtx(bad);
+    EXPECT_EQ(e.code, 2) << bad << "\n" << e.output;
+    EXPECT_EQ(count_lines(e.output), 1u) << bad << "\n" << e.output;
+  }
+  EXPECT_NE(run_mtx("translate --ckpt " + a + " --ckpt " + other + in).output.find("another tokenizer"), std::string::npos);
+}
+
 TEST(Cli, EvalScoresLikeSacreBleuAndRefusesBadInput) {
   mtx::test::TempDir tmp;
   mtx::test::write_text(tmp / "ref.en", "The cat sat on the mat.\nA dog runs in the park.\n");

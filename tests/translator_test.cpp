@@ -265,3 +265,48 @@ TEST(TranslateStream, AnEndlessLineIsCutNotBuffered) {
   writer.join();
   ::close(fds[0]);
 }
+
+// An ensemble scores each next token by the mean of its models' log-probabilities (renormalised): every
+// n-best hypothesis's log-probability is that rule applied to the models' teacher-forced outputs, and the
+// ensemble translates unlike either model alone.
+TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
+  Toy toy;
+  torch::manual_seed(12);
+  model::Transformer other = train::build_model(toy.config, *toy.tok);
+  decode::TranslateOptions o;
+  o.search.beam = 6;
+  o.search.nbest = 4;
+  o.workers = 1;
+  decode::Translator ensemble({toy.model, other}, *toy.tok, o);
+  const auto ids = toy.tok->special_ids();
+  torch::NoGradGuard no_grad;
+  int differ_a = 0, differ_b = 0;
+  for (const auto& line : kLines) {
+    const auto out = ensemble.translate({line});
+    ASSERT_EQ(out[0].hypotheses.size(), size_t(o.search.nbest)) << line;
+    std::vector<int64_t> src;
+    for (const int32_t t : toy.tok->src().encode(line)) src.push_back(t);
+    src.push_back(ids.eos);
+    for (const auto& h : out[0].hypotheses) {
+      std::vector<int64_t> in = {ids.bos}, want;
+      for (const int32_t t : h.tokens) {
+        in.push_back(t);
+        want.push_back(t);
+      }
+      want.push_back(ids.eos);
+      const torch::Tensor s = torch::tensor(src).unsqueeze(0), t = torch::tensor(in).unsqueeze(0);
+      const torch::Tensor mean = (toy.model->forward(s, t)[0].log_softmax(-1) + other->forward(s, t)[0].log_softmax(-1)) / 2;
+      const torch::Tensor logp = mean.log_softmax(-1).gather(1, torch::tensor(want).unsqueeze(1));  // [len, 1]
+      EXPECT_NEAR(h.log_prob, logp.sum().item<double>(), 1e-3) << line;
+    }
+    const auto best = out[0].hypotheses[0].tokens;
+    differ_a += toy.translator(6).translate({line})[0].hypotheses[0].tokens != best;
+    differ_b += decode::Translator(other, *toy.tok, o).translate({line})[0].hypotheses[0].tokens != best;
+  }
+  EXPECT_GT(differ_a, 0) << "the ensemble translated every line as its first model alone";
+  EXPECT_GT(differ_b, 0) << "the ensemble translated every line as its second model alone";
+  // The models must agree on the vocabulary.
+  model::TransformerOptions wider = other->options;
+  wider.tgt_vocab(other->options.tgt_vocab() + 1).share_embeddings(false);
+  EXPECT_THROW(decode::Translator({toy.model, model::Transformer(wider)}, *toy.tok, o), ConfigError);
+}

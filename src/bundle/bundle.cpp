@@ -273,6 +273,20 @@ Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts
   return b;
 }
 
+std::vector<Bundle> load_ensemble(const std::vector<fs::path>& paths, const torch::Device& device) {
+  if (paths.empty()) throw ConfigError("an ensemble needs at least one checkpoint");
+  std::vector<Bundle> bundles;
+  for (const auto& path : paths) {
+    Bundle b = load_bundle(path, device);
+    if (!bundles.empty() && b.tokenizer->hash() != bundles.front().tokenizer->hash()) {
+      throw ConfigError("'" + path.string() + "' has another tokenizer than '" + bundles.front().path.string() +
+                        "': an ensemble's models must share one (train them on one prepared corpus)");
+    }
+    bundles.push_back(std::move(b));
+  }
+  return bundles;
+}
+
 void quantize_int8(Bundle& b, const Int8Options& options) {
   if (!b.model->parameters().front().device().is_cpu()) {
     throw ConfigError("int8 inference runs on the CPU (use --device cpu)");

@@ -48,7 +48,8 @@ struct EvalArgs {
   bool chrf_whitespace = false, chrf_eps_smoothing = false;
   bool ter_case_sensitive = false, ter_normalized = false, ter_no_punct = false;
   // --ckpt mode
-  std::string ckpt, src, output;
+  std::vector<std::string> ckpts;  // several: an ensemble
+  std::string src, output;
   std::string text;       // --text: a language model's perplexity on this text
   std::optional<int> lm_batch;
   std::optional<int> beam, batch_tokens;
@@ -146,15 +147,17 @@ nlohmann::json to_json(const eval::Score& s) {
 // --text: a language model's perplexity, read as the tutorial's evaluate() reads the test split.
 int run_lm_perplexity(const EvalArgs& a, const std::vector<std::string>& names) {
   if (names != std::vector<std::string>{"ppl"}) throw ConfigError("--text scores a language model: --metric ppl only");
-  if (a.ckpt.empty()) throw ConfigError("--text needs --ckpt (a language model, task lm)");
+  if (a.ckpts.empty()) throw ConfigError("--text needs --ckpt (a language model, task lm)");
+  if (a.ckpts.size() > 1) throw ConfigError("--text scores one language model: give one --ckpt");
+  const std::string& path = a.ckpts.front();
   if (!a.refs.empty() || !a.hyps.empty() || !a.src.empty()) {
     throw ConfigError("--text is a language model's test text: drop --ref, --hyp and --src");
   }
   const auto lines = read_text("text", a.text);
   const torch::Device device = select_device(parse_device(a.device), "--device");
-  bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
+  bundle::Bundle ckpt = bundle::load_bundle(path, device);
   if (ckpt.config.task != config::Task::lm) {
-    throw ConfigError(fmt::format("--text: '{}' is a translation model; score it with --src and --ref", a.ckpt));
+    throw ConfigError(fmt::format("--text: '{}' is a translation model; score it with --src and --ref", path));
   }
   const int64_t columns = a.lm_batch ? *a.lm_batch : ckpt.config.train.eval_batch_size;
   if (columns < 1) throw ConfigError("--batch-size: must be >= 1");
@@ -186,11 +189,12 @@ int run_eval(const EvalArgs& a) {
   if (!a.text.empty()) return run_lm_perplexity(a, names);
   const bool want_ppl = std::find(names.begin(), names.end(), "ppl") != names.end();
   if (a.refs.empty()) throw ConfigError("--ref: at least one reference file is required");
-  if (!a.ckpt.empty() && a.src.empty()) {
+  if (!a.ckpts.empty() && a.src.empty()) {
     throw ConfigError("--ckpt needs --src (the source text to translate), or --text for a language model");
   }
-  if (want_ppl && a.ckpt.empty()) throw ConfigError("--metric ppl needs --ckpt and --src");
-  if (!a.ckpt.empty() && !a.hyps.empty()) throw ConfigError("--ckpt translates --src itself: drop --hyp");
+  if (want_ppl && a.ckpts.empty()) throw ConfigError("--metric ppl needs --ckpt and --src");
+  if (want_ppl && a.ckpts.size() > 1) throw ConfigError("--metric ppl scores one model: give one --ckpt");
+  if (!a.ckpts.empty() && !a.hyps.empty()) throw ConfigError("--ckpt translates --src itself: drop --hyp");
   if (a.paired_bs && a.hyps.size() < 2) throw ConfigError("--paired-bs needs a baseline and at least one system: --hyp BASE --hyp SYS ...");
   if (a.confidence_n < 10) throw ConfigError("--confidence-n: at least 10 resamples");
   auto metrics = build_metrics(a, names);  // option errors surface before any work
@@ -207,15 +211,20 @@ int run_eval(const EvalArgs& a) {
   // The systems to score: files, stdin, or the checkpoint's translations of --src.
   std::vector<std::pair<std::string, std::vector<std::string>>> systems;
   std::optional<decode::LossEvaluation> ppl;
-  if (!a.ckpt.empty()) {
+  if (!a.ckpts.empty()) {
     const auto src = read_text("source", a.src);
     if (src.size() != refs[0].size()) {
       throw DataError(fmt::format("--src '{}' has {} lines but reference '{}' has {}", a.src, src.size(), a.refs[0],
                                   refs[0].size()));
     }
     const torch::Device device = select_device(parse_device(inference_device(a.device, a.quantize)), "--device");
-    bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
-    apply_quantize(ckpt, a.quantize);
+    std::vector<bundle::Bundle> ckpts = bundle::load_ensemble({a.ckpts.begin(), a.ckpts.end()}, device);
+    std::vector<model::Transformer> models;
+    for (auto& ckpt : ckpts) {
+      apply_quantize(ckpt, a.quantize);
+      models.push_back(ckpt.model);
+    }
+    bundle::Bundle& ckpt = ckpts.front();  // its decode settings are the defaults
     set_threads(a.threads);  // after the checks: an error there stays one line
     decode::TranslateOptions to = decode::options_from_config(ckpt.config.decode);
     if (a.beam) to.search.beam = *a.beam;
@@ -223,12 +232,13 @@ int run_eval(const EvalArgs& a) {
     if (a.batch_tokens) to.batch_tokens = *a.batch_tokens;
     to.workers = a.workers;
     to.search.nbest = 1;
-    decode::Translator translator(ckpt.model, *ckpt.tokenizer, to);
+    decode::Translator translator(models, *ckpt.tokenizer, to);
+    const std::string name = join(a.ckpts, " + ");
     const auto start = std::chrono::steady_clock::now();
     const auto translations = translator.translate(src);
     std::vector<std::string> hyps;
     for (const auto& t : translations) hyps.push_back(t.texts.empty() ? std::string() : t.texts.front());
-    log::info("translated {} lines of {} with {} (beam {}) in {:.1f} s", hyps.size(), a.src, a.ckpt, to.search.beam,
+    log::info("translated {} lines of {} with {} (beam {}) in {:.1f} s", hyps.size(), a.src, name, to.search.beam,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!a.output.empty()) {
       std::string text;
@@ -242,7 +252,7 @@ int run_eval(const EvalArgs& a) {
       const auto corpus = data::encode_corpus(*ckpt.tokenizer, pc, ckpt.config.model.max_len, at::get_num_threads());
       ppl = decode::evaluate_loss(ckpt.model, corpus, ckpt.tokenizer->special_ids(), ckpt.config.train.max_tokens, device);
     }
-    systems.emplace_back(a.ckpt, std::move(hyps));
+    systems.emplace_back(name, std::move(hyps));
   } else if (a.hyps.empty()) {
     systems.emplace_back("stdin", read_stdin());
   } else {
@@ -378,7 +388,9 @@ Command add_eval(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Bootstrap seed (default 12345)");
   cmd->add_flag("--paired-bs", a->paired_bs, "Paired bootstrap: first --hyp is the baseline, the others are tested against it");
   cmd->add_flag("--sentence-level", a->sentence_level, "Per-line scores (BLEU with effective order)");
-  cmd->add_option("--ckpt", a->ckpt, "Translate --src with this checkpoint, then score (and ppl)");
+  cmd->add_option("--ckpt", a->ckpts,
+                  "Translate --src with this checkpoint, then score (and ppl); repeat for an ensemble (see mtx "
+                  "translate --help)");
   cmd->add_option("--src", a->src, "Source text for --ckpt");
   cmd->add_option("--text", a->text, "With --ckpt of a language model (task lm): its perplexity on this text");
   cmd->add_option("--batch-size", a->lm_batch, "With --text: streams the text is cut into (default: train.eval_batch_size)");

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "mtx/bundle/bundle.h"
@@ -23,7 +25,7 @@
 namespace mtx::cli {
 
 struct TranslateArgs {
-  std::string ckpt;
+  std::vector<std::string> ckpts;  // several: an ensemble
   // Unset: the checkpoint's decode section decides.
   std::optional<int> beam, nbest, max_len_b, batch_tokens, min_len;
   int workers = 0;
@@ -54,10 +56,15 @@ int run_translate(const TranslateArgs& args) {
       if (fd != STDIN_FILENO) ::close(fd);
     }
   } close_input{input_fd};
-  bundle::Bundle ckpt = bundle::load_bundle(args.ckpt, device);
-  apply_quantize(ckpt, args.quantize);
+  std::vector<bundle::Bundle> ckpts = bundle::load_ensemble({args.ckpts.begin(), args.ckpts.end()}, device);
+  std::vector<model::Transformer> models;
+  for (auto& ckpt : ckpts) {
+    apply_quantize(ckpt, args.quantize);
+    models.push_back(ckpt.model);
+  }
+  const bundle::Bundle& first = ckpts.front();  // its decode settings are the defaults
   set_threads(args.threads);  // after the input and the model are known good: an error there stays one line
-  decode::TranslateOptions options = decode::options_from_config(ckpt.config.decode);
+  decode::TranslateOptions options = decode::options_from_config(first.config.decode);
   if (args.beam) options.search.beam = *args.beam;
   if (args.alpha) options.search.alpha = *args.alpha;
   if (args.min_len) options.search.min_len = *args.min_len;
@@ -77,13 +84,15 @@ int run_translate(const TranslateArgs& args) {
   std::ostream& out = args.output.empty() ? std::cout : output_file;
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
 
-  log::info("translating with {} (weights {}{}), beam {}, alpha {}, on {}{}", args.ckpt,
-            ckpt.weights_sha256.substr(0, 12), ckpt.model->is_int8() ? ", int8 on " + model::int8::engine() : "", options.search.beam,
+  std::string with;
+  for (const auto& ckpt : ckpts) with += (with.empty() ? "" : " + ") + ckpt.path.string() + " (weights " + ckpt.weights_sha256.substr(0, 12) + ")";
+  log::info("translating with {}{}{}, beam {}, alpha {}, on {}{}", ckpts.size() > 1 ? "an ensemble of " : "", with,
+            first.model->is_int8() ? ", int8 on " + model::int8::engine() : "", options.search.beam,
             options.search.alpha, device.str(),
             options.workers == 1 ? ", one search on every thread"
             : options.workers > 1 ? ", " + std::to_string(options.workers) + " searches at once"
                                   : ", one search per thread");
-  decode::Translator translator(ckpt.model, *ckpt.tokenizer, options);
+  decode::Translator translator(models, *first.tokenizer, options);
   decode::StreamOptions stream;
   stream.chunk_lines = args.chunk_lines;
   stream.nbest_format = args.scores || options.search.nbest > 1;
@@ -118,7 +127,9 @@ int run_translate(const TranslateArgs& args) {
 Command add_translate(CLI::App& app) {
   auto args = std::make_shared<TranslateArgs>();
   auto* cmd = app.add_subcommand("translate", "Translate lines (stdin or --input) with beam search, streaming");
-  cmd->add_option("--ckpt", args->ckpt, "Checkpoint to translate with (carries its tokenizer)")
+  cmd->add_option("--ckpt", args->ckpts,
+                  "Checkpoint to translate with (carries its tokenizer); repeat for an ensemble: the models' "
+                  "log-probabilities averaged at each step (they must share one tokenizer)")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--beam", args->beam, "Beam size; 1 = greedy (default: the checkpoint's decode.beam)");

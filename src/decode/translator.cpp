@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <memory>
 #include <numeric>
 #include <thread>
 
@@ -50,6 +51,28 @@ class ModelStep final : public StepFunction {
   int64_t memory_rows_ = -1;
 };
 
+// An ensemble as beam search sees it: the mean of its members' next-token log-probabilities.
+class EnsembleStep final : public StepFunction {
+ public:
+  explicit EnsembleStep(std::vector<std::unique_ptr<ModelStep>> members) : members_(std::move(members)) {}
+
+  torch::Tensor step(const torch::Tensor& tokens) override {
+    torch::Tensor sum;  // [rows, V]
+    for (auto& m : members_) {
+      const torch::Tensor log_probs = torch::log_softmax(m->step(tokens).to(torch::kFloat), -1);  // [rows, V]
+      sum = sum.defined() ? sum.add_(log_probs) : log_probs;
+    }
+    return sum.div_(double(members_.size()));  // [rows, V] mean log-probabilities; search renormalises
+  }
+
+  void reorder(const torch::Tensor& indices, bool same_sentences) override {
+    for (auto& m : members_) m->reorder(indices, same_sentences);
+  }
+
+ private:
+  std::vector<std::unique_ptr<ModelStep>> members_;
+};
+
 }  // namespace
 
 TranslateOptions options_from_config(const config::DecodeConfig& d) {
@@ -75,23 +98,37 @@ void validate(const TranslateOptions& o) {
 }
 
 Translator::Translator(model::Transformer model, tokenizer::Tokenizer tokenizer, TranslateOptions options)
-    : model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options) {
+    : Translator(std::vector<model::Transformer>{std::move(model)}, std::move(tokenizer), options) {}
+
+Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokenizer tokenizer, TranslateOptions options)
+    : models_(std::move(models)), tokenizer_(std::move(tokenizer)), options_(options) {
   validate(options_);
-  if (model_->options.decoder_only()) {
-    throw ConfigError("this checkpoint is a language model (task lm), not a translation model: continue text with "
-                      "mtx generate, score it with mtx eval --metric ppl --text FILE");
+  if (models_.empty()) throw ConfigError("a translator needs at least one model");
+  const int64_t vocab = models_.front()->options.tgt_vocab();
+  for (auto& model : models_) {
+    if (model->options.decoder_only()) {
+      throw ConfigError("this checkpoint is a language model (task lm), not a translation model: continue text with "
+                        "mtx generate, score it with mtx eval --metric ppl --text FILE");
+    }
+    if (model->options.tgt_vocab() != vocab) {
+      throw ConfigError("an ensemble's models must share one target vocabulary; they have " + std::to_string(vocab) +
+                        " and " + std::to_string(model->options.tgt_vocab()) + " pieces");
+    }
   }
-  const int64_t vocab = model_->options.tgt_vocab();
   if (vocab < 2 * int64_t(options_.search.beam)) {
     throw ConfigError("beam " + std::to_string(options_.search.beam) + " needs a target vocabulary of at least " +
                       std::to_string(2 * options_.search.beam) + " pieces; this model has " + std::to_string(vocab) +
                       ": use a beam of at most " + std::to_string(vocab / 2));
   }
-  model_->eval();
-  model_->pack_fp32();  // mtx's float kernel on weights packed once, where the CPU runs it
+  max_len_ = models_.front()->options.max_len();
+  for (auto& model : models_) {
+    max_len_ = std::min(max_len_, model->options.max_len());
+    model->eval();
+    model->pack_fp32();  // mtx's float kernel on weights packed once, where the CPU runs it
+  }
 }
 
-int64_t Translator::max_source_tokens() const { return std::max<int64_t>(1, model_->options.max_len() - 1); }
+int64_t Translator::max_source_tokens() const { return std::max<int64_t>(1, max_len_ - 1); }
 
 std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources) {
   const auto ids = tokenizer_.special_ids();
@@ -101,17 +138,22 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
   torch::Tensor src = torch::full({n, longest}, int64_t(ids.pad), torch::kLong);  // [batch, src_len]
   auto acc = src.accessor<int64_t, 2>();
   std::vector<int64_t> max_lengths(static_cast<size_t>(n));
-  const int64_t model_limit = model_->options.max_len();
   for (int64_t i = 0; i < n; ++i) {
     const auto& s = *sources[size_t(i)];
     for (size_t j = 0; j < s.size(); ++j) acc[i][int64_t(j)] = s[j];
     acc[i][int64_t(s.size())] = ids.eos;
     const auto limit = int64_t(std::floor(options_.max_len_a * double(s.size()) + double(options_.max_len_b)));
-    max_lengths[size_t(i)] = std::clamp<int64_t>(limit, 1, model_limit);
+    max_lengths[size_t(i)] = std::clamp<int64_t>(limit, 1, max_len_);
   }
-  const torch::Device device = model_->parameters().front().device();
-  const model::Memory memory = model_->encode(src.to(device));
-  ModelStep step(model_, memory);
+  const torch::Device device = models_.front()->parameters().front().device();
+  src = src.to(device);
+  if (models_.size() == 1) {
+    ModelStep step(models_.front(), models_.front()->encode(src));
+    return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad);
+  }
+  std::vector<std::unique_ptr<ModelStep>> members;
+  for (auto& model : models_) members.push_back(std::make_unique<ModelStep>(model, model->encode(src)));
+  EnsembleStep step(std::move(members));
   return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad);
 }
 
@@ -152,7 +194,7 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
       for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
     }
   };
-  const bool cpu = model_->parameters().front().device().is_cpu();
+  const bool cpu = models_.front()->parameters().front().device().is_cpu();
   const int64_t workers = options_.workers > 0 ? options_.workers : at::get_num_threads();
   const auto parts = size_t(std::min<int64_t>(workers, int64_t(order.size())));
   if (!cpu || parts <= 1 || at::get_num_threads() < 2 || at::in_parallel_region()) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mtx/config/config.h"
 #include "mtx/model/transformer.h"
@@ -37,6 +38,12 @@ struct ExtraParts {
 // builds its model on `device`. With `extra`, also hands over the file's other parts.
 Bundle load_bundle(const std::filesystem::path& path, const torch::Device& device = torch::Device(torch::kCPU),
                    ExtraParts* extra = nullptr);
+
+// The bundles of an ensemble (decode::Translator over several models), each loaded and verified as load_bundle
+// does onto `device`. Throws ConfigError, naming the file, for a tokenizer other than the first file's (an
+// ensemble scores one vocabulary).
+std::vector<Bundle> load_ensemble(const std::vector<std::filesystem::path>& paths,
+                                  const torch::Device& device = torch::Device(torch::kCPU));
 
 // int8 inference (model/linear.h): every Linear of the layers, and the output projection with `output`.
 struct Int8Options {

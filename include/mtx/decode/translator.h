@@ -39,6 +39,11 @@ class Translator {
  public:
   // `model` is put in eval mode; it stays on the device it is on.
   Translator(model::Transformer model, tokenizer::Tokenizer tokenizer, TranslateOptions options);
+  // An ensemble (Marian's and fairseq's): each step scores the mean of the models' next-token
+  // log-probabilities (equal weights), one search over them. The models must share `tokenizer` (bundle's
+  // load_ensemble checks that) and sit on one device; the shortest maximum length of them applies.
+  // Throws ConfigError on an empty list or target vocabularies of different sizes.
+  Translator(std::vector<model::Transformer> models, tokenizer::Tokenizer tokenizer, TranslateOptions options);
 
   // Translations of `lines`, in input order. Empty lines give an empty translation.
   std::vector<Translation> translate(const std::vector<std::string>& lines);
@@ -53,9 +58,10 @@ class Translator {
  private:
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources);
 
-  model::Transformer model_;
+  std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;
   TranslateOptions options_;
+  int64_t max_len_ = 0;  // positions the models allow (the least of them)
 };
 
 }  // namespace mtx::decode
