@@ -35,7 +35,12 @@ cat <<'EOF'
 
 Going further (2 CPU threads; docs/results.md has each recipe's curve and ablations):
   build/bin/mtx train --config configs/cpu-15min.json    # 15 minutes
-  build/bin/mtx train --config configs/cpu-hour.json     # one hour: the best BLEU a CPU hour buys
+  build/bin/mtx train --config configs/cpu-hour.json     # one hour, one model
   build/bin/mtx translate --ckpt runs/cpu-hour/avg.pt < de.txt > en.txt
+The best BLEU a CPU hour buys: two such models at once, one thread each, translated as an ensemble
+(length penalty chosen on the validation set; scripts/bench/budget_ensemble.sh does all of it):
+  build/bin/mtx train --config configs/cpu-hour.json --set train.threads=1 --set train.seed=1 --out runs/h1 &
+  build/bin/mtx train --config configs/cpu-hour.json --set train.threads=1 --set train.seed=2 --out runs/h2; wait
+  build/bin/mtx translate --ckpt runs/h1/avg.pt --ckpt runs/h2/avg.pt --alpha 2.4 < de.txt > en.txt
 On a GPU, with the 2.x build (README, "Which build"): configs/base.json, the tutorial's full-size model.
 EOF

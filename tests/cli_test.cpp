@@ -340,7 +340,8 @@ TEST(Cli, EnsembleTranslatesWithCheckpointsOfOneTokenizer) {
   EXPECT_EQ(run_mtx(score + " --ckpt " + a + " --ckpt " + b).code, 0);
   for (const std::string& bad : {"translate --ckpt " + a + " --ckpt " + other + in,
                                  score + " --ckpt " + a + " --ckpt " + other,
-                                 score + ",ppl --ckpt " + a + " --ckpt " + b}) {
+                                 score + ",ppl --ckpt " + a + " --ckpt " + b,
+                                 "translate --ckpt " + a + " --ckpt " + b + " --float-output" + in}) {
     const Result e = run_mtx(bad);
     EXPECT_EQ(e.code, 2) << bad << "\n" << e.output;
     EXPECT_EQ(count_lines(e.output), 1u) << bad << "\n" << e.output;

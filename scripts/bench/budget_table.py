@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Markdown tables of scripts/bench/budget.sh runs, one per budget (minutes).
+"""Markdown tables of scripts/bench/budget.sh (and budget_ensemble.sh) runs, one per budget (minutes).
 
     scripts/bench/budget_table.py [runs/budget/results.jsonl] [--only NAME,NAME]
 
@@ -39,6 +39,20 @@ def main():
         print("|---|---|---|---|---|---|---|---|---|")
         for r, s in zip(group, sets):
             d = os.path.join(os.path.dirname(path), r["name"])
+            if "members" in r:  # scripts/bench/budget_ensemble.sh: N members at once, scored as one ensemble
+                runs = r["runs"]
+                valid = [(m["val_loss"], m["step"]) for k in range(len(runs))
+                         for m in map(json.loads, open(os.path.join(d, f"m{k + 1}", "metrics.jsonl")))
+                         if m.get("type") in ("valid", "final")]
+                loss, step = min(valid) if valid else (float("nan"), 0)
+                changes = ", ".join(x for x in s if x not in common and not x.startswith("train.threads"))
+                changes = f"{r['members']} members (seeds 1-{r['members']}), alpha {r['alpha']:g} chosen on validation" + \
+                    (f", {changes}" if changes else "")
+                tps = sum(x["tok_per_s"] or 0 for x in runs)
+                print(f"| {r['name']} | {changes} | {' + '.join(str(x['updates']) for x in runs)} "
+                      f"| {max(x['epochs'] for x in runs)} | {tps:.0f} | {loss:.3f} ({step}) | ensemble of avg.pt "
+                      f"| {r['bleu']:.2f} | {r['chrF2']:.2f} |")
+                continue
             metrics = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
             valid = [(m["val_loss"], m["step"]) for m in metrics if m.get("type") in ("valid", "final")]
             loss, step = min(valid) if valid else (float("nan"), 0)

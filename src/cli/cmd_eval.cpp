@@ -218,13 +218,8 @@ int run_eval(const EvalArgs& a) {
                                   refs[0].size()));
     }
     const torch::Device device = select_device(parse_device(inference_device(a.device, a.quantize)), "--device");
-    std::vector<bundle::Bundle> ckpts = bundle::load_ensemble({a.ckpts.begin(), a.ckpts.end()}, device);
-    std::vector<model::Transformer> models;
-    for (auto& ckpt : ckpts) {
-      apply_quantize(ckpt, a.quantize);
-      models.push_back(ckpt.model);
-    }
-    bundle::Bundle& ckpt = ckpts.front();  // its decode settings are the defaults
+    TranslationModels loaded = load_translation_models(a.ckpts, device, a.quantize);
+    bundle::Bundle& ckpt = loaded.bundles.front();
     set_threads(a.threads);  // after the checks: an error there stays one line
     decode::TranslateOptions to = decode::options_from_config(ckpt.config.decode);
     if (a.beam) to.search.beam = *a.beam;
@@ -232,7 +227,7 @@ int run_eval(const EvalArgs& a) {
     if (a.batch_tokens) to.batch_tokens = *a.batch_tokens;
     to.workers = a.workers;
     to.search.nbest = 1;
-    decode::Translator translator(models, *ckpt.tokenizer, to);
+    decode::Translator translator(loaded.models, *ckpt.tokenizer, to);
     const std::string name = join(a.ckpts, " + ");
     const auto start = std::chrono::steady_clock::now();
     const auto translations = translator.translate(src);

@@ -56,13 +56,8 @@ int run_translate(const TranslateArgs& args) {
       if (fd != STDIN_FILENO) ::close(fd);
     }
   } close_input{input_fd};
-  std::vector<bundle::Bundle> ckpts = bundle::load_ensemble({args.ckpts.begin(), args.ckpts.end()}, device);
-  std::vector<model::Transformer> models;
-  for (auto& ckpt : ckpts) {
-    apply_quantize(ckpt, args.quantize);
-    models.push_back(ckpt.model);
-  }
-  const bundle::Bundle& first = ckpts.front();  // its decode settings are the defaults
+  const TranslationModels loaded = load_translation_models(args.ckpts, device, args.quantize);
+  const bundle::Bundle& first = loaded.bundles.front();
   set_threads(args.threads);  // after the input and the model are known good: an error there stays one line
   decode::TranslateOptions options = decode::options_from_config(first.config.decode);
   if (args.beam) options.search.beam = *args.beam;
@@ -85,14 +80,14 @@ int run_translate(const TranslateArgs& args) {
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
 
   std::string with;
-  for (const auto& ckpt : ckpts) with += (with.empty() ? "" : " + ") + ckpt.path.string() + " (weights " + ckpt.weights_sha256.substr(0, 12) + ")";
-  log::info("translating with {}{}{}, beam {}, alpha {}, on {}{}", ckpts.size() > 1 ? "an ensemble of " : "", with,
+  for (const auto& ckpt : loaded.bundles) with += (with.empty() ? "" : " + ") + ckpt.path.string() + " (weights " + ckpt.weights_sha256.substr(0, 12) + ")";
+  log::info("translating with {}{}{}, beam {}, alpha {}, on {}{}", loaded.bundles.size() > 1 ? "an ensemble of " : "", with,
             first.model->is_int8() ? ", int8 on " + model::int8::engine() : "", options.search.beam,
             options.search.alpha, device.str(),
             options.workers == 1 ? ", one search on every thread"
             : options.workers > 1 ? ", " + std::to_string(options.workers) + " searches at once"
                                   : ", one search per thread");
-  decode::Translator translator(models, *first.tokenizer, options);
+  decode::Translator translator(loaded.models, *first.tokenizer, options);
   decode::StreamOptions stream;
   stream.chunk_lines = args.chunk_lines;
   stream.nbest_format = args.scores || options.search.nbest > 1;

@@ -3,15 +3,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "mtx/bundle/bundle.h"
 #include "mtx/config/config.h"
 
 #include <functional>
 #include <string>
 #include <vector>
 
-namespace mtx::bundle {
-struct Bundle;
-}
 
 namespace mtx::cli {
 
@@ -50,8 +48,15 @@ struct QuantizeArgs {
   bool int8() const { return quantize == "int8"; }
 };
 void add_quantize_flags(CLI::App& cmd, QuantizeArgs& args);
-// Quantizes a loaded bundle as the flags say (an int8 bundle stays as stored).
-void apply_quantize(bundle::Bundle& bundle, const QuantizeArgs& args);
+// The checkpoints a translating command was given (several: an ensemble), loaded onto `device` with one
+// tokenizer among them (bundle::load_ensemble) and quantized as the flags say (an int8 bundle stays as
+// stored); models[i] is bundles[i].model, the first bundle's decode section gives the defaults.
+struct TranslationModels {
+  std::vector<bundle::Bundle> bundles;
+  std::vector<model::Transformer> models;
+};
+TranslationModels load_translation_models(const std::vector<std::string>& paths, const torch::Device& device,
+                                          const QuantizeArgs& quantize);
 // --device for inference: int8 runs on the CPU, so "auto" means the CPU there.
 std::string inference_device(const std::string& device, const QuantizeArgs& args);
 

@@ -28,12 +28,18 @@ void add_quantize_flags(CLI::App& cmd, QuantizeArgs& args) {
   cmd.add_flag("--float-output", args.float_output, "With --quantize int8: keep the output projection in float");
 }
 
-void apply_quantize(bundle::Bundle& b, const QuantizeArgs& args) {
-  if (args.float_output && !args.int8()) throw ConfigError("--float-output goes with --quantize int8");
-  if (!args.int8()) return;
+TranslationModels load_translation_models(const std::vector<std::string>& paths, const torch::Device& device,
+                                          const QuantizeArgs& quantize) {
+  if (quantize.float_output && !quantize.int8()) throw ConfigError("--float-output goes with --quantize int8");
+  TranslationModels out;
+  out.bundles = bundle::load_ensemble({paths.begin(), paths.end()}, device);
   bundle::Int8Options options;
-  options.output = !args.float_output;
-  bundle::quantize_int8(b, options);
+  options.output = !quantize.float_output;
+  for (auto& b : out.bundles) {
+    if (quantize.int8()) bundle::quantize_int8(b, options);
+    out.models.push_back(b.model);
+  }
+  return out;
 }
 
 std::string inference_device(const std::string& device, const QuantizeArgs& args) {
