@@ -8,8 +8,13 @@
 # Appends one JSON row to OUT/results.jsonl ("pick": "ensemble"); the members' runs are OUT/NAME/m1, m2, ...
 #
 #   scripts/bench/budget_ensemble.sh --config CONFIG --name NAME [--members 2] [--minutes M] [--out runs/budget]
-#                                    [--alphas "1.0 1.4 1.8 2.4 3.0"] [--repeat] [--score-only] [--set k=v ...]
+#                                    [--alphas "1.0 1.4 1.8 2.4 3.0"] [--repeat] [--score-only] [--curve] [--set k=v ...]
 # --score-only scores the members already trained in OUT/NAME again (e.g. with a newer mtx).
+# --curve keeps every step checkpoint of the members (train.keep_last=1000; the recipe's validations and its
+# averaging are unchanged: keep_last only deletes older files) and scores the ensemble of the members'
+# checkpoints of each validation step on test_2016_flickr (beam 5, the chosen length penalty):
+# OUT/NAME/curve.tsv (minutes, update, val_loss, bleu; minutes = the later member's), the ensemble's
+# time-to-BLEU curve, ending at the pick's point (the run's wall-clock minutes).
 # Run nothing else on the machine meanwhile: the budget is wall-clock time. MTX=... picks the binary.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,6 +26,7 @@ members=2
 out=runs/budget
 repeat=0
 score_only=0
+curve=0
 alphas="1.0 1.4 1.8 2.4 3.0"
 sets=()
 mtx=${MTX:-build/bin/mtx}
@@ -33,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --repeat) repeat=1; shift ;;
     --score-only) score_only=1; shift ;;
+    --curve) curve=1; shift ;;
     --alphas) alphas=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
     *) echo "budget_ensemble.sh: unknown argument $1" >&2; exit 2 ;;
@@ -43,6 +50,7 @@ done
 (( members == 1 || members == 2 )) || { echo "budget_ensemble.sh: --members is 1 or 2 on this 2-core machine kind" >&2; exit 2; }
 [[ -n $minutes ]] && sets+=(--set "train.max_minutes=$minutes")
 sets+=(--set train.threads=$((2 / members)))
+(( curve )) && sets+=(--set train.keep_last=1000)
 
 dir=$out/$name
 if (( score_only == 0 )); then
@@ -91,6 +99,38 @@ d, label, grid = sys.argv[1], sys.argv[2], sys.argv[3:]
 bleu = lambda a: next(json.loads(l)["score"] for l in open(f"{d}/val.{label}.alpha{a}.json") if l.strip())
 print(max(grid, key=bleu))' "$dir" "$label" $alphas)
 score "$label.alpha$best_alpha" test_2016_flickr "$best_alpha" "${picks[@]}"
+
+if (( curve )); then
+  for f in "$dir"/m1/step-*.pt; do
+    step=${f##*/step-}; step=${step%.pt}
+    ckpts=(); for ((m = 1; m <= members; m++)); do [[ -f $dir/m$m/step-$step.pt ]] && ckpts+=("$dir/m$m/step-$step.pt"); done
+    (( ${#ckpts[@]} == members )) || continue  # a step that not every member reached
+    score "curve.$step" test_2016_flickr "$best_alpha" "${ckpts[@]}"
+  done
+  python3 - "$dir" "$members" "$start" "$end" "$label.alpha$best_alpha" <<'PY'
+import glob, json, sys
+d, members, start, end, pick = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+valid = []
+for m in range(1, members + 1):
+    rows = [json.loads(l) for l in open(f"{d}/m{m}/metrics.jsonl") if l.strip()]
+    valid.append({r["step"]: r for r in rows if r.get("type") == "valid"})
+bleu = lambda p: next(json.loads(l)["score"] for l in open(p) if l.strip())
+points = []
+for p in glob.glob(f"{d}/test_2016_flickr.curve.*.json"):
+    step = int(p.split(".")[-2])
+    rows = [v[step] for v in valid]
+    points.append((max(r["elapsed_s"] for r in rows) / 60, step, sum(r["val_loss"] for r in rows) / members, bleu(p)))
+points.sort()
+final = bleu(f"{d}/test_2016_flickr.{pick}.json")
+with open(f"{d}/curve.tsv", "w") as f:
+    f.write("minutes\tupdate\tval_loss\tbleu\n")
+    for m, step, loss, b in points:
+        f.write(f"{m:.3f}\t{step}\t{loss:.4f}\t{b:.2f}\n")
+    last = max(max(v) for v in valid)
+    f.write(f"{(end - start) / 60:.3f}\t{last}\tnan\t{final:.2f}\n")
+print(open(f"{d}/curve.tsv").read(), end="")
+PY
+fi
 
 python3 - "$name" "$config" "$dir" "$start" "$end" "${sets[*]}" "$members" "$mtx" "$alpha" "$best_alpha" "$alphas" "${picks[@]}" >> "$out/results.jsonl" <<'EOF'
 import json, os, sys
