@@ -121,6 +121,13 @@ TEST(Config, OutOfRangeValuesNameTheKey) {
                       "train.max_minutes"),
             std::string::npos);
   EXPECT_NO_THROW(cfg::from_json(json{{"train", {{"schedule", "linear"}, {"max_steps", 100}}}}));
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"cooldown", 0.2}}}}); })
+                .find("train.cooldown: the cool-down takes the last share of the budget; set train.max_steps or "
+                      "train.max_minutes"),
+            std::string::npos);
+  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"cooldown", 1.0}, {"max_minutes", 5}}}}); })
+                .find("train.cooldown: a share of the budget in [0, 1)"),
+            std::string::npos);
   EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"schedule", "cosine"}, {"max_minutes", 5}, {"min_lr", 1}}}}); })
                 .find("train.min_lr: must be in [0, train.lr]"),
             std::string::npos);

@@ -94,3 +94,34 @@ TEST(Schedule, CosineAndLinearDecayToMinLrAtTheBudgetsEnd) {
   EXPECT_NEAR(LrSchedule(c, 256).progress(20, 150), 0.5, 1e-15);  // steps ahead of the clock
   EXPECT_NEAR(LrSchedule(c, 256).progress(10, 300), 0.5, 1e-15);  // the clock ahead of the steps
 }
+
+TEST(Schedule, CooldownTakesAnyScheduleLinearlyToZeroOverTheBudgetsLastShare) {
+  cfg::TrainConfig c;
+  c.schedule = cfg::Schedule::noam;
+  c.lr_factor = 1.5;
+  c.warmup_steps = 100;
+  c.max_minutes = 60;
+  const LrSchedule noam(c, 256);
+  c.cooldown = 0.2;  // the last 12 minutes
+  const LrSchedule cooled(c, 256);
+  // Before the cool-down: the schedule itself, at any step.
+  EXPECT_EQ(cooled.lr(50, 1, 0), noam.lr(50, 1, 0));
+  EXPECT_EQ(cooled.lr(2000, 1, 47.9 * 60), noam.lr(2000, 1, 47.9 * 60));
+  // In it: the schedule's rate times the share of the cool-down still to go, reaching zero at the deadline.
+  EXPECT_NEAR(cooled.lr(2000, 1, 54 * 60), noam.lr(2000, 1, 54 * 60) * 0.5, 1e-15);
+  EXPECT_NEAR(cooled.lr(2000, 1, 57 * 60), noam.lr(2000, 1, 57 * 60) * 0.25, 1e-15);
+  EXPECT_NEAR(cooled.lr(2300, 1, 60 * 60), 0, 1e-15);
+  EXPECT_NEAR(cooled.lr(2300, 1, 61 * 60), 0, 1e-15);  // past the deadline (the update that crosses it)
+  EXPECT_GT(noam.lr(2300, 1, 60 * 60), 1e-3);            // Noam alone is still high there
+
+  // A step budget: the steps' share; with both, whichever is further on (as the decaying schedules).
+  c.max_minutes = 0;
+  c.max_steps = 1000;
+  c.cooldown = 0.5;
+  EXPECT_NEAR(LrSchedule(c, 256).lr(750), noam.lr(750) * 0.5, 1e-15);
+  EXPECT_EQ(LrSchedule(c, 256).lr(500), noam.lr(500));
+  c.schedule = cfg::Schedule::constant;
+  c.lr = 1e-3;
+  c.warmup_steps = 0;
+  EXPECT_NEAR(LrSchedule(c, 256).lr(900), 2e-4, 1e-15);
+}

@@ -493,6 +493,10 @@ TEST(Trainer, AScheduleThatEndsAtTheBudgetCountsTheFinalValidation) {
   c.train.schedule = mtx::config::Schedule::noam;
   train::run_training(c, tmp / "noam");
   EXPECT_EQ(step_files(tmp / "noam"), (std::vector<std::string>{"step-4.pt", "step-8.pt"}));
+  // Unless a cool-down takes that schedule to zero at the budget's end: then the stop is its end too.
+  c.train.cooldown = 0.3;
+  train::run_training(c, tmp / "noam-cooled");
+  EXPECT_EQ(step_files(tmp / "noam-cooled"), (std::vector<std::string>{"step-10.pt", "step-4.pt", "step-8.pt"}));
 }
 
 // Defect 3: when validate_every divides the update that ends an epoch, that update is validated (and

@@ -110,10 +110,11 @@ if (( curve )); then
   python3 - "$dir" "$members" "$start" "$end" "$label.alpha$best_alpha" <<'PY'
 import glob, json, sys
 d, members, start, end, pick = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-valid = []
+valid, last = [], 0
 for m in range(1, members + 1):
     rows = [json.loads(l) for l in open(f"{d}/m{m}/metrics.jsonl") if l.strip()]
     valid.append({r["step"]: r for r in rows if r.get("type") == "valid"})
+    last = max([last] + [r["step"] for r in rows if "step" in r])
 bleu = lambda p: next(json.loads(l)["score"] for l in open(p) if l.strip())
 points = []
 for p in glob.glob(f"{d}/test_2016_flickr.curve.*.json"):
@@ -126,7 +127,6 @@ with open(f"{d}/curve.tsv", "w") as f:
     f.write("minutes\tupdate\tval_loss\tbleu\n")
     for m, step, loss, b in points:
         f.write(f"{m:.3f}\t{step}\t{loss:.4f}\t{b:.2f}\n")
-    last = max(max(v) for v in valid)
     f.write(f"{(end - start) / 60:.3f}\t{last}\tnan\t{final:.2f}\n")
 print(open(f"{d}/curve.tsv").read(), end="")
 PY

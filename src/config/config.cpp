@@ -156,6 +156,7 @@ void visit(TrainConfig& c, V&& v) {
   v("schedule", c.schedule);
   v("lr", c.lr);
   v("min_lr", c.min_lr);
+  v("cooldown", c.cooldown);
   v("lr_factor", c.lr_factor);
   v("warmup_steps", c.warmup_steps);
   v("clip_norm", c.clip_norm);
@@ -422,6 +423,9 @@ void validate(const Config& c) {
         "train.schedule: " + to_string(tr.schedule) +
             " decays to train.min_lr at the end of the budget; set train.max_steps or train.max_minutes");
   check_range("train.warmup_steps", tr.warmup_steps, 0, kBig);
+  check(tr.cooldown >= 0 && tr.cooldown < 1, "train.cooldown: a share of the budget in [0, 1), e.g. 0.2");
+  check(tr.cooldown == 0 || tr.max_steps > 0 || tr.max_minutes > 0,
+        "train.cooldown: the cool-down takes the last share of the budget; set train.max_steps or train.max_minutes");
   check(tr.schedule != Schedule::noam || tr.warmup_steps > 0, "train.warmup_steps: the noam schedule needs > 0");
   check(tr.clip_norm >= 0, "train.clip_norm: must be >= 0 (0 = off)");
   check(tr.label_smoothing >= 0 && tr.label_smoothing < 1, "train.label_smoothing: must be in [0, 1)");

@@ -17,6 +17,14 @@ double LrSchedule::progress(int64_t step, double elapsed_s) const {
 }
 
 double LrSchedule::lr(int64_t step, int64_t epoch, double elapsed_s) const {
+  const double rate = base_lr(step, epoch, elapsed_s);
+  if (config_.cooldown <= 0) return rate;
+  // The cool-down: the last `cooldown` share of the budget scales the rate linearly down to zero.
+  const double left = 1 - progress(step, elapsed_s);  // share of the budget still to go
+  return left < config_.cooldown ? rate * left / config_.cooldown : rate;
+}
+
+double LrSchedule::base_lr(int64_t step, int64_t epoch, double elapsed_s) const {
   const double s = double(std::max<int64_t>(step, 1));
   const double w = double(config_.warmup_steps);
   const double warm = w > 0 ? std::min(1.0, s / w) : 1.0;  // linear warm-up factor

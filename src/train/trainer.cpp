@@ -696,10 +696,12 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   // Whatever stopped training, the state at the stop is saved in last.pt (unless it just was). Its
   // validation is a report: it moves no best metric or patience and writes no best.pt or step-N.pt, so a
   // run resumed from here takes the same decisions as one that never stopped. Except where the budget is
-  // the schedule's own end (cosine, linear: the learning rate reaches min_lr there, and a longer budget is
-  // another schedule, not a continuation): that validation counts, so best.pt and avg.pt see the annealed model.
+  // the schedule's own end (cosine, linear, or a cool-down: the learning rate reaches its floor there, and a
+  // longer budget is another schedule, not a continuation): that validation counts, so best.pt and avg.pt see
+  // the annealed model.
   const bool budget_end = (summary.stop_reason == "max_steps" || summary.stop_reason == "max_minutes") &&
-                          (tc.schedule == config::Schedule::cosine || tc.schedule == config::Schedule::linear);
+                          (tc.schedule == config::Schedule::cosine || tc.schedule == config::Schedule::linear ||
+                           tc.cooldown > 0);
   if (scheduler.unsaved()) {
     const Validation v = validate(false);
     log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));

@@ -90,6 +90,9 @@ struct TrainConfig {
   double lr = 5e-4;               // peak (inverse_sqrt, cosine, linear) or base (plateau/step/constant) rate
   double min_lr = 0;              // cosine, linear: the learning rate the decay ends at
   double lr_factor = 1.0;         // Noam: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+  double cooldown = 0;            // any schedule: over the last `cooldown` share of the budget (max_steps or
+                                  // max_minutes) the rate falls linearly to zero, whatever the budget buys
+                                  // (0 = off; e.g. 0.2 = the last 12 minutes of an hour)
   int warmup_steps = 4000;        // linear warm-up updates
   double clip_norm = 1.0;         // clip the gradient's global L2 norm (0 = off)
   double label_smoothing = 0.1;

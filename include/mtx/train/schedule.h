@@ -1,7 +1,8 @@
 // Learning-rate schedules of the classic recipes: Noam, inverse square root, reduce-on-plateau,
 // step decay and constant (each but Noam with optional linear warm-up), and the budget-aware ones for
 // short runs: cosine and linear decay from lr to min_lr at the end of the run's budget (max_steps or
-// max_minutes, whichever ends it first). State is JSON for resume.
+// max_minutes, whichever ends it first). Any of them may end in a cool-down (train.cooldown): a linear fall
+// to zero over the budget's last share. State is JSON for resume.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,7 +18,7 @@ class LrSchedule {
   LrSchedule(const config::TrainConfig& config, int64_t d_model);
   // Learning rate for update number `step` (counting from 1) in `epoch` (from 1; the step schedule with
   // decay_steps 0 decays once per finished epoch, as the LM tutorial's StepLR), `elapsed_s` seconds into
-  // the run (resumed parts included; only cosine and linear read it, when max_minutes is set).
+  // the run (resumed parts included; only cosine, linear and the cool-down read it, when max_minutes is set).
   double lr(int64_t step, int64_t epoch = 1, double elapsed_s = 0) const;
   // cosine, linear: how much of the budget is spent, in [0, 1] (the larger of the steps' and the
   // minutes' share).
@@ -29,6 +30,8 @@ class LrSchedule {
   void load_state(const nlohmann::json& state);
 
  private:
+  double base_lr(int64_t step, int64_t epoch, double elapsed_s) const;  // the schedule before the cool-down
+
   config::TrainConfig config_;
   int64_t d_model_;
   double scale_ = 1.0;      // plateau: product of the reductions so far
