@@ -56,7 +56,7 @@ run_variant() {
   for s in $sets; do args+=(--set "$s"); done
   local start=$SECONDS
   if [[ ! -f $dir/last.pt ]]; then
-    "$mtx" train --config "$config" --out "$dir" --set train.max_epochs="$epochs" --set train.max_minutes=0 \
+    "$mtx" train --config "$config" --out "$dir" --set train.max_epochs="$epochs" --set train.max_minutes=0 --set train.cooldown=0 \
       --set train.threads="$threads" --set train.average_last=0 --set train.keep_last=0 "${args[@]}" \
       > "$out/$name.train.log" 2>&1
   fi

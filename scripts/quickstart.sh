@@ -41,6 +41,6 @@ The best BLEU a CPU hour buys: two such models at once, one thread each, transla
 (length penalty chosen on the validation set; scripts/bench/budget_ensemble.sh does all of it):
   build/bin/mtx train --config configs/cpu-hour.json --set train.threads=1 --set train.seed=1 --out runs/h1 &
   build/bin/mtx train --config configs/cpu-hour.json --set train.threads=1 --set train.seed=2 --out runs/h2; wait
-  build/bin/mtx translate --ckpt runs/h1/avg.pt --ckpt runs/h2/avg.pt --alpha 2.4 < de.txt > en.txt
+  build/bin/mtx translate --ckpt runs/h1/avg.pt --ckpt runs/h2/avg.pt --alpha 1.8 < de.txt > en.txt
 On a GPU, with the 2.x build (README, "Which build"): configs/base.json, the tutorial's full-size model.
 EOF
