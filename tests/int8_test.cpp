@@ -25,13 +25,13 @@ bool have_engine() { return !model::int8::engine().empty(); }
     if (!have_engine()) GTEST_SKIP() << "this LibTorch has no quantized CPU engine"; \
   } while (0)
 
-struct Toy {
+struct Int8Toy {
   test::TempDir tmp;
   config::Config config;
   std::optional<tokenizer::Tokenizer> tok;
   model::Transformer model{nullptr};
 
-  explicit Toy(bool tie_output = true) {
+  explicit Int8Toy(bool tie_output = true) {
     config = test::toy_setup(tmp);
     config.model.tie_output = tie_output;
     tok = data::prepare_data(config).tokenizer;
@@ -47,7 +47,7 @@ struct Toy {
   }
 };
 
-const std::vector<std::string> kLines = {"ein Hund läuft", "zwei Männer spielen Fußball im Park heute", "Kinder",
+const std::vector<std::string> kInt8Lines = {"ein Hund läuft", "zwei Männer spielen Fußball im Park heute", "Kinder",
                                          "eine Frau liest ein Buch", "ein Mann fährt Fahrrad und ein Hund läuft"};
 
 }  // namespace
@@ -146,17 +146,17 @@ TEST(Int8, VnniKernelMatchesTheReferenceExactly) {
 
 TEST(Int8, TranslationsDoNotDependOnTheBatch) {
   MTX_REQUIRE_INT8_ENGINE();
-  Toy toy;
+  Int8Toy toy;
   toy.model->quantize_int8(/*include_output=*/true);
   ASSERT_TRUE(toy.model->is_int8());
   for (const int beam : {1, 5}) {
-    const auto together = toy.translator(beam).translate(kLines);
-    const auto tiny_batches = toy.translator(beam, 12).translate(kLines);
-    for (size_t i = 0; i < kLines.size(); ++i) {
-      const auto alone = toy.translator(beam).translate({kLines[i]});
-      EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << "beam " << beam << ": " << kLines[i];
-      EXPECT_NEAR(together[i].hypotheses[0].score, alone[0].hypotheses[0].score, 1e-4) << kLines[i];
-      EXPECT_EQ(tiny_batches[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << kLines[i];
+    const auto together = toy.translator(beam).translate(kInt8Lines);
+    const auto tiny_batches = toy.translator(beam, 12).translate(kInt8Lines);
+    for (size_t i = 0; i < kInt8Lines.size(); ++i) {
+      const auto alone = toy.translator(beam).translate({kInt8Lines[i]});
+      EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << "beam " << beam << ": " << kInt8Lines[i];
+      EXPECT_NEAR(together[i].hypotheses[0].score, alone[0].hypotheses[0].score, 1e-4) << kInt8Lines[i];
+      EXPECT_EQ(tiny_batches[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << kInt8Lines[i];
     }
   }
 }
@@ -164,7 +164,7 @@ TEST(Int8, TranslationsDoNotDependOnTheBatch) {
 TEST(Int8, QuantizedModelRunsEveryLayerInt8AndStaysCloseToFloat) {
   MTX_REQUIRE_INT8_ENGINE();
   for (const bool tied : {true, false}) {
-    Toy toy(tied);
+    Int8Toy toy(tied);
     const torch::Tensor src = torch::tensor({{5, 9, 14, 22, 3}}, torch::kLong);
     const torch::Tensor tgt = torch::tensor({{2, 7, 11, 30}}, torch::kLong);
     torch::NoGradGuard no_grad;
@@ -192,7 +192,7 @@ TEST(Int8, QuantizedModelRunsEveryLayerInt8AndStaysCloseToFloat) {
 TEST(Int8, StoredInt8BundleLoadsBackWhatWasQuantized) {
   MTX_REQUIRE_INT8_ENGINE();
   for (const bool tied : {true, false}) {
-    Toy toy(tied);
+    Int8Toy toy(tied);
     const auto float_path = toy.tmp / "float.pt";
     const auto int8_path = toy.tmp / "int8.pt";
     bundle::save_bundle(float_path, toy.config, *toy.tok, toy.model);
@@ -220,7 +220,7 @@ TEST(Int8, StoredInt8BundleLoadsBackWhatWasQuantized) {
 
 TEST(Int8, Int8BundleOnAnotherDeviceIsRefusedWithAMessage) {
   MTX_REQUIRE_INT8_ENGINE();
-  Toy toy;
+  Int8Toy toy;
   bundle::save_bundle(toy.tmp / "f.pt", toy.config, *toy.tok, toy.model);
   bundle::Bundle b = bundle::load_bundle(toy.tmp / "f.pt");
   bundle::quantize_int8(b);

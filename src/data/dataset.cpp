@@ -11,7 +11,7 @@ namespace fs = std::filesystem;
 namespace mtx::data {
 namespace {
 
-constexpr char kMagic[8] = {'M', 'T', 'X', 'C', 'O', 'R', 'P', '1'};
+constexpr char kCorpusMagic[8] = {'M', 'T', 'X', 'C', 'O', 'R', 'P', '1'};
 constexpr uint32_t kVersion = 1;
 
 void write_seqs(std::ostream& out, const TokenSeqs& seqs) {
@@ -66,7 +66,7 @@ void TokenSeqs::assign(std::vector<int32_t> ids, std::vector<uint64_t> offsets) 
 
 void save_corpus(const EncodedCorpus& corpus, const fs::path& path) {
   write_file_atomic(path, [&](std::ostream& out) {
-    out.write(kMagic, sizeof kMagic);
+    out.write(kCorpusMagic, sizeof kCorpusMagic);
     out.write(reinterpret_cast<const char*>(&kVersion), sizeof kVersion);
     const uint64_t truncated = corpus.truncated;
     out.write(reinterpret_cast<const char*>(&truncated), sizeof truncated);
@@ -84,7 +84,7 @@ EncodedCorpus load_corpus(const fs::path& path) {
   in.read(magic, sizeof magic);
   in.read(reinterpret_cast<char*>(&version), sizeof version);
   in.read(reinterpret_cast<char*>(&truncated), sizeof truncated);
-  if (!in || std::memcmp(magic, kMagic, sizeof kMagic) != 0 || version != kVersion) {
+  if (!in || std::memcmp(magic, kCorpusMagic, sizeof kCorpusMagic) != 0 || version != kVersion) {
     throw DataError(path.string() + ": not an mtx corpus file of version " + std::to_string(kVersion));
   }
   EncodedCorpus c;

@@ -10,7 +10,7 @@
 namespace mtx::tokenizer {
 namespace {
 
-constexpr std::string_view kMagic = "mtx-words 1\n";
+constexpr std::string_view kWordsMagic = "mtx-words 1\n";
 const char* const kSpecials[] = {"<pad>", "<unk>", "<s>", "<eos>"};  // ids 0..3 (SpecialIds)
 
 // Replaces every occurrence of `from` in `text` by `to`.
@@ -51,7 +51,7 @@ WordModel::WordModel(std::vector<std::string> words, std::string bytes) : Model(
   for (size_t i = 0; i < words_.size(); ++i) index_.emplace(words_[i], int32_t(i));
 }
 
-bool WordModel::is_word_model(std::string_view bytes) { return bytes.substr(0, kMagic.size()) == kMagic; }
+bool WordModel::is_word_model(std::string_view bytes) { return bytes.substr(0, kWordsMagic.size()) == kWordsMagic; }
 
 std::shared_ptr<const WordModel> WordModel::train(const std::vector<std::string>& lines, int min_freq) {
   std::unordered_map<std::string, int64_t> counts;
@@ -69,7 +69,7 @@ std::shared_ptr<const WordModel> WordModel::train(const std::vector<std::string>
     if (std::find(std::begin(kSpecials), std::end(kSpecials), word) != std::end(kSpecials)) continue;
     words.push_back(word);
   }
-  std::string bytes(kMagic);
+  std::string bytes(kWordsMagic);
   for (const auto& w : words) bytes += w + "\n";
   return std::shared_ptr<const WordModel>(new WordModel(std::move(words), std::move(bytes)));
 }
@@ -79,7 +79,7 @@ std::shared_ptr<const WordModel> WordModel::from_bytes(std::string bytes) {
   if (!utf8::is_valid(bytes)) throw DataError("mtx word vocabulary: invalid UTF-8");
   if (bytes.back() != '\n') throw DataError("mtx word vocabulary: truncated (no final newline)");
   std::vector<std::string> words;
-  size_t start = kMagic.size();
+  size_t start = kWordsMagic.size();
   while (start < bytes.size()) {
     const size_t end = bytes.find('\n', start);
     words.push_back(bytes.substr(start, end - start));
