@@ -43,12 +43,12 @@ TEST(Attention, ExplicitPathMatchesANaiveReference) {
 TEST(Attention, OneQueryPathMatchesANaiveReference) {
   torch::manual_seed(4);
   const torch::Tensor q = torch::randn({3, 1, 4, 20}).transpose(1, 2);  // [3, 4, 1, 20], not contiguous
-  const torch::Tensor kv = torch::randn({3, 7, 2 * 4 * 20});             // fused K|V of 7 keys
+  const torch::Tensor kv = torch::randn({3, 7, 2 * 4 * 20});            // fused K|V of 7 keys
   const auto parts = kv.chunk(2, -1);
   const torch::Tensor k = parts[0].view({3, 7, 4, 20}).transpose(1, 2);  // [3, 4, 7, 20], strided
   const torch::Tensor v = parts[1].view({3, 7, 4, 20}).transpose(1, 2);
-  const torch::Tensor tokens = torch::tensor({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-                                             torch::kLong).view({3, 7});
+  const torch::Tensor tokens =
+      torch::tensor({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, torch::kLong).view({3, 7});
   const torch::Tensor mask = key_padding_mask(tokens, 0);  // row 2: every key masked
   torch::NoGradGuard no_grad;
   const torch::Tensor got = attention(q, k, v, mask, 0.0, false, /*use_sdpa=*/false);  // [3, 4, 1, 20]
@@ -57,8 +57,8 @@ TEST(Attention, OneQueryPathMatchesANaiveReference) {
   EXPECT_EQ(got[2].abs().max().item<float>(), 0.0f) << "a row with no key to attend to gives zeros";
   // Without a mask (the self-attention cache) and computed alone, a row gives the same numbers.
   const torch::Tensor all = attention(q, k, v, torch::Tensor(), 0.0, false, false);
-  const torch::Tensor one = attention(q.narrow(0, 1, 1), k.narrow(0, 1, 1), v.narrow(0, 1, 1), torch::Tensor(), 0.0,
-                                      false, false);
+  const torch::Tensor one =
+      attention(q.narrow(0, 1, 1), k.narrow(0, 1, 1), v.narrow(0, 1, 1), torch::Tensor(), 0.0, false, false);
   EXPECT_TRUE(torch::equal(all.narrow(0, 1, 1), one));
   EXPECT_TRUE(torch::allclose(all.to(torch::kDouble),
                               naive_attention(q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble),

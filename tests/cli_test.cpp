@@ -70,15 +70,18 @@ TEST(Cli, DeviceCudaWithoutAGpuIsOneLineAndExitCode2) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"translate --device cuda --ckpt " + (tmp / "model.pt").string() + " < /dev/null", "--device cuda: "},
       {"eval --device cuda --ckpt " + (tmp / "model.pt").string() + " --src " + (tmp / "hyp.en").string() + " --ref " +
-           (tmp / "hyp.en").string(), "--device cuda: "},
+           (tmp / "hyp.en").string(),
+       "--device cuda: "},
       {"train --config " MTX_SOURCE_DIR "/configs/tiny.json --set data.dir=" + (tmp / "data").string() +
-           " --set data.test= --set train.device=cuda --out " + (tmp / "run").string(), "train.device cuda: "},
+           " --set data.test= --set train.device=cuda --out " + (tmp / "run").string(),
+       "train.device cuda: "},
   };
   for (const auto& [args, expect] : cases) {
     const Result r = run_mtx(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(expect), std::string::npos) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find(MTX_TORCH_HAS_CUDA ? "no CUDA device is visible" : "without CUDA"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(MTX_TORCH_HAS_CUDA ? "no CUDA device is visible" : "without CUDA"), std::string::npos)
+        << r.output;
     EXPECT_EQ(count_lines(r.output), 1u) << args << "\n" << r.output;
   }
 }
@@ -130,7 +133,8 @@ TEST(Cli, WarnsOnceWhenMatmulRunsOnTheReferenceBlas) {
   if (!std::filesystem::exists(std::string(reference) + "/libblas.so.3")) {
     GTEST_SKIP() << "reference BLAS not installed (apt-get install libblas3)";
   }
-  if (at::hasMKL()) GTEST_SKIP() << "this LibTorch brings its own BLAS (MKL, as PyPI's wheels do): no libblas.so.3 to swap";
+  if (at::hasMKL())
+    GTEST_SKIP() << "this LibTorch brings its own BLAS (MKL, as PyPI's wheels do): no libblas.so.3 to swap";
   const Result slow = run_mtx("--version", std::string("LD_LIBRARY_PATH=") + reference);
   EXPECT_EQ(slow.code, 0) << slow.output;
   const size_t first = slow.output.find("reference BLAS");
@@ -178,7 +182,8 @@ TEST(Cli, NeverRunsOpenBlasFallbackKernelsWhenTheCpuHasBetter) {
   mtx::test::TempDir tmp;
   const std::string ref = (tmp / "ref.en").string();
   std::ofstream(ref) << "a dog runs on the grass .\n";
-  const Result piped = run_mtx("eval --metric bleu --ref " + ref + " < " + ref, "env -u OPENBLAS_CORETYPE -u MTX_BLAS_CORE");
+  const Result piped =
+      run_mtx("eval --metric bleu --ref " + ref + " < " + ref, "env -u OPENBLAS_CORETYPE -u MTX_BLAS_CORE");
   EXPECT_EQ(piped.code, 0) << piped.output;
   EXPECT_NE(piped.output.find("BLEU|nrefs:1"), std::string::npos) << piped.output;
   EXPECT_NE(piped.output.find("= 100.0"), std::string::npos) << piped.output;
@@ -218,16 +223,16 @@ TEST(Cli, TrainsTinyOnMulti30kAndLossFalls) {
 TEST(Cli, InterruptSavesLastCheckpointAndResumeRefusesOtherChanges) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = mtx::test::toy_setup(tmp);
-  c.train.max_epochs = 0;       // until interrupted...
-  c.train.max_minutes = 3;      // ...or, if the signal were lost, a bounded failure (rc 0), never a hang
+  c.train.max_epochs = 0;   // until interrupted...
+  c.train.max_minutes = 3;  // ...or, if the signal were lost, a bounded failure (rc 0), never a hang
   mtx::config::write_resolved(c, tmp / "toy.json");
   const std::string run = (tmp / "run").string();
   const std::string log = (tmp / "train.log").string();
   // `set -m`: a background job of a non-interactive shell would start with SIGINT ignored. The signal is
   // sent once training has begun (its handler is installed before), however slow the start.
   const Result r = run_mtx("train --config " + (tmp / "toy.json").string() + " --out " + run + " > " + log +
-                           " 2>&1 & pid=$!; for i in $(seq 1200); do grep -q 'training .* parameters' " + log +
-                           " && break; sleep 0.1; done; sleep 1; kill -INT $pid; wait $pid; echo rc=$?; cat " + log,
+                               " 2>&1 & pid=$!; for i in $(seq 1200); do grep -q 'training .* parameters' " + log +
+                               " && break; sleep 0.1; done; sleep 1; kill -INT $pid; wait $pid; echo rc=$?; cat " + log,
                            "set -m; ");
   EXPECT_NE(r.output.find("rc=130"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("mtx train --resume " + run), std::string::npos) << r.output;
@@ -286,7 +291,8 @@ TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
   EXPECT_NE(nbest.output.find("0 ||| "), std::string::npos) << nbest.output;
   EXPECT_NE(nbest.output.find("1 ||| "), std::string::npos) << nbest.output;
 
-  const Result greedy = run_mtx("translate --ckpt " + ckpt + " --beam 1 --input " + (tmp / "ok.de").string() + " 2>/dev/null");
+  const Result greedy =
+      run_mtx("translate --ckpt " + ckpt + " --beam 1 --input " + (tmp / "ok.de").string() + " 2>/dev/null");
   ASSERT_EQ(greedy.code, 0) << greedy.output;
   EXPECT_EQ(count_lines(greedy.output), 2u) << greedy.output;
 
@@ -336,26 +342,30 @@ TEST(Cli, EnsembleTranslatesWithCheckpointsOfOneTokenizer) {
   EXPECT_NE(both.output.find("translating with an ensemble of " + a), std::string::npos) << both.output;
   const Result quiet = run_mtx("translate --ckpt " + a + " --ckpt " + b + in + " 2>/dev/null");
   EXPECT_EQ(count_lines(quiet.output), 2u) << quiet.output;
-  const std::string score = "eval --metric bleu --src " + (tmp / "in.de").string() + " --ref " + (tmp / "ref.en").string();
+  const std::string score =
+      "eval --metric bleu --src " + (tmp / "in.de").string() + " --ref " + (tmp / "ref.en").string();
   EXPECT_EQ(run_mtx(score + " --ckpt " + a + " --ckpt " + b).code, 0);
-  for (const std::string& bad : {"translate --ckpt " + a + " --ckpt " + other + in,
-                                 score + " --ckpt " + a + " --ckpt " + other,
-                                 score + ",ppl --ckpt " + a + " --ckpt " + b,
-                                 "translate --ckpt " + a + " --ckpt " + b + " --float-output" + in}) {
+  for (const std::string& bad :
+       {"translate --ckpt " + a + " --ckpt " + other + in, score + " --ckpt " + a + " --ckpt " + other,
+        score + ",ppl --ckpt " + a + " --ckpt " + b,
+        "translate --ckpt " + a + " --ckpt " + b + " --float-output" + in}) {
     const Result e = run_mtx(bad);
     EXPECT_EQ(e.code, 2) << bad << "\n" << e.output;
     EXPECT_EQ(count_lines(e.output), 1u) << bad << "\n" << e.output;
   }
-  EXPECT_NE(run_mtx("translate --ckpt " + a + " --ckpt " + other + in).output.find("another tokenizer"), std::string::npos);
+  EXPECT_NE(run_mtx("translate --ckpt " + a + " --ckpt " + other + in).output.find("another tokenizer"),
+            std::string::npos);
 }
 
 TEST(Cli, EvalScoresLikeSacreBleuAndRefusesBadInput) {
   mtx::test::TempDir tmp;
   mtx::test::write_text(tmp / "ref.en", "The cat sat on the mat.\nA dog runs in the park.\n");
   mtx::test::write_text(tmp / "hyp.en", "The cat sat on a mat.\nA dog is running in the park.\n");
-  const Result r = run_mtx("eval --metric bleu,chrf,ter --ref " + (tmp / "ref.en").string() + " < " + (tmp / "hyp.en").string());
+  const Result r =
+      run_mtx("eval --metric bleu,chrf,ter --ref " + (tmp / "ref.en").string() + " < " + (tmp / "hyp.en").string());
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mtx-"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mtx-"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:mtx-"), std::string::npos);
   EXPECT_NE(r.output.find("TER|nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:mtx-"), std::string::npos);
   const Result conf = run_mtx("eval --metric bleu --confidence --json --ref " + (tmp / "ref.en").string() + " --hyp " +
@@ -367,12 +377,12 @@ TEST(Cli, EvalScoresLikeSacreBleuAndRefusesBadInput) {
   mtx::test::write_text(tmp / "short.en", "The cat sat on the mat.\n");
   mtx::test::write_text(tmp / "empty.en", "");
   const std::string ref = " --ref " + (tmp / "ref.en").string();
-  for (const std::string& bad : {"eval" + ref + " --hyp " + (tmp / "short.en").string(),
-                                 "eval" + ref + " --hyp " + (tmp / "empty.en").string(),
-                                 "eval" + ref + " --hyp " + (tmp / "missing.en").string(),
-                                 "eval --metric blue" + ref + " --hyp " + (tmp / "hyp.en").string(),
-                                 "eval --metric ppl" + ref + " --hyp " + (tmp / "hyp.en").string(),
-                                 "eval --smooth-method laplace" + ref + " --hyp " + (tmp / "hyp.en").string()}) {
+  for (const std::string& bad :
+       {"eval" + ref + " --hyp " + (tmp / "short.en").string(), "eval" + ref + " --hyp " + (tmp / "empty.en").string(),
+        "eval" + ref + " --hyp " + (tmp / "missing.en").string(),
+        "eval --metric blue" + ref + " --hyp " + (tmp / "hyp.en").string(),
+        "eval --metric ppl" + ref + " --hyp " + (tmp / "hyp.en").string(),
+        "eval --smooth-method laplace" + ref + " --hyp " + (tmp / "hyp.en").string()}) {
     const Result e = run_mtx(bad);
     EXPECT_EQ(e.code, 2) << bad << "\n" << e.output;
     EXPECT_EQ(count_lines(e.output), 1u) << bad << "\n" << e.output;
@@ -383,10 +393,12 @@ TEST(Cli, LmTutorialTrainsOnMulti30kEnglishThenScoresAndGenerates) {
   MTX_REQUIRE_MULTI30K();
   mtx::test::TempDir tmp;
   const std::string run = (tmp / "lm").string(), data = mtx::test::multi30k_dir().string();
-  const Result r = run_mtx("train --config " MTX_SOURCE_DIR "/configs/lm-tutorial.json --set data.dir=" + data +
-                           " --set data.train=train.en.gz --set data.valid=val.en.gz --set data.test=test_2016_flickr.en.gz"
-                           " --set train.threads=2 --set train.max_steps=30 --set train.log_every=10"
-                           " --set train.validate_every=15 --out " + run);
+  const Result r =
+      run_mtx("train --config " MTX_SOURCE_DIR "/configs/lm-tutorial.json --set data.dir=" + data +
+              " --set data.train=train.en.gz --set data.valid=val.en.gz --set data.test=test_2016_flickr.en.gz"
+              " --set train.threads=2 --set train.max_steps=30 --set train.log_every=10"
+              " --set train.validate_every=15 --out " +
+              run);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("|    10/  581 batches | lr 5.00 |"), std::string::npos) << r.output;
   const size_t test_line = r.output.find("| End of training | test loss ");
@@ -404,8 +416,8 @@ TEST(Cli, LmTutorialTrainsOnMulti30kEnglishThenScoresAndGenerates) {
   const size_t ppl_at = r.output.find("test ppl", test_line);
   const std::string test_ppl = r.output.substr(ppl_at, r.output.find('\n', ppl_at) - ppl_at);  // "test ppl   779.62"
   EXPECT_GT(test_ppl.size(), 10u);
-  const Result e = run_mtx("eval --ckpt " + run + "/best.pt --metric ppl --threads 2 --text " + data +
-                           "/test_2016_flickr.en.gz");
+  const Result e =
+      run_mtx("eval --ckpt " + run + "/best.pt --metric ppl --threads 2 --text " + data + "/test_2016_flickr.en.gz");
   ASSERT_EQ(e.code, 0) << e.output;
   EXPECT_NE(e.output.find(test_ppl), std::string::npos) << test_ppl << " vs " << e.output;
 
@@ -413,7 +425,8 @@ TEST(Cli, LmTutorialTrainsOnMulti30kEnglishThenScoresAndGenerates) {
   // samples of two seeds apart (with top-k 5 they coincided once, on the 2.x build's MKL on an AMD CPU).
   const std::string gen =
       "generate --ckpt " + run + "/best.pt --prompt 'A dog' --max-tokens 12 --top-k 50 --temperature 3 --seed ";
-  const Result g1 = run_mtx(gen + "4 2>/dev/null"), g2 = run_mtx(gen + "4 2>/dev/null"), g3 = run_mtx(gen + "5 2>/dev/null");
+  const Result g1 = run_mtx(gen + "4 2>/dev/null"), g2 = run_mtx(gen + "4 2>/dev/null"),
+               g3 = run_mtx(gen + "5 2>/dev/null");
   ASSERT_EQ(g1.code, 0) << g1.output;
   // The prompt comes first (lowercased by basic_english); the sampled continuation may begin with a line end.
   EXPECT_EQ(g1.output.rfind("a dog", 0), 0u) << g1.output;

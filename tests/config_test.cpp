@@ -85,72 +85,100 @@ TEST(Config, UnknownSectionSuggestsTheClosestOne) {
 }
 
 TEST(Config, WrongTypesNameTheKey) {
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"d_model", "big"}}}}); })
-                .find("model.d_model: expected an integer, got string"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"model", {{"d_model", "big"}}}});
+            }).find("model.d_model: expected an integer, got string"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"heads", 2.5}}}}); })
-                .find("model.heads: expected an integer"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"model", {{"heads", 2.5}}}});
+            }).find("model.heads: expected an integer"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"tokenizer", {{"joint", 1}}}}); })
-                .find("tokenizer.joint: expected true or false"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"tokenizer", {{"joint", 1}}}});
+            }).find("tokenizer.joint: expected true or false"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"data", {{"dir", 3}}}}); }).find("data.dir: expected a string"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"data", {{"dir", 3}}}});
+            }).find("data.dir: expected a string"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", 3}}); }).find("model: expected an object"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"model", 3}});
+            }).find("model: expected an object"),
             std::string::npos);
   const std::string e = config_error([] { cfg::from_json(json{{"tokenizer", {{"type", "bpee"}}}}); });
-  EXPECT_NE(e.find("tokenizer.type: 'bpee' is not one of unigram|bpe|basic_english (did you mean 'bpe'?)"), std::string::npos) << e;
+  EXPECT_NE(e.find("tokenizer.type: 'bpee' is not one of unigram|bpe|basic_english (did you mean 'bpe'?)"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Config, OutOfRangeValuesNameTheKey) {
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"dropout", 1.5}}}}); }).find("model.dropout"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"model", {{"dropout", 1.5}}}});
+            }).find("model.dropout"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"max_tokens", 0}}}}); })
-                .find("train.max_tokens: 0 is out of range"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"train", {{"max_tokens", 0}}}});
+            }).find("train.max_tokens: 0 is out of range"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"d_model", 100}, {"heads", 8}}}}); })
-                .find("model.heads: 8 does not divide model.d_model 100"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"model", {{"d_model", 100}, {"heads", 8}}}});
+            }).find("model.heads: 8 does not divide model.d_model 100"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"decode", {{"beam", 2}, {"nbest", 3}}}}); }).find("decode.nbest"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"decode", {{"beam", 2}, {"nbest", 3}}}});
+            }).find("decode.nbest"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"data", {{"src_lang", "en"}}}}); }).find("both 'en'"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"data", {{"src_lang", "en"}}}});
+            }).find("both 'en'"),
             std::string::npos);
   // A budget-aware decay needs a budget to end at.
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"schedule", "cosine"}, {"max_minutes", 0}}}}); })
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"train", {{"schedule", "cosine"}, {"max_minutes", 0}}}});
+            })
                 .find("train.schedule: cosine decays to train.min_lr at the end of the budget; set train.max_steps or "
                       "train.max_minutes"),
             std::string::npos);
   EXPECT_NO_THROW(cfg::from_json(json{{"train", {{"schedule", "linear"}, {"max_steps", 100}}}}));
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"cooldown", 0.2}}}}); })
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"train", {{"cooldown", 0.2}}}});
+            })
                 .find("train.cooldown: the cool-down takes the last share of the budget; set train.max_steps or "
                       "train.max_minutes"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"cooldown", 1.0}, {"max_minutes", 5}}}}); })
-                .find("train.cooldown: a share of the budget in [0, 1)"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"train", {{"cooldown", 1.0}, {"max_minutes", 5}}}});
+            }).find("train.cooldown: a share of the budget in [0, 1)"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"schedule", "cosine"}, {"max_minutes", 5}, {"min_lr", 1}}}}); })
-                .find("train.min_lr: must be in [0, train.lr]"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"train", {{"schedule", "cosine"}, {"max_minutes", 5}, {"min_lr", 1}}}});
+            }).find("train.min_lr: must be in [0, train.lr]"),
             std::string::npos);
   // Found by fuzz_config: a float far outside an integer setting's range was converted before the range check
   // (undefined behaviour, UBSan's float-cast-overflow); 2^63 itself slipped past a check against double(max).
   for (const double big : {1.28667e30, 9223372036854775808.0, -1e19}) {
-    EXPECT_NE(config_error([&] { cfg::from_json(json{{"train", {{"max_steps", big}}}}); })
-                  .find("train.max_steps: " + json(big).dump() + " does not fit in the integer range"),
+    EXPECT_NE(config_error([&] {
+                cfg::from_json(json{{"train", {{"max_steps", big}}}});
+              }).find("train.max_steps: " + json(big).dump() + " does not fit in the integer range"),
               std::string::npos)
         << big;
   }
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"model", {{"d_model", 4294967296.0}}}}); }).find("does not fit"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"model", {{"d_model", 4294967296.0}}}});
+            }).find("does not fit"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"train", {{"max_steps", 18446744073709551615ull}}}}); })
-                .find("does not fit"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"train", {{"max_steps", 18446744073709551615ull}}}});
+            }).find("does not fit"),
             std::string::npos);
 }
 
 TEST(Config, MissingFilesAreNamed) {
   EXPECT_NE(config_error([] { cfg::load("/nonexistent/conf.json"); }).find("'/nonexistent/conf.json' not found"),
             std::string::npos);
-  EXPECT_NE(config_error([] { cfg::from_json(json{{"tokenizer", {{"model_dir", "/nonexistent/tok"}}}}); })
-                .find("tokenizer.model_dir: directory '/nonexistent/tok' not found"),
+  EXPECT_NE(config_error([] {
+              cfg::from_json(json{{"tokenizer", {{"model_dir", "/nonexistent/tok"}}}});
+            }).find("tokenizer.model_dir: directory '/nonexistent/tok' not found"),
             std::string::npos);
 }
 
@@ -171,9 +199,9 @@ TEST(Config, CommentsAreAllowed) {
 TEST(Config, OverridesApplyWithTypes) {
   mtx::test::TempDir tmp;
   mtx::test::write_text(tmp / "c.json", R"({"model": {"d_model": 256, "heads": 4}})");
-  const cfg::Config c = cfg::load(tmp / "c.json", {"model.d_model=128", "train.seed=7", "data.dir=/tmp/x y",
-                                                    "tokenizer.joint=false", "tokenizer.type=bpe",
-                                                    "model.dropout=0.3", "train.max_minutes=1.5"});
+  const cfg::Config c =
+      cfg::load(tmp / "c.json", {"model.d_model=128", "train.seed=7", "data.dir=/tmp/x y", "tokenizer.joint=false",
+                                 "tokenizer.type=bpe", "model.dropout=0.3", "train.max_minutes=1.5"});
   EXPECT_EQ(c.model.d_model, 128);
   EXPECT_EQ(c.model.heads, 4);
   EXPECT_EQ(c.train.seed, 7);
@@ -192,8 +220,9 @@ TEST(Config, BadOverridesAreRejected) {
   EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"d_model=3"}); }).find("section.key"), std::string::npos);
   EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"model.d_modl=3"}); }).find("did you mean 'model.d_model'"),
             std::string::npos);
-  EXPECT_NE(config_error([&] { cfg::load(tmp / "c.json", {"model.d_model=abc"}); })
-                .find("model.d_model: expected an integer, got string"),
+  EXPECT_NE(config_error([&] {
+              cfg::load(tmp / "c.json", {"model.d_model=abc"});
+            }).find("model.d_model: expected an integer, got string"),
             std::string::npos);
   // Found by fuzz_config (tests/fixtures/fuzz/fuzz_config/): a bare word with invalid UTF-8 made the error
   // message itself throw nlohmann's type_error; a string setting would have failed writing config.json.

@@ -17,10 +17,10 @@
 namespace fs = std::filesystem;
 using namespace mtx;
 
-#define MTX_REQUIRE_CUDA()                                                                        \
-  do {                                                                                            \
-    if (::mtx::cuda_info().devices == 0)                                                          \
-      GTEST_SKIP() << "no CUDA device: CUDA " << ::mtx::cuda_summary(::mtx::cuda_info());          \
+#define MTX_REQUIRE_CUDA()                                                                \
+  do {                                                                                    \
+    if (::mtx::cuda_info().devices == 0)                                                  \
+      GTEST_SKIP() << "no CUDA device: CUDA " << ::mtx::cuda_summary(::mtx::cuda_info()); \
   } while (0)
 
 namespace {
@@ -61,7 +61,8 @@ TEST(Device, CpuAndAutoAlwaysResolve) {
 
 TEST(Device, CudaWithoutADeviceIsAOneLineConfigError) {
   if (cuda_info().devices > 0) GTEST_SKIP() << "a CUDA device is visible";
-  const std::string msg = test::boundary_error<ConfigError>([] { select_device(config::Device::cuda, "train.device"); });
+  const std::string msg =
+      test::boundary_error<ConfigError>([] { select_device(config::Device::cuda, "train.device"); });
   EXPECT_NE(msg.find("train.device cuda"), std::string::npos) << msg;
   if (cuda_info().compiled) {
     EXPECT_NE(msg.find("no CUDA device is visible"), std::string::npos) << msg;

@@ -45,14 +45,18 @@ class ScopedEnv {
     for (const auto& [k, v] : vars) {
       const char* old = std::getenv(k.c_str());
       saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
-      if (v) setenv(k.c_str(), v, 1);
-      else unsetenv(k.c_str());
+      if (v)
+        setenv(k.c_str(), v, 1);
+      else
+        unsetenv(k.c_str());
     }
   }
   ~ScopedEnv() {
     for (const auto& [k, v] : saved_) {
-      if (v) setenv(k.c_str(), v->c_str(), 1);
-      else unsetenv(k.c_str());
+      if (v)
+        setenv(k.c_str(), v->c_str(), 1);
+      else
+        unsetenv(k.c_str());
     }
   }
 
@@ -61,7 +65,8 @@ class ScopedEnv {
 };
 
 // Runs `body(group)` on `world` ranks, each a thread with its own Gloo group on loopback.
-void on_ranks(int world, const std::function<void(Group&)>& body, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+void on_ranks(int world, const std::function<void(Group&)>& body,
+              std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   const int port = free_port();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<size_t>(world));
@@ -96,8 +101,12 @@ TEST(Dist, ReadsTorchrunsVariables) {
     EXPECT_FALSE(mtx::train::dist::env_from_environment()) << "one rank is a single process";
   }
   {
-    ScopedEnv env({{"WORLD_SIZE", "4"}, {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-                   {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29511"}});
+    ScopedEnv env({{"WORLD_SIZE", "4"},
+                   {"RANK", "3"},
+                   {"LOCAL_RANK", "1"},
+                   {"LOCAL_WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "10.0.0.1"},
+                   {"MASTER_PORT", "29511"}});
     const auto e = mtx::train::dist::env_from_environment();
     ASSERT_TRUE(e);
     EXPECT_EQ(e->rank, 3);
@@ -113,8 +122,9 @@ TEST(Dist, ReadsTorchrunsVariables) {
   };
   EXPECT_NE(error({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}).find("RANK=2"),
             std::string::npos);
-  EXPECT_NE(error({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", nullptr}}).find("MASTER_PORT"),
-            std::string::npos);
+  EXPECT_NE(
+      error({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", nullptr}}).find("MASTER_PORT"),
+      std::string::npos);
   EXPECT_NE(error({{"WORLD_SIZE", "two"}, {"RANK", "0"}}).find("WORLD_SIZE=two"), std::string::npos);
   EXPECT_NE(error({{"WORLD_SIZE", nullptr}, {"RANK", "1"}}).find("WORLD_SIZE"), std::string::npos);
 }
@@ -158,7 +168,8 @@ TEST(Dist, ReducedGradientsAreWhatOneProcessAccumulates) {
   };
   auto make_params = [] {
     const at::Generator gen = at::detail::createCPUGenerator(7);
-    return std::vector<torch::Tensor>{torch::randn({7, 3}, gen).requires_grad_(), torch::randn({1000}, gen).requires_grad_()};
+    return std::vector<torch::Tensor>{torch::randn({7, 3}, gen).requires_grad_(),
+                                      torch::randn({1000}, gen).requires_grad_()};
   };
   for (const bool ordered : {true, false}) {
     for (const int ranks : {2, 3}) {
@@ -251,7 +262,8 @@ TEST(Dist, TwoRanksTrainTheWeightsOfOneProcessAccumulatingTwoBatches) {
   EXPECT_NE(sha_of(tmp / "one" / "last.pt"), "");
 
   // Half the run on 2 ranks, the rest in one process with accum_steps 2: the same weights.
-  const auto half = mtx::test::run_mtx("train" + cfg + " --nproc 2 --set train.max_steps=15 --out " + (tmp / "mixed").string());
+  const auto half =
+      mtx::test::run_mtx("train" + cfg + " --nproc 2 --set train.max_steps=15 --out " + (tmp / "mixed").string());
   ASSERT_EQ(half.code, 0) << half.output;
   const auto bad = mtx::test::run_mtx("train --resume " + (tmp / "mixed").string());
   EXPECT_EQ(bad.code, 2) << bad.output;

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-
 using mtx::model::dropout_mask;
 
 TEST(Dropout, KeepsTheRightShareScaledAndIsIdentityWhenOff) {

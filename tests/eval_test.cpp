@@ -92,8 +92,8 @@ std::unique_ptr<Metric> metric_for(const nlohmann::json& c, bool sentence = fals
 std::string without_version(const std::string& sig) { return sig.substr(0, sig.rfind("|version:")); }
 
 std::string describe(const fs::path& dir, const nlohmann::json& c) {
-  return dir.filename().string() + ": " + c["metric"].get<std::string>() + " " + c["hyp"].get<std::string>() +
-         " vs " + c["refs"].dump() + " " + c["options"].dump();
+  return dir.filename().string() + ": " + c["metric"].get<std::string>() + " " + c["hyp"].get<std::string>() + " vs " +
+         c["refs"].dump() + " " + c["options"].dump();
 }
 
 }  // namespace
@@ -111,8 +111,8 @@ TEST(EvalParity, EveryFixtureCaseMatchesSacreBleu) {
       EXPECT_EQ(s.text, c["text"].get<std::string>()) << describe(dir, c);
       ++cases;
     }
-    std::cout << "[ parity   ] " << cases << " corpus cases of sacreBLEU " << expected["sacrebleu_version"].get<std::string>()
-              << " from " << dir << "\n";
+    std::cout << "[ parity   ] " << cases << " corpus cases of sacreBLEU "
+              << expected["sacrebleu_version"].get<std::string>() << " from " << dir << "\n";
     total += cases;
   }
   EXPECT_GE(total, 100) << "the repository's fixtures hold over 100 corpus cases";
@@ -124,7 +124,10 @@ TEST(EvalParity, SentenceLevelScoresMatchSacreBleu) {
     auto expected = expected_of(dir);
     auto cases = expected.value("sentence_cases", nlohmann::json::array());
     if (expected.contains("sentence_bleu_sysB_first20"))  // the older fixture format: sentence BLEU of sysB
-      cases.push_back({{"metric", "bleu"}, {"hyp", "sysB.en"}, {"refs", {"ref.en"}}, {"options", nlohmann::json::object()},
+      cases.push_back({{"metric", "bleu"},
+                       {"hyp", "sysB.en"},
+                       {"refs", {"ref.en"}},
+                       {"options", nlohmann::json::object()},
                        {"scores", expected["sentence_bleu_sysB_first20"]}});
     for (const auto& c : cases) {
       const auto& want = c["scores"];
@@ -145,8 +148,10 @@ TEST(EvalParity, SentenceLevelScoresMatchSacreBleu) {
 
 TEST(EvalTokenizers, TrickyStrings) {
   // 13a: punctuation split except inside numbers; &-entities unescaped.
-  EXPECT_EQ(tokenize_bleu("Hello, world... (test)[x] {y}", BleuTokenizer::k13a), "Hello , world . . . ( test ) [ x ] { y }");
-  EXPECT_EQ(tokenize_bleu("It costs 1,000.50 $ - e-mail 3-4", BleuTokenizer::k13a), "It costs 1,000.50 $ - e-mail 3 - 4");
+  EXPECT_EQ(tokenize_bleu("Hello, world... (test)[x] {y}", BleuTokenizer::k13a),
+            "Hello , world . . . ( test ) [ x ] { y }");
+  EXPECT_EQ(tokenize_bleu("It costs 1,000.50 $ - e-mail 3-4", BleuTokenizer::k13a),
+            "It costs 1,000.50 $ - e-mail 3 - 4");
   EXPECT_EQ(tokenize_bleu("a &amp; b &quot;c&quot;", BleuTokenizer::k13a), "a & b \" c \"");
   EXPECT_EQ(tokenize_bleu("  trailing spaces   ", BleuTokenizer::k13a), "trailing spaces");
   // intl: Unicode punctuation and symbols (€, «, 「), numbers kept together.
@@ -239,7 +244,8 @@ TEST(EvalBleu, TutorialConventionLowercasesSpacyTokens) {
   EXPECT_NEAR(corpus_score(*m, {"A Man's T-Shirt, Can't."}, {{"a man 's t - shirt , ca n't ."}}).score, 100.0, 1e-9);
   BleuOptions lc13a;
   lc13a.lowercase = true;
-  EXPECT_LT(corpus_score(*make_bleu(lc13a), {"A Man's T-Shirt, Can't."}, {{"a man 's t - shirt , ca n't ."}}).score, 50.0);
+  EXPECT_LT(corpus_score(*make_bleu(lc13a), {"A Man's T-Shirt, Can't."}, {{"a man 's t - shirt , ca n't ."}}).score,
+            50.0);
   EXPECT_NE(m->signature(1).find("case:lc|eff:no|tok:spacy|smooth:none"), std::string::npos) << m->signature(1);
 }
 
@@ -257,9 +263,11 @@ TEST(EvalBleu, SmoothingVariantsOnAShortSentence) {
   // exp: p1 = 2/3, p2 = 1/(2*2), p3 = 1/(4*1) (no 4-grams: stop; log(0) for p4) -> 0 without effective order.
   EXPECT_NEAR(bleu("exp"), 0.0, 1e-9);
   EXPECT_NEAR(bleu("exp", true), 100 * std::exp((std::log(2.0 / 3) + std::log(0.25) + std::log(0.25)) / 3), 1e-6);
-  EXPECT_NEAR(bleu("floor", true), 100 * std::exp((std::log(2.0 / 3) + std::log(0.1 / 2) + std::log(0.1 / 1)) / 3), 1e-6);
+  EXPECT_NEAR(bleu("floor", true), 100 * std::exp((std::log(2.0 / 3) + std::log(0.1 / 2) + std::log(0.1 / 1)) / 3),
+              1e-6);
   // add-k adds k to the counts of orders 2..4, so even the empty 4-gram order counts: p4 = 1/1.
-  EXPECT_NEAR(bleu("add-k", true), 100 * std::exp((std::log(2.0 / 3) + std::log(1.0 / 3) + std::log(1.0 / 2) + 0) / 4), 1e-6);
+  EXPECT_NEAR(bleu("add-k", true), 100 * std::exp((std::log(2.0 / 3) + std::log(1.0 / 3) + std::log(1.0 / 2) + 0) / 4),
+              1e-6);
 }
 
 TEST(EvalBleu, MultipleReferencesTakeMaxCountsAndClosestLength) {
@@ -304,10 +312,10 @@ TEST(EvalOther, RougeAndWer) {
   const Streams ref = {{"the cat sat on the mat"}};
   EXPECT_NEAR(corpus_score(*make_rouge(1), {"the cat sat on the mat"}, ref).score, 100.0, 1e-9);
   // ROUGE-1: all 5 hypothesis words in the 6-word reference: P 5/5, R 5/6.
-  EXPECT_NEAR(corpus_score(*make_rouge(1), {"the cat sat on mat"}, ref).score, 100 * 2 * 1.0 * (5.0 / 6) / (1.0 + 5.0 / 6),
-              1e-9);
-  EXPECT_NEAR(corpus_score(*make_rouge(0), {"cat the sat"}, ref).score, 100 * 2 * (2.0 / 3) * (2.0 / 6) / (2.0 / 3 + 2.0 / 6),
-              1e-9);
+  EXPECT_NEAR(corpus_score(*make_rouge(1), {"the cat sat on mat"}, ref).score,
+              100 * 2 * 1.0 * (5.0 / 6) / (1.0 + 5.0 / 6), 1e-9);
+  EXPECT_NEAR(corpus_score(*make_rouge(0), {"cat the sat"}, ref).score,
+              100 * 2 * (2.0 / 3) * (2.0 / 6) / (2.0 / 3 + 2.0 / 6), 1e-9);
   // WER: one substitution and one deletion over 6 reference words.
   EXPECT_NEAR(corpus_score(*make_wer(), {"the dog sat on mat"}, ref).score, 100 * 2.0 / 6, 1e-9);
 }

@@ -4,8 +4,8 @@
 #include "mtx/bundle/export.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -108,7 +108,8 @@ TEST(Export, SafetensorsFileIsWhatTheFormatSays) {
   EXPECT_EQ(s.header.at("a").at("shape"), json({4, 3}));
   EXPECT_EQ(s.header.at("b").at("dtype"), "I8");
   EXPECT_EQ(s.header.at("c").at("dtype"), "I64");
-  EXPECT_TRUE(torch::equal(tensor_of(s, "a"), a.t().contiguous())) << "a transposed view is written in its logical order";
+  EXPECT_TRUE(torch::equal(tensor_of(s, "a"), a.t().contiguous()))
+      << "a transposed view is written in its logical order";
   // Offsets tile the data with no gap or overlap, in the order written.
   EXPECT_EQ(s.header.at("a").at("data_offsets"), json({0, 48}));
   EXPECT_EQ(s.header.at("b").at("data_offsets"), json({48, 51}));
@@ -120,8 +121,8 @@ TEST(Export, SafetensorsFileIsWhatTheFormatSays) {
 TEST(Export, SafetensorsExportHoldsEveryWeightAndBothVocabularies) {
   Toy toy;
   bundle::save_bundle(toy.tmp / "m.pt", toy.config, *toy.tok, toy.model);
-  const test::CommandResult r =
-      test::run_mtx("export --format safetensors --ckpt " + (toy.tmp / "m.pt").string() + " --out " + (toy.tmp / "x").string());
+  const test::CommandResult r = test::run_mtx("export --format safetensors --ckpt " + (toy.tmp / "m.pt").string() +
+                                              " --out " + (toy.tmp / "x").string());
   ASSERT_EQ(r.code, 0) << r.output;
   const Safetensors s = parse(toy.tmp / "x" / "model.safetensors");
   size_t n = 0;
@@ -157,7 +158,8 @@ TEST(Export, Ct2ScoresTargetsAsMtxDoes) {
     // Pairs of the toy corpus and a made-up one; mtx's teacher-forced log-probabilities of each target token
     // (EOS included) against CTranslate2's score_batch.
     const std::vector<std::pair<std::string, std::string>> pairs = {
-        {"ein Hund läuft", "a dog runs"}, {"zwei Männer spielen Fußball im Park", "two men play soccer in the park"},
+        {"ein Hund läuft", "a dog runs"},
+        {"zwei Männer spielen Fußball im Park", "two men play soccer in the park"},
         {"Kinder", "a woman reads"}};
     json requests = json::array();
     std::vector<std::vector<float>> expected;

@@ -8,11 +8,11 @@
 
 using namespace mtx;
 
-#define MTX_REQUIRE_AVX512()                                                                           \
-  do {                                                                                                 \
-    if (!model::fp32::PackedLinear::available()) {                                                     \
-      GTEST_SKIP() << "this CPU has no AVX-512 (or MTX_FP32_GEMM=blas keeps LibTorch's BLAS)";         \
-    }                                                                                                  \
+#define MTX_REQUIRE_AVX512()                                                                   \
+  do {                                                                                         \
+    if (!model::fp32::PackedLinear::available()) {                                             \
+      GTEST_SKIP() << "this CPU has no AVX-512 (or MTX_FP32_GEMM=blas keeps LibTorch's BLAS)"; \
+    }                                                                                          \
   } while (0)
 
 // The kernel gives the reference's numbers bit for bit over the shapes its tiling has edges at: outputs not a
@@ -32,13 +32,14 @@ TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
       const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
       const model::fp32::PackedLinear layer(w, bias);
       for (const int64_t rows : {1, 7, 8, 9, 21}) {
-        const torch::Tensor x = torch::randn({rows, s.in});                     // [rows, in]
+        const torch::Tensor x = torch::randn({rows, s.in});                    // [rows, in]
         const torch::Tensor want = model::fp32::reference_linear(w, bias, x);  // [rows, out]
         for (const int t : {1, 2}) {
           at::set_num_threads(t);
           const torch::Tensor y = layer.forward(x);  // [rows, out]
-          ASSERT_TRUE(torch::equal(y, want)) << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias
-                                             << ", " << t << " threads: max diff " << (y - want).abs().max().item<float>();
+          ASSERT_TRUE(torch::equal(y, want))
+              << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias << ", " << t
+              << " threads: max diff " << (y - want).abs().max().item<float>();
         }
         const int64_t r = rows - 1;
         EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], want[r])) << "row " << r << " alone";

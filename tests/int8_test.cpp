@@ -20,8 +20,8 @@ namespace {
 
 bool have_engine() { return !model::int8::engine().empty(); }
 
-#define MTX_REQUIRE_INT8_ENGINE()                                                   \
-  do {                                                                              \
+#define MTX_REQUIRE_INT8_ENGINE()                                                    \
+  do {                                                                               \
     if (!have_engine()) GTEST_SKIP() << "this LibTorch has no quantized CPU engine"; \
   } while (0)
 
@@ -48,22 +48,22 @@ struct Int8Toy {
 };
 
 const std::vector<std::string> kInt8Lines = {"ein Hund läuft", "zwei Männer spielen Fußball im Park heute", "Kinder",
-                                         "eine Frau liest ein Buch", "ein Mann fährt Fahrrad und ein Hund läuft"};
+                                             "eine Frau liest ein Buch", "ein Mann fährt Fahrrad und ein Hund läuft"};
 
 }  // namespace
 
 TEST(Int8, WeightsQuantizePerRowAndRequantizeExactly) {
   torch::manual_seed(1);
   torch::Tensor w = torch::randn({6, 40});
-  w[2].mul_(100);        // rows of very different magnitude keep their own scales
-  w[4].zero_();          // an all-zero row stays zero
+  w[2].mul_(100);  // rows of very different magnitude keep their own scales
+  w[4].zero_();    // an all-zero row stays zero
   const model::int8::Weight q = model::int8::quantize(w);
   EXPECT_EQ(q.values.scalar_type(), torch::kChar);
   EXPECT_EQ(q.values.sizes(), w.sizes());
   const torch::Tensor absmax = q.values.to(torch::kInt).abs().amax(1);  // [6]
   for (int r = 0; r < 6; ++r) EXPECT_EQ(absmax[r].item<int>(), r == 4 ? 0 : 127) << "row " << r;
   const torch::Tensor back = model::int8::dequantize(q);
-  const torch::Tensor err = (back - w).abs();                            // [6, 40]
+  const torch::Tensor err = (back - w).abs();  // [6, 40]
   EXPECT_TRUE((err <= q.scales.unsqueeze(1) * 0.5001).all().item<bool>()) << "rounding error beyond half a step";
   // A stored int8 bundle keeps dequantized weights; quantizing them again must give the same int8 values.
   const model::int8::Weight again = model::int8::quantize(back);
@@ -78,9 +78,9 @@ TEST(Int8, PackedLinearIsCloseToFloatAndEachRowIsBatchIndependent) {
   const torch::Tensor bias = torch::randn({48});
   const model::int8::PackedLinear layer(model::int8::quantize(w), bias);
   torch::Tensor x = torch::randn({9, 64});
-  x[3].mul_(50);  // a row far larger than the others: with one per-batch activation scale the small rows
+  x[3].mul_(50);    // a row far larger than the others: with one per-batch activation scale the small rows
   x[5].mul_(0.01);  // would lose their resolution (and their result would depend on this row being there)
-  const torch::Tensor y = layer.forward(x);                         // [9, 48]
+  const torch::Tensor y = layer.forward(x);                             // [9, 48]
   const torch::Tensor ref = torch::nn::functional::linear(x, w, bias);  // [9, 48]
   for (int64_t r = 0; r < 9; ++r) {
     const double rel = ((y[r] - ref[r]).norm() / (ref[r] - bias).norm()).item<double>();
@@ -104,7 +104,7 @@ TEST(Int8, RowsQuantizeByTheirOwnMaximumRoundingHalfToEven) {
   torch::manual_seed(3);
   const torch::Tensor w = torch::randn({24, 40}) * 0.2, bias = torch::randn({24}), xs = torch::randn({5, 40});
   const torch::Tensor y = model::int8::reference_linear(model::int8::quantize(w), bias, xs);  // [5, 24]
-  const torch::Tensor ref = torch::nn::functional::linear(xs, w, bias);                      // [5, 24]
+  const torch::Tensor ref = torch::nn::functional::linear(xs, w, bias);                       // [5, 24]
   EXPECT_LT(((y - ref).norm() / (ref - bias).norm()).item<double>(), 0.03);
 }
 
@@ -112,7 +112,8 @@ TEST(Int8, RowsQuantizeByTheirOwnMaximumRoundingHalfToEven) {
 // outputs not a multiple of its 32-wide panels or 16-lane halves, inputs not a multiple of 4 or 16, rows not a
 // multiple of its 8-row tiles; rows alone give what they give in a batch.
 TEST(Int8, VnniKernelMatchesTheReferenceExactly) {
-  if (!model::int8::VnniLinear::available()) GTEST_SKIP() << "this CPU has no AVX-512 VNNI (or MTX_INT8_ENGINE picks LibTorch's)";
+  if (!model::int8::VnniLinear::available())
+    GTEST_SKIP() << "this CPU has no AVX-512 VNNI (or MTX_INT8_ENGINE picks LibTorch's)";
   torch::manual_seed(4);
   struct Shape {
     int64_t out, in;
@@ -128,7 +129,7 @@ TEST(Int8, VnniKernelMatchesTheReferenceExactly) {
         torch::Tensor x = torch::randn({rows, s.in}) * 2;  // [rows, in]
         x[0].zero_();                                      // a zero row: the bias alone
         if (rows > 2) x[2].mul_(1000);
-        const torch::Tensor y = layer.forward(x);                                // [rows, out]
+        const torch::Tensor y = layer.forward(x);                              // [rows, out]
         const torch::Tensor want = model::int8::reference_linear(q, bias, x);  // [rows, out]
         ASSERT_TRUE(torch::equal(y, want)) << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias
                                            << ": max diff " << (y - want).abs().max().item<float>();
@@ -154,7 +155,8 @@ TEST(Int8, TranslationsDoNotDependOnTheBatch) {
     const auto tiny_batches = toy.translator(beam, 12).translate(kInt8Lines);
     for (size_t i = 0; i < kInt8Lines.size(); ++i) {
       const auto alone = toy.translator(beam).translate({kInt8Lines[i]});
-      EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << "beam " << beam << ": " << kInt8Lines[i];
+      EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens)
+          << "beam " << beam << ": " << kInt8Lines[i];
       EXPECT_NEAR(together[i].hypotheses[0].score, alone[0].hypotheses[0].score, 1e-4) << kInt8Lines[i];
       EXPECT_EQ(tiny_batches[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << kInt8Lines[i];
     }
@@ -213,7 +215,8 @@ TEST(Int8, StoredInt8BundleLoadsBackWhatWasQuantized) {
     for (const auto& m : back.model->modules(false)) {
       if (const auto* l = m->as<model::LinearImpl>()) quantized += l->weight.numel();
     }
-    EXPECT_LT(int64_t(std::filesystem::file_size(int8_path)) + 2 * quantized, int64_t(std::filesystem::file_size(float_path)))
+    EXPECT_LT(int64_t(std::filesystem::file_size(int8_path)) + 2 * quantized,
+              int64_t(std::filesystem::file_size(float_path)))
         << "tied " << tied;
   }
 }
@@ -225,7 +228,7 @@ TEST(Int8, Int8BundleOnAnotherDeviceIsRefusedWithAMessage) {
   bundle::Bundle b = bundle::load_bundle(toy.tmp / "f.pt");
   bundle::quantize_int8(b);
   bundle::save_bundle(toy.tmp / "q.pt", b.config, *b.tokenizer, b.model);
-  const std::string msg = test::boundary_error<ConfigError>(
-      [&] { bundle::load_bundle(toy.tmp / "q.pt", torch::Device(torch::kCUDA)); });
+  const std::string msg =
+      test::boundary_error<ConfigError>([&] { bundle::load_bundle(toy.tmp / "q.pt", torch::Device(torch::kCUDA)); });
   EXPECT_NE(msg.find("runs on the CPU"), std::string::npos) << msg;
 }

@@ -47,8 +47,8 @@ std::vector<std::pair<std::string, std::string>> closure(const fs::path& file) {
 
 std::vector<fs::path> inference_sources() {
   std::vector<fs::path> files;
-  for (const char* dir : {"include/mtx/decode", "src/decode", "include/mtx/bundle", "src/bundle", "include/mtx/serve",
-                          "src/serve"}) {
+  for (const char* dir :
+       {"include/mtx/decode", "src/decode", "include/mtx/bundle", "src/bundle", "include/mtx/serve", "src/serve"}) {
     if (!fs::exists(kRoot / dir)) continue;
     for (const auto& e : fs::directory_iterator(kRoot / dir)) files.push_back(e.path());
   }
@@ -74,6 +74,7 @@ TEST(Layering, InferenceNeverIncludesTrain) {
 TEST(Layering, TheCheckSeesIncludesThroughHeaders) {
   // A header that the closure must follow: translator.h reaches model/transformer.h through its own includes.
   bool found = false;
-  for (const auto& [header, chain] : closure(kRoot / "src/cli/cmd_translate.cpp")) found |= header == "mtx/model/transformer.h";
+  for (const auto& [header, chain] : closure(kRoot / "src/cli/cmd_translate.cpp"))
+    found |= header == "mtx/model/transformer.h";
   EXPECT_TRUE(found);
 }

@@ -1,10 +1,10 @@
 // The language-model task (PyTorch's Transformer tutorial): basic_english and its vocabulary, the
 // batchified token stream, the decoder-only model and its cache, perplexity, sampling, and training
 // with checkpoints and exact resume.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 
@@ -45,8 +45,8 @@ config::Config lm_setup(const test::TempDir& tmp) {
   const char* animals[] = {"dog", "cat", "horse", "bird"};
   const char* verbs[] = {"runs", "sleeps", "jumps", "sings"};
   for (int i = 0; i < 400; ++i) {
-    const std::string line = fmt::format("The {} {} in the {} park.\n", animals[i % 4], verbs[(i / 4) % 4],
-                                         i % 3 ? "green" : "old");
+    const std::string line =
+        fmt::format("The {} {} in the {} park.\n", animals[i % 4], verbs[(i / 4) % 4], i % 3 ? "green" : "old");
     (i % 10 == 9 ? valid : train) += line;
   }
   fs::create_directories(tmp / "data");
@@ -94,8 +94,9 @@ config::Config lm_setup(const test::TempDir& tmp) {
 
 TEST(BasicEnglish, SplitsAsTorchtext) {
   // torchtext.data.utils.get_tokenizer("basic_english") on these lines.
-  EXPECT_EQ(tokenizer::basic_english("Hello, World! It's \"fine\" (ok).<br />Yes; no: maybe?"),
-            (Words{"hello", ",", "world", "!", "it", "'", "s", "fine", "(", "ok", ")", ".", "yes", "no", "maybe", "?"}));
+  EXPECT_EQ(
+      tokenizer::basic_english("Hello, World! It's \"fine\" (ok).<br />Yes; no: maybe?"),
+      (Words{"hello", ",", "world", "!", "it", "'", "s", "fine", "(", "ok", ")", ".", "yes", "no", "maybe", "?"}));
   EXPECT_EQ(tokenizer::basic_english(" = Valkyria Chronicles III = \n"),
             (Words{"=", "valkyria", "chronicles", "iii", "="}));
   EXPECT_EQ(tokenizer::basic_english("3 @,@ 000 <unk> ÄRGER Straße"),
@@ -142,10 +143,10 @@ TEST(WordModel, VocabularyByFrequencyThenCodePointAndUnknownsBelowMinFreq) {
 
 TEST(WordModel, MalformedBytesAreDataErrors) {
   const std::string good = tokenizer::WordModel::train({"x y"}, 1)->bytes();
-  for (const std::string& bad : {std::string("mtx-words 1\n<pad>\n<unk>\n<s>\n"),       // no <eos>
+  for (const std::string& bad : {std::string("mtx-words 1\n<pad>\n<unk>\n<s>\n"),               // no <eos>
                                  std::string("mtx-words 1\n<pad>\n<unk>\n<s>\n<eos>\nx\nx\n"),  // repeated
                                  std::string("mtx-words 1\n<pad>\n<unk>\n<s>\n<eos>\na b\n"),   // whitespace
-                                 good.substr(0, good.size() - 1)}) {                           // truncated
+                                 good.substr(0, good.size() - 1)}) {                            // truncated
     EXPECT_FALSE(test::boundary_error<DataError>([&] { tokenizer::WordModel::from_bytes(bad); }).empty()) << bad;
   }
 }
@@ -160,8 +161,9 @@ TEST(TokenStream, BatchifyAndWindowsAreTheTutorials) {
   EXPECT_EQ(b.tokens(), 21);
   data::Batch w;
   ASSERT_TRUE(b.next(w));
-  EXPECT_TRUE(torch::equal(w.tgt_in, torch::tensor({100, 101, 102, 103, 107, 108, 109, 110, 114, 115, 116, 117},
-                                                   torch::kLong).view({3, 4})));
+  EXPECT_TRUE(torch::equal(
+      w.tgt_in,
+      torch::tensor({100, 101, 102, 103, 107, 108, 109, 110, 114, 115, 116, 117}, torch::kLong).view({3, 4})));
   EXPECT_TRUE(torch::equal(w.tgt_out, w.tgt_in + 1)) << "targets are the next tokens";
   EXPECT_EQ(w.tgt_tokens, 12);
   ASSERT_TRUE(b.next(w));
@@ -186,8 +188,8 @@ TEST(LanguageModel, IsCausalAndItsIncrementalStepMatchesTheFullPass) {
   m->eval();
   EXPECT_EQ(m->decoder->size(), 0u);
   EXPECT_FALSE(m->src_embed);
-  const torch::Tensor tokens = torch::randint(4, 40, {2, 9}, torch::kLong);      // [2, 9]
-  const torch::Tensor full = m->project(m->lm_hidden(tokens));                   // [2, 9, 40]
+  const torch::Tensor tokens = torch::randint(4, 40, {2, 9}, torch::kLong);  // [2, 9]
+  const torch::Tensor full = m->project(m->lm_hidden(tokens));               // [2, 9, 40]
   // A later token never changes an earlier position's logits.
   torch::Tensor changed = tokens.clone();
   changed.index_put_({torch::indexing::Slice(), 6}, 5);
@@ -293,7 +295,8 @@ TEST(LanguageModel, ConfigRejectsTranslationOnlySettings) {
   EXPECT_NE(test::boundary_error<ConfigError>([&] { config::validate(c); }).find("val_bleu"), std::string::npos);
   c.train.val_bleu = false;
   EXPECT_EQ(config::differences(config::Config{}, c),
-            (std::vector<std::string>{"task: \"translation\" vs \"lm\"", "tokenizer.type: \"unigram\" vs \"basic_english\""}));
+            (std::vector<std::string>{"task: \"translation\" vs \"lm\"",
+                                      "tokenizer.type: \"unigram\" vs \"basic_english\""}));
   c.train.bptt = 300;
   EXPECT_NE(test::boundary_error<ConfigError>([&] { config::validate(c); }).find("train.bptt"), std::string::npos);
 }

@@ -10,7 +10,7 @@ TEST(BatchedMatmul, EqualsTorchMatmulBitwiseWithGradients) {
   torch::manual_seed(4);
   const torch::Tensor a = torch::randn({5, 8, 17, 32}, torch::requires_grad());
   const torch::Tensor b0 = torch::randn({5, 8, 19, 32}, torch::requires_grad());
-  const torch::Tensor b = b0.transpose(-2, -1);  // a strided view, as attention passes k^T
+  const torch::Tensor b = b0.transpose(-2, -1);              // a strided view, as attention passes k^T
   const torch::Tensor y = mtx::model::batched_matmul(a, b);  // [5, 8, 17, 19]
   const torch::Tensor g = torch::randn_like(y);
   const auto grads = torch::autograd::grad({y}, {a, b0}, {g});

@@ -30,12 +30,16 @@ std::string xml_problem(const std::string& x) {
     if (c == '&') {
       const size_t semi = x.find(';', i);
       const std::string e = semi == std::string::npos ? "" : x.substr(i, semi - i + 1);
-      if (e != "&amp;" && e != "&lt;" && e != "&gt;" && e != "&quot;" && e != "&apos;") return "bad entity at " + std::to_string(i);
+      if (e != "&amp;" && e != "&lt;" && e != "&gt;" && e != "&quot;" && e != "&apos;")
+        return "bad entity at " + std::to_string(i);
       i = semi + 1;
       continue;
     }
     if (c == '>') return "stray '>' at " + std::to_string(i);
-    if (c != '<') { ++i; continue; }
+    if (c != '<') {
+      ++i;
+      continue;
+    }
     const size_t end = x.find('>', i);
     if (end == std::string::npos) return "unclosed tag";
     std::string tag = x.substr(i + 1, end - i - 1);
@@ -48,7 +52,8 @@ std::string xml_problem(const std::string& x) {
     }
     const bool self = tag.back() == '/';
     if (self) tag.pop_back();
-    static const std::regex element(R"(^([A-Za-z][A-Za-z0-9:_-]*)(\s+[A-Za-z_:][A-Za-z0-9:_.-]*="[^"<&]*(&(amp|lt|gt|quot|apos);[^"<&]*)*")*\s*$)");
+    static const std::regex element(
+        R"(^([A-Za-z][A-Za-z0-9:_-]*)(\s+[A-Za-z_:][A-Za-z0-9:_.-]*="[^"<&]*(&(amp|lt|gt|quot|apos);[^"<&]*)*")*\s*$)");
     std::smatch m;
     if (!std::regex_match(tag, m, element)) return "bad element <" + tag.substr(0, 60) + ">";
     if (open.empty() && ++roots > 1) return "more than one root";
@@ -178,7 +183,8 @@ TEST(Plot, AttentionMapsAreDistributionsCausalWhereTheyMustBe) {
   EXPECT_EQ(maps.decoder_self[1].sizes(), (torch::IntArrayRef{2, 3, 3}));
   EXPECT_EQ(maps.cross[1].sizes(), (torch::IntArrayRef{2, 3, 4}));
   for (const auto* kind : {&maps.encoder_self, &maps.decoder_self, &maps.cross}) {
-    for (const auto& w : *kind) EXPECT_TRUE(torch::allclose(w.sum(-1), torch::ones({w.size(0), w.size(1)}), 1e-5, 1e-5));
+    for (const auto& w : *kind)
+      EXPECT_TRUE(torch::allclose(w.sum(-1), torch::ones({w.size(0), w.size(1)}), 1e-5, 1e-5));
   }
   for (const auto& w : maps.decoder_self) EXPECT_EQ(w.triu(1).abs().max().item<double>(), 0.0) << "causal";
   EXPECT_TRUE(torch::allclose(m->forward(src, tgt), before)) << "keeping weights changes nothing";
@@ -238,13 +244,18 @@ TEST(Plot, LinesReadTheNamedColumnsOfATable) {
     }
     return "";
   };
-  EXPECT_NE(error("minutes", "BLEU").find("has no column 'BLEU' (its columns: minutes, update, bleu)"), std::string::npos);
+  EXPECT_NE(error("minutes", "BLEU").find("has no column 'BLEU' (its columns: minutes, update, bleu)"),
+            std::string::npos);
   std::ofstream(file, std::ios::app) << "6.0\tn/a\t25\n";
   EXPECT_NE(error("update", "bleu").find("curve.tsv:6: column 'update' is not a number"), std::string::npos)
       << error("update", "bleu");
-  const plot::LineChart chart{"BLEU against minutes", "minutes", "BLEU",
-                              {plot::tsv_series(file, "minutes", "minutes", "q"), plot::point_series("peer", 60, 35.95)},
-                              true, true};
+  const plot::LineChart chart{
+      "BLEU against minutes",
+      "minutes",
+      "BLEU",
+      {plot::tsv_series(file, "minutes", "minutes", "q"), plot::point_series("peer", 60, 35.95)},
+      true,
+      true};
   const std::string svg = plot::line_chart_svg(chart);
   EXPECT_EQ(xml_problem(svg), "");
   EXPECT_NE(svg.find(">peer<"), std::string::npos);

@@ -72,7 +72,7 @@ TEST(Schedule, CosineAndLinearDecayToMinLrAtTheBudgetsEnd) {
   const LrSchedule cosine(c, 256);
   EXPECT_NEAR(cosine.lr(5), 0.5 * (1e-4 + 1.9e-3 * 0.5 * (1 + std::cos(M_PI * 0.005))), 1e-15);  // warming up
   EXPECT_NEAR(cosine.lr(500), 1e-4 + 1.9e-3 * 0.5, 1e-15);                                       // half-way
-  EXPECT_NEAR(cosine.lr(1000), 1e-4, 1e-15);                                                      // the end
+  EXPECT_NEAR(cosine.lr(1000), 1e-4, 1e-15);                                                     // the end
   EXPECT_NEAR(cosine.lr(250), 1e-4 + 1.9e-3 * 0.5 * (1 + std::cos(M_PI / 4)), 1e-15);
   EXPECT_GT(cosine.lr(10), cosine.lr(11));  // decays from the end of the warm-up on
   c.schedule = cfg::Schedule::linear;
@@ -112,7 +112,7 @@ TEST(Schedule, CooldownTakesAnyScheduleLinearlyToZeroOverTheBudgetsLastShare) {
   EXPECT_NEAR(cooled.lr(2000, 1, 57 * 60), noam.lr(2000, 1, 57 * 60) * 0.25, 1e-15);
   EXPECT_NEAR(cooled.lr(2300, 1, 60 * 60), 0, 1e-15);
   EXPECT_NEAR(cooled.lr(2300, 1, 61 * 60), 0, 1e-15);  // past the deadline (the update that crosses it)
-  EXPECT_GT(noam.lr(2300, 1, 60 * 60), 1e-3);            // Noam alone is still high there
+  EXPECT_GT(noam.lr(2300, 1, 60 * 60), 1e-3);          // Noam alone is still high there
 
   // A step budget: the steps' share; with both, whichever is further on (as the decaying schedules).
   c.max_minutes = 0;

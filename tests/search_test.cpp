@@ -62,9 +62,12 @@ std::vector<double> dist(std::map<int32_t, double> p) {
   int free = 0;
   for (int32_t v = 4; v < kVocab; ++v) free += p.count(v) ? 0 : 1;
   for (int32_t v = 0; v < kVocab; ++v) {
-    if (p.count(v)) out[size_t(v)] = p[v];
-    else if (v >= 4) out[size_t(v)] = (1 - used) / free;
-    else out[size_t(v)] = 1e-9;  // pad, unk, bos; EOS when not listed
+    if (p.count(v))
+      out[size_t(v)] = p[v];
+    else if (v >= 4)
+      out[size_t(v)] = (1 - used) / free;
+    else
+      out[size_t(v)] = 1e-9;  // pad, unk, bos; EOS when not listed
   }
   return out;
 }
@@ -290,8 +293,10 @@ TEST(BeamSearch, FusedCandidatesMatchTheTensorPath) {
           }
         }
         EXPECT_EQ(fi[1][0] % vocab, 3) << "a sentence at its limit may only end";
-        if (banned) EXPECT_NE(fi[0][0] % vocab, 3) << "EOS banned before min_len";
-        else EXPECT_EQ(fi[0][0] % vocab, 3);
+        if (banned)
+          EXPECT_NE(fi[0][0] % vocab, 3) << "EOS banned before min_len";
+        else
+          EXPECT_EQ(fi[0][0] % vocab, 3);
       }
     }
   }
@@ -334,7 +339,8 @@ TEST(BeamSearch, ScoresInRowBlocksSearchAsOneBlock) {
     void step_blocks(const torch::Tensor& tokens, int64_t block_rows, const BlockConsumer& consume) override {
       EXPECT_GE(block_rows, 3);
       const torch::Tensor all = inner_.step(tokens);
-      for (int64_t first = 0; first < all.size(0); first += 3) consume(first, all.narrow(0, first, std::min<int64_t>(3, all.size(0) - first)));
+      for (int64_t first = 0; first < all.size(0); first += 3)
+        consume(first, all.narrow(0, first, std::min<int64_t>(3, all.size(0) - first)));
     }
     void reorder(const torch::Tensor& indices, bool same) override { inner_.reorder(indices, same); }
 

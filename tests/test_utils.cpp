@@ -7,10 +7,10 @@
 
 #include "mtx/util/system.h"
 
+#include <sys/wait.h>
 #include <array>
 #include <atomic>
 #include <cstdio>
-#include <sys/wait.h>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
@@ -21,8 +21,7 @@ namespace mtx::test {
 
 TempDir::TempDir() {
   static std::atomic<int> counter{0};
-  path_ = fs::temp_directory_path() /
-          ("mtx-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  path_ = fs::temp_directory_path() / ("mtx-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::remove_all(path_);
   fs::create_directories(path_);
 }

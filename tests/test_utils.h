@@ -60,13 +60,13 @@ std::string boundary_error(F fn) {
 }  // namespace mtx::test
 
 // Inside a TEST: skip or fail (see multi30k_dir) when Multi30k is not available.
-#define MTX_REQUIRE_MULTI30K()                                                                   \
-  do {                                                                                           \
-    if (!::mtx::test::have_multi30k()) {                                                         \
-      if (const char* allow = std::getenv("MTX_ALLOW_MISSING_DATA"); allow && *allow == '1') {   \
-        GTEST_SKIP() << "Multi30k not found at " << ::mtx::test::multi30k_dir();                 \
-      }                                                                                          \
-      FAIL() << "Multi30k not found at " << ::mtx::test::multi30k_dir()                          \
-             << ": run scripts/get_multi30k.sh data/multi30k (or set MTX_DATA_DIR)";             \
-    }                                                                                            \
+#define MTX_REQUIRE_MULTI30K()                                                                 \
+  do {                                                                                         \
+    if (!::mtx::test::have_multi30k()) {                                                       \
+      if (const char* allow = std::getenv("MTX_ALLOW_MISSING_DATA"); allow && *allow == '1') { \
+        GTEST_SKIP() << "Multi30k not found at " << ::mtx::test::multi30k_dir();               \
+      }                                                                                        \
+      FAIL() << "Multi30k not found at " << ::mtx::test::multi30k_dir()                        \
+             << ": run scripts/get_multi30k.sh data/multi30k (or set MTX_DATA_DIR)";           \
+    }                                                                                          \
   } while (0)

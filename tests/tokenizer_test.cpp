@@ -15,8 +15,8 @@ namespace {
 // One tokenizer trained on Multi30k train (both sides, joint unigram) for the whole suite.
 const tok::Tokenizer& multi30k_tokenizer() {
   static const tok::Tokenizer t = [] {
-    const auto corpus = mtx::data::read_parallel(mtx::test::multi30k_dir() / "train.de.gz",
-                                                 mtx::test::multi30k_dir() / "train.en.gz");
+    const auto corpus =
+        mtx::data::read_parallel(mtx::test::multi30k_dir() / "train.de.gz", mtx::test::multi30k_dir() / "train.en.gz");
     mtx::config::TokenizerConfig s;
     s.vocab_size = 4000;
     return tok::Tokenizer::train(s, corpus.src, corpus.tgt);

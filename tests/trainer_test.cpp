@@ -100,7 +100,8 @@ TEST(Trainer, RunDirectoryHoldsCheckpointsMetricsAndCurve) {
     const auto row = nlohmann::json::parse(line);
     if (row["type"] == "train") {
       ++train_rows;
-      for (const char* k : {"step", "epoch", "loss", "lr", "tgt_tokens", "elapsed_s"}) EXPECT_TRUE(row.contains(k)) << k;
+      for (const char* k : {"step", "epoch", "loss", "lr", "tgt_tokens", "elapsed_s"})
+        EXPECT_TRUE(row.contains(k)) << k;
       EXPECT_GE(row["tgt_tokens"].get<int64_t>(), last_tokens) << "cumulative";
       last_tokens = row["tgt_tokens"];
     } else {
@@ -200,9 +201,9 @@ TEST(Checkpoint, NonFiniteWeightsAreNeverWritten) {
     torch::NoGradGuard g;
     ckpt.model->parameters()[0][0].fill_(std::numeric_limits<float>::quiet_NaN());
   }
-  EXPECT_THROW(train::save_checkpoint(tmp / "run" / "last.pt", ckpt.config, *ckpt.tokenizer, ckpt.model, nullptr,
-                                      ckpt.state),
-               mtx::Error);
+  EXPECT_THROW(
+      train::save_checkpoint(tmp / "run" / "last.pt", ckpt.config, *ckpt.tokenizer, ckpt.model, nullptr, ckpt.state),
+      mtx::Error);
   EXPECT_EQ(mtx::read_file(tmp / "run" / "last.pt"), before) << "the old checkpoint is untouched";
 }
 
@@ -322,8 +323,9 @@ TEST(Checkpoint, AveragingGivesTheElementwiseMeanAndRefusesOtherModels) {
   other.model.ffn_dim = 48;
   other.train.max_steps = 1;
   train::run_training(other, tmp2 / "run");
-  const std::string msg = mtx::test::boundary_error<mtx::DataError>(
-      [&] { train::average_checkpoints({tmp / "run" / "step-6.pt", tmp2 / "run" / "last.pt"}, tmp / "bad.pt"); });
+  const std::string msg = mtx::test::boundary_error<mtx::DataError>([&] {
+    train::average_checkpoints({tmp / "run" / "step-6.pt", tmp2 / "run" / "last.pt"}, tmp / "bad.pt");
+  });
   EXPECT_NE(msg.find("different model"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(tmp / "bad.pt"));
 }
@@ -362,7 +364,8 @@ TEST(Checkpoint, AverageChosenOnValidationIsTheBestOfTheLastK) {
   }
   EXPECT_EQ(summary.average_k, best_k);
   std::vector<fs::path> tail;
-  for (int64_t s = 12 - 3 * (best_k - 1); s <= 12; s += 3) tail.push_back(tmp / "run" / ("step-" + std::to_string(s) + ".pt"));
+  for (int64_t s = 12 - 3 * (best_k - 1); s <= 12; s += 3)
+    tail.push_back(tmp / "run" / ("step-" + std::to_string(s) + ".pt"));
   train::average_checkpoints(tail, tmp / "want.pt");
   auto want = train::load_checkpoint(tmp / "want.pt");
   auto avg = train::load_checkpoint(tmp / "run" / "avg.pt");
@@ -442,8 +445,7 @@ TEST(Trainer, StopBetweenValidationsLeavesTheRunAsAnUnbrokenOne) {
   train::run_training(c, tmp / "one");
   c.train.max_steps = 6;  // 6 is no validation point: a stop (signal, time) lands between two
   train::run_training(c, tmp / "two");
-  EXPECT_EQ(step_files(tmp / "two"), std::vector<std::string>{"step-4.pt"})
-      << "a stop adds no step checkpoint";
+  EXPECT_EQ(step_files(tmp / "two"), std::vector<std::string>{"step-4.pt"}) << "a stop adds no step checkpoint";
   c.train.max_steps = 14;
   train::run_training(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
   EXPECT_EQ(step_files(tmp / "two"), step_files(tmp / "one"));

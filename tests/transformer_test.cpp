@@ -52,7 +52,8 @@ TEST(Transformer, PaddingDoesNotChangeOtherRows) {
   Transformer model(small(false, false, true));
   model->eval();
   torch::NoGradGuard no_grad;
-  const torch::Tensor alone = model->forward(torch::tensor({{5, 6, 3}}, torch::kLong), torch::tensor({{2, 9}}, torch::kLong));
+  const torch::Tensor alone =
+      model->forward(torch::tensor({{5, 6, 3}}, torch::kLong), torch::tensor({{2, 9}}, torch::kLong));
   const torch::Tensor batched = model->forward(torch::tensor({{5, 6, 3, 0, 0}, {7, 8, 9, 10, 3}}, torch::kLong),
                                                torch::tensor({{2, 9, 0}, {2, 11, 12}}, torch::kLong));
   EXPECT_TRUE(torch::allclose(alone[0], batched[0].narrow(0, 0, 2), 1e-5, 1e-5));
@@ -103,9 +104,9 @@ TEST(Transformer, LogitsAtSelectedPositionsEqualTheIncrementalDecoder) {
   DecoderCache cache = model->start_decoding(model->encode(src));
   std::vector<torch::Tensor> steps;
   for (int64_t t = 0; t < tgt.size(1); ++t) steps.push_back(model->decode_step(tgt.select(1, t), cache));  // [2, 50]
-  const torch::Tensor reference = torch::stack(steps, 1);  // [2, 4, 50]
+  const torch::Tensor reference = torch::stack(steps, 1);                                                  // [2, 4, 50]
   // Every real position, and an irregular selection (row-major order of the selected rows).
-  const torch::Tensor real = tgt.ne(0);                                                   // [2, 4]
+  const torch::Tensor real = tgt.ne(0);  // [2, 4]
   const torch::Tensor some = torch::tensor({0, 1, 0, 1, 1, 0, 0, 0}, torch::kBool).view({2, 4});
   for (const auto& positions : {real, some}) {
     const torch::Tensor got = model->logits_at(src, tgt, positions);  // [n, 50]
@@ -133,7 +134,7 @@ TEST(Transformer, SdpaModelEqualsTheExplicitPathForwardAndBackward) {
   for (const bool sdpa : {true, false}) {
     torch::manual_seed(12);
     Transformer model(small(true, false, true).use_sdpa(sdpa));
-    model->train();  // dropout is 0 by default: training mode without randomness
+    model->train();                                      // dropout is 0 by default: training mode without randomness
     const torch::Tensor out = model->forward(src, tgt);  // [2, 5, 50]
     out.logsumexp(-1).sum().backward();
     logits.push_back(out.detach());
@@ -149,7 +150,8 @@ TEST(Transformer, SdpaModelEqualsTheExplicitPathForwardAndBackward) {
   for (size_t i = 0; i < half; ++i)
     EXPECT_TRUE(torch::allclose(logits[i], logits[half + i], 1e-5, 1e-5))
         << "output " << i << " max diff " << (logits[i] - logits[half + i]).abs().max().item<float>();
-  EXPECT_TRUE(torch::allclose(grads[0], grads[1], 1e-4, 1e-5)) << "max diff " << (grads[0] - grads[1]).abs().max().item<float>();
+  EXPECT_TRUE(torch::allclose(grads[0], grads[1], 1e-4, 1e-5))
+      << "max diff " << (grads[0] - grads[1]).abs().max().item<float>();
 }
 
 // At CPU inference a source's encoding is bit-identical alone and in a padded batch: the attention runs the fused
@@ -164,11 +166,11 @@ TEST(Transformer, EncodingIsBitIdenticalAloneAndInAPaddedBatch) {
   model->pack_fp32();
   torch::NoGradGuard no_grad;
   const torch::Tensor alone = torch::tensor({{5, 6, 7, 8, 3}}, torch::kLong);  // [1, 5]
-  torch::Tensor batch = torch::zeros({2, 48}, torch::kLong);                     // [2, 48]: pad 0
+  torch::Tensor batch = torch::zeros({2, 48}, torch::kLong);                   // [2, 48]: pad 0
   batch[0].narrow(0, 0, 5).copy_(alone[0]);
   batch[1].copy_(torch::randint(4, 50, {48}));
-  const Memory one = model->encode(alone);    // [1, 5, 64]
-  const Memory both = model->encode(batch);   // [2, 48, 64]
+  const Memory one = model->encode(alone);   // [1, 5, 64]
+  const Memory both = model->encode(batch);  // [2, 48, 64]
   const torch::Tensor a = one.states[0], b = both.states[0].narrow(0, 0, 5);
   EXPECT_TRUE(torch::equal(a, b)) << "max diff " << (a - b).abs().max().item<float>();
 }

@@ -44,8 +44,8 @@ struct Toy {
   }
 };
 
-const std::vector<std::string> kLines = {"ein Hund läuft", "zwei Männer spielen Fußball im Park heute",
-                                         "Kinder", "eine Frau liest ein Buch", "ein Mann fährt Fahrrad und ein Hund läuft"};
+const std::vector<std::string> kLines = {"ein Hund läuft", "zwei Männer spielen Fußball im Park heute", "Kinder",
+                                         "eine Frau liest ein Buch", "ein Mann fährt Fahrrad und ein Hund läuft"};
 
 // Plain greedy decoding by re-running the whole decoder each step (no cache, no search component).
 std::vector<int32_t> naive_greedy(model::Transformer& m, const std::vector<int32_t>& src_ids, int64_t max_len,
@@ -90,7 +90,8 @@ TEST(Translator, OutputDoesNotDependOnTheBatch) {
     for (size_t i = 0; i < kLines.size(); ++i) {
       const auto alone = toy.translator(beam).translate({kLines[i]});
       ASSERT_EQ(alone[0].hypotheses.size(), 1u);
-      EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens) << "beam " << beam << ": " << kLines[i];
+      EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens)
+          << "beam " << beam << ": " << kLines[i];
       EXPECT_NEAR(together[i].hypotheses[0].score, alone[0].hypotheses[0].score, 1e-4);
       EXPECT_EQ(tiny_batches[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens);
       EXPECT_EQ(together[i].texts[0], alone[0].texts[0]) << "outputs come back in input order";
@@ -295,7 +296,8 @@ TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
       }
       want.push_back(ids.eos);
       const torch::Tensor s = torch::tensor(src).unsqueeze(0), t = torch::tensor(in).unsqueeze(0);
-      const torch::Tensor mean = (toy.model->forward(s, t)[0].log_softmax(-1) + other->forward(s, t)[0].log_softmax(-1)) / 2;
+      const torch::Tensor mean =
+          (toy.model->forward(s, t)[0].log_softmax(-1) + other->forward(s, t)[0].log_softmax(-1)) / 2;
       const torch::Tensor logp = mean.log_softmax(-1).gather(1, torch::tensor(want).unsqueeze(1));  // [len, 1]
       EXPECT_NEAR(h.log_prob, logp.sum().item<double>(), 1e-3) << line;
     }

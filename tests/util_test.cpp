@@ -30,13 +30,13 @@ TEST(Sha256, KnownVectors) {
 TEST(Utf8, ValidAndInvalidSequences) {
   EXPECT_TRUE(mtx::utf8::is_valid("plain ascii"));
   EXPECT_TRUE(mtx::utf8::is_valid("Grüße, 東京, €, 😀"));
-  EXPECT_EQ(mtx::utf8::find_invalid("ab\xff"), 2u);              // invalid byte
-  EXPECT_EQ(mtx::utf8::find_invalid("a\xc3"), 1u);               // truncated sequence
-  EXPECT_EQ(mtx::utf8::find_invalid("\xc0\xaf"), 0u);            // overlong '/'
-  EXPECT_EQ(mtx::utf8::find_invalid("\xe0\x80\xaf"), 0u);        // overlong 3-byte
-  EXPECT_EQ(mtx::utf8::find_invalid("x\xed\xa0\x80"), 1u);       // surrogate U+D800
-  EXPECT_EQ(mtx::utf8::find_invalid("\xf4\x90\x80\x80"), 0u);    // above U+10FFFF
-  EXPECT_EQ(mtx::utf8::find_invalid("\x80"), 0u);                // stray continuation
+  EXPECT_EQ(mtx::utf8::find_invalid("ab\xff"), 2u);            // invalid byte
+  EXPECT_EQ(mtx::utf8::find_invalid("a\xc3"), 1u);             // truncated sequence
+  EXPECT_EQ(mtx::utf8::find_invalid("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(mtx::utf8::find_invalid("\xe0\x80\xaf"), 0u);      // overlong 3-byte
+  EXPECT_EQ(mtx::utf8::find_invalid("x\xed\xa0\x80"), 1u);     // surrogate U+D800
+  EXPECT_EQ(mtx::utf8::find_invalid("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(mtx::utf8::find_invalid("\x80"), 0u);              // stray continuation
 }
 
 TEST(AtomicFile, ReplacesContentAndLeavesNoTempFiles) {
@@ -47,10 +47,11 @@ TEST(AtomicFile, ReplacesContentAndLeavesNoTempFiles) {
   mtx::write_file_atomic(p, "two");
   EXPECT_EQ(mtx::read_file(p), "two");
   // A writer that fails leaves the old content and no temp file behind.
-  EXPECT_THROW(mtx::write_file_atomic(p, [](std::ostream& out) {
-                 out << "partial";
-                 throw std::runtime_error("crash mid-write");
-               }),
+  EXPECT_THROW(mtx::write_file_atomic(p,
+                                      [](std::ostream& out) {
+                                        out << "partial";
+                                        throw std::runtime_error("crash mid-write");
+                                      }),
                std::runtime_error);
   EXPECT_EQ(mtx::read_file(p), "two");
   size_t files = 0;

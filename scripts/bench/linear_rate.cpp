@@ -34,8 +34,8 @@ int main(int argc, char** argv) {
     const char* name;
     int64_t out, in;
   };
-  const Shape shapes[] = {{"qkv", 768, 256}, {"attn out", 256, 256}, {"ffn up", 1024, 256},
-                          {"ffn down", 256, 1024}, {"vocab", 8000, 256}};
+  const Shape shapes[] = {
+      {"qkv", 768, 256}, {"attn out", 256, 256}, {"ffn up", 1024, 256}, {"ffn down", 256, 1024}, {"vocab", 8000, 256}};
   std::printf("%d threads; GFLOP/s, best of 5 rounds (blas = torch::addmm, packed = mtx fp32 kernel)\n", threads);
   std::printf("%-9s %6s %9s %9s %7s\n", "layer", "rows", "blas", "packed", "ratio");
   for (const Shape& s : shapes) {

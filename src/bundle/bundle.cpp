@@ -51,8 +51,9 @@ std::string read_string(torch::serialize::InputArchive& a, const std::string& ke
 // optimizer state, random generator state) and the tokenizer's and weights' own hashes: a flipped byte in
 // any of them is a DataError, never a model or a resumed run that silently differs. The order is the file
 // format's (older files verify with it).
-constexpr const char* kHashedParts[] = {"mtx_format",    "mtx_config", "mtx_state", "mtx_tokenizer_sha256", "mtx_weights_sha256",
-                                        "mtx_optimizer", "rng_cpu",    "rng_cuda",  "mtx_int8"};
+constexpr const char* kHashedParts[] = {
+    "mtx_format", "mtx_config", "mtx_state", "mtx_tokenizer_sha256", "mtx_weights_sha256", "mtx_optimizer",
+    "rng_cpu",    "rng_cuda",   "mtx_int8"};
 using Parts = std::map<std::string, std::string>;
 
 std::string parts_sha256(const Parts& parts) {
@@ -167,7 +168,8 @@ void save_bundle(const fs::path& path, const config::Config& config, const token
   }
   if (model->is_int8()) {
     parts.emplace("mtx_int8", json{{"scheme", "per-row symmetric int8 weights, per-row dynamic activations"},
-                                   {"output", model->int8_output()}}.dump());
+                                   {"output", model->int8_output()}}
+                                  .dump());
   }
   torch::serialize::OutputArchive archive;
   for (const auto& [name, bytes] : parts) write_string(archive, name, bytes);
@@ -214,7 +216,8 @@ Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts
     Parts parts;
     // (try_read into a defined tensor would set_() it, i.e. repoint the archive's own tensor: fresh ones each time)
     for (const char* name : kHashedParts) {
-      if (torch::Tensor part; archive->try_read(name, part, /*is_buffer=*/true)) parts.emplace(name, tensor_bytes(part));
+      if (torch::Tensor part; archive->try_read(name, part, /*is_buffer=*/true))
+        parts.emplace(name, tensor_bytes(part));
     }
     if (torch::Tensor t; archive->try_read("mtx_sha256", t, /*is_buffer=*/true)) {
       if (parts_sha256(parts) != tensor_bytes(t)) {

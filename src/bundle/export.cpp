@@ -1,9 +1,9 @@
 #include "mtx/bundle/export.h"
 
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cstring>
@@ -23,17 +23,28 @@ namespace {
 
 std::string safetensors_dtype(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat: return "F32";
-    case torch::kDouble: return "F64";
-    case torch::kHalf: return "F16";
-    case torch::kBFloat16: return "BF16";
-    case torch::kLong: return "I64";
-    case torch::kInt: return "I32";
-    case torch::kShort: return "I16";
-    case torch::kChar: return "I8";
-    case torch::kByte: return "U8";
-    case torch::kBool: return "BOOL";
-    default: throw Error(std::string("safetensors: no dtype for ") + c10::toString(t));
+    case torch::kFloat:
+      return "F32";
+    case torch::kDouble:
+      return "F64";
+    case torch::kHalf:
+      return "F16";
+    case torch::kBFloat16:
+      return "BF16";
+    case torch::kLong:
+      return "I64";
+    case torch::kInt:
+      return "I32";
+    case torch::kShort:
+      return "I16";
+    case torch::kChar:
+      return "I8";
+    case torch::kByte:
+      return "U8";
+    case torch::kBool:
+      return "BOOL";
+    default:
+      throw Error(std::string("safetensors: no dtype for ") + c10::toString(t));
   }
 }
 
@@ -129,33 +140,35 @@ void export_safetensors(Bundle& b, const fs::path& dir) {
     files.push_back("target.spm.model");
     write_file_atomic(dir / "target.spm.model", tgt.bytes());
   }
-  const json meta = {
-      {"format", "mtx-export-1"},
-      {"weights_sha256", b.weights_sha256},
-      {"int8_source", b.model->is_int8()},
-      {"model",
-       {{"task", "translation"},
-        {"d_model", o.d_model()},
-        {"heads", o.heads()},
-        {"encoder_layers", o.encoder_layers()},
-        {"decoder_layers", o.decoder_layers()},
-        {"ffn_dim", o.ffn_dim()},
-        {"max_len", o.max_len()},
-        {"pre_norm", o.pre_norm()},
-        {"positions", o.learned_positions() ? "learned" : "sinusoidal"},
-        {"activation", o.gelu() ? "gelu" : "relu"},
-        {"share_embeddings", o.share_embeddings()},
-        {"tie_output", o.tie_output()},
-        {"embedding_scale", "sqrt(d_model)"},
-        {"layer_norm_epsilon", 1e-5}}},
-      {"decode", config::to_json(b.config)["decode"]},
-      {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
-      {"special_pieces", {{"pad", tgt.piece(ids.pad)}, {"unk", tgt.piece(ids.unk)}, {"bos", tgt.piece(ids.bos)},
-                          {"eos", tgt.piece(ids.eos)}}},
-      {"source_appends_eos", true},
-      {"tokenizer_files", files},
-      {"source_vocabulary", pieces(b.tokenizer->src())},
-      {"target_vocabulary", pieces(tgt)}};
+  const json meta = {{"format", "mtx-export-1"},
+                     {"weights_sha256", b.weights_sha256},
+                     {"int8_source", b.model->is_int8()},
+                     {"model",
+                      {{"task", "translation"},
+                       {"d_model", o.d_model()},
+                       {"heads", o.heads()},
+                       {"encoder_layers", o.encoder_layers()},
+                       {"decoder_layers", o.decoder_layers()},
+                       {"ffn_dim", o.ffn_dim()},
+                       {"max_len", o.max_len()},
+                       {"pre_norm", o.pre_norm()},
+                       {"positions", o.learned_positions() ? "learned" : "sinusoidal"},
+                       {"activation", o.gelu() ? "gelu" : "relu"},
+                       {"share_embeddings", o.share_embeddings()},
+                       {"tie_output", o.tie_output()},
+                       {"embedding_scale", "sqrt(d_model)"},
+                       {"layer_norm_epsilon", 1e-5}}},
+                     {"decode", config::to_json(b.config)["decode"]},
+                     {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
+                     {"special_pieces",
+                      {{"pad", tgt.piece(ids.pad)},
+                       {"unk", tgt.piece(ids.unk)},
+                       {"bos", tgt.piece(ids.bos)},
+                       {"eos", tgt.piece(ids.eos)}}},
+                     {"source_appends_eos", true},
+                     {"tokenizer_files", files},
+                     {"source_vocabulary", pieces(b.tokenizer->src())},
+                     {"target_vocabulary", pieces(tgt)}};
   write_file_atomic(dir / "mtx_export.json", meta.dump(1) + "\n");
 }
 
@@ -166,8 +179,8 @@ void export_ct2(Bundle& b, const fs::path& dir, const Ct2ExportOptions& options)
   TempDir tmp;
   export_safetensors(b, tmp.path);
   write_file_atomic(tmp.path / "ct2_convert.py", std::string(kCt2Converter));
-  std::vector<std::string> args = {options.python, (tmp.path / "ct2_convert.py").string(), "--input", tmp.path.string(),
-                                   "--output", dir.string()};
+  std::vector<std::string> args = {
+      options.python, (tmp.path / "ct2_convert.py").string(), "--input", tmp.path.string(), "--output", dir.string()};
   if (!options.quantization.empty()) {
     args.insert(args.end(), {"--quantization", options.quantization});
   }
@@ -175,7 +188,8 @@ void export_ct2(Bundle& b, const fs::path& dir, const Ct2ExportOptions& options)
   log::info("converting with CTranslate2's specs: {}", options.python);
   const int status = run_process(args);
   if (status == 127) {
-    throw Error("export: cannot run '" + options.python + "' (--python names an interpreter with ctranslate2: "
+    throw Error("export: cannot run '" + options.python +
+                "' (--python names an interpreter with ctranslate2: "
                 "python3 -m venv .venv && .venv/bin/pip install ctranslate2 safetensors numpy)");
   }
   if (status != 0) {

@@ -50,7 +50,7 @@ struct EvalArgs {
   // --ckpt mode
   std::vector<std::string> ckpts;  // several: an ensemble
   std::string src, output;
-  std::string text;       // --text: a language model's perplexity on this text
+  std::string text;  // --text: a language model's perplexity on this text
   std::optional<int> lm_batch;
   std::optional<int> beam, batch_tokens;
   int workers = 0;  // 0: one search per thread
@@ -165,7 +165,10 @@ int run_lm_perplexity(const EvalArgs& a, const std::vector<std::string>& names) 
   const auto stream = data::encode_stream(ckpt.tokenizer->tgt(), lines);
   const decode::StreamLoss l = decode::stream_loss(ckpt.model, stream, columns, ckpt.config.train.bptt, device);
   if (a.json) {
-    std::cout << nlohmann::json({{"name", "PPL"}, {"score", l.ppl}, {"loss", l.loss}, {"tokens", l.tokens},
+    std::cout << nlohmann::json({{"name", "PPL"},
+                                 {"score", l.ppl},
+                                 {"loss", l.loss},
+                                 {"tokens", l.tokens},
                                  {"signature", fmt::format("lm|streams:{}|bptt:{}", columns, ckpt.config.train.bptt)}})
                      .dump()
               << "\n";
@@ -195,7 +198,8 @@ int run_eval(const EvalArgs& a) {
   if (want_ppl && a.ckpts.empty()) throw ConfigError("--metric ppl needs --ckpt and --src");
   if (want_ppl && a.ckpts.size() > 1) throw ConfigError("--metric ppl scores one model: give one --ckpt");
   if (!a.ckpts.empty() && !a.hyps.empty()) throw ConfigError("--ckpt translates --src itself: drop --hyp");
-  if (a.paired_bs && a.hyps.size() < 2) throw ConfigError("--paired-bs needs a baseline and at least one system: --hyp BASE --hyp SYS ...");
+  if (a.paired_bs && a.hyps.size() < 2)
+    throw ConfigError("--paired-bs needs a baseline and at least one system: --hyp BASE --hyp SYS ...");
   if (a.confidence_n < 10) throw ConfigError("--confidence-n: at least 10 resamples");
   auto metrics = build_metrics(a, names);  // option errors surface before any work
 
@@ -245,7 +249,8 @@ int run_eval(const EvalArgs& a) {
       pc.src = src;
       pc.tgt = refs[0];
       const auto corpus = data::encode_corpus(*ckpt.tokenizer, pc, ckpt.config.model.max_len, at::get_num_threads());
-      ppl = decode::evaluate_loss(ckpt.model, corpus, ckpt.tokenizer->special_ids(), ckpt.config.train.max_tokens, device);
+      ppl = decode::evaluate_loss(ckpt.model, corpus, ckpt.tokenizer->special_ids(), ckpt.config.train.max_tokens,
+                                  device);
     }
     systems.emplace_back(name, std::move(hyps));
   } else if (a.hyps.empty()) {
@@ -255,8 +260,8 @@ int run_eval(const EvalArgs& a) {
   }
   for (const auto& [name, hyps] : systems) {
     if (hyps.size() != refs[0].size()) {
-      throw DataError(fmt::format("hypothesis '{}' has {} lines but reference '{}' has {}", name, hyps.size(), a.refs[0],
-                                  refs[0].size()));
+      throw DataError(fmt::format("hypothesis '{}' has {} lines but reference '{}' has {}", name, hyps.size(),
+                                  a.refs[0], refs[0].size()));
     }
   }
 
@@ -313,14 +318,16 @@ int run_eval(const EvalArgs& a) {
           std::cout << j.dump() << "\n";
         } else {
           std::cout << "System   " << systems[s].first << ": " << render(sc, r.system_ci)
-                    << fmt::format(" (p = {:.4f}){}", r.p_value, r.p_value < 0.05 ? (better ? "* better" : "* worse") : "")
+                    << fmt::format(" (p = {:.4f}){}", r.p_value,
+                                   r.p_value < 0.05 ? (better ? "* better" : "* worse") : "")
                     << "\n";
         }
       }
     }
     if (!a.json) {
-      std::cout << fmt::format("(paired bootstrap resampling, {} samples, seed {}; * = p < 0.05 against the baseline)\n",
-                               a.confidence_n, a.seed);
+      std::cout << fmt::format(
+          "(paired bootstrap resampling, {} samples, seed {}; * = p < 0.05 against the baseline)\n", a.confidence_n,
+          a.seed);
     }
     return 0;
   }
@@ -346,7 +353,10 @@ int run_eval(const EvalArgs& a) {
   }
   if (ppl) {
     if (a.json) {
-      std::cout << nlohmann::json({{"name", "PPL"}, {"score", ppl->ppl}, {"loss", ppl->loss}, {"tokens", ppl->tokens},
+      std::cout << nlohmann::json({{"name", "PPL"},
+                                   {"score", ppl->ppl},
+                                   {"loss", ppl->loss},
+                                   {"tokens", ppl->tokens},
                                    {"signature", "teacher-forced|nll-per-target-token"}})
                        .dump()
                 << "\n";
@@ -361,11 +371,14 @@ int run_eval(const EvalArgs& a) {
 
 Command add_eval(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
-  auto* cmd = app.add_subcommand("eval", "Score translations: BLEU, chrF, TER exactly as sacreBLEU, ROUGE, WER, test PPL");
+  auto* cmd =
+      app.add_subcommand("eval", "Score translations: BLEU, chrF, TER exactly as sacreBLEU, ROUGE, WER, test PPL");
   cmd->add_option("--metric,-m", a->metrics, "Comma-separated: bleu,chrf,ter,rouge,wer,ppl (ppl needs --ckpt)");
   cmd->add_option("--ref,-r", a->refs, "Reference file; repeat for multiple references (required but with --text)");
   cmd->add_option("--hyp", a->hyps, "Hypothesis file (default: stdin); repeat to score several systems");
-  cmd->add_option("--tokenize", a->tokenize, "BLEU tokenizer: 13a | intl | char | none | spacy (spaCy 2 English, the seq2seq tutorials' convention)");
+  cmd->add_option(
+      "--tokenize", a->tokenize,
+      "BLEU tokenizer: 13a | intl | char | none | spacy (spaCy 2 English, the seq2seq tutorials' convention)");
   cmd->add_flag("--lowercase", a->lowercase, "Case-insensitive BLEU and chrF");
   cmd->add_option("--smooth-method", a->smooth_method, "BLEU smoothing: exp | floor | add-k | none");
   cmd->add_option("--smooth-value", a->smooth_value, "Value for floor (default 0.1) and add-k (default 1)");
@@ -381,14 +394,16 @@ Command add_eval(CLI::App& app) {
   cmd->add_flag("--confidence", a->confidence, "95% confidence interval by bootstrap resampling");
   cmd->add_option("--confidence-n", a->confidence_n, "Bootstrap resamples (default 1000)");
   cmd->add_option("--seed", a->seed, "Bootstrap seed (default 12345)");
-  cmd->add_flag("--paired-bs", a->paired_bs, "Paired bootstrap: first --hyp is the baseline, the others are tested against it");
+  cmd->add_flag("--paired-bs", a->paired_bs,
+                "Paired bootstrap: first --hyp is the baseline, the others are tested against it");
   cmd->add_flag("--sentence-level", a->sentence_level, "Per-line scores (BLEU with effective order)");
   cmd->add_option("--ckpt", a->ckpts,
                   "Translate --src with this checkpoint, then score (and ppl); repeat for an ensemble (see mtx "
                   "translate --help)");
   cmd->add_option("--src", a->src, "Source text for --ckpt");
   cmd->add_option("--text", a->text, "With --ckpt of a language model (task lm): its perplexity on this text");
-  cmd->add_option("--batch-size", a->lm_batch, "With --text: streams the text is cut into (default: train.eval_batch_size)");
+  cmd->add_option("--batch-size", a->lm_batch,
+                  "With --text: streams the text is cut into (default: train.eval_batch_size)");
   cmd->add_option("--output", a->output, "With --ckpt: also write the translations here");
   cmd->add_option("--beam", a->beam, "With --ckpt: beam size (default: the checkpoint's decode.beam)");
   cmd->add_option("--alpha", a->alpha, "With --ckpt: length normalisation");
@@ -397,7 +412,8 @@ Command add_eval(CLI::App& app) {
                   "With --ckpt: searches at once, one thread each (0: one per thread; see mtx translate --help)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", a->device, "With --ckpt: auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--device", a->device, "With --ckpt: auto | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", a->threads, "With --ckpt: CPU threads (0 = one per core)");
   add_quantize_flags(*cmd, a->quantize);
   return {cmd, [a] { return run_eval(*a); }};

@@ -45,9 +45,10 @@ int run_generate(GenerateArgs a) {
   const torch::Device device = select_device(parse_device(a.device), "--device");
   bundle::Bundle ckpt = bundle::load_bundle(a.ckpt, device);
   if (ckpt.config.task != config::Task::lm) {
-    throw ConfigError(fmt::format("--ckpt: '{}' is a translation model; mtx generate needs a language model (task "
-                                  "lm, e.g. configs/lm-tutorial.json); translate with mtx translate",
-                                  a.ckpt));
+    throw ConfigError(
+        fmt::format("--ckpt: '{}' is a translation model; mtx generate needs a language model (task "
+                    "lm, e.g. configs/lm-tutorial.json); translate with mtx translate",
+                    a.ckpt));
   }
   a.options.context = a.context ? *a.context : ckpt.config.train.bptt;
   decode::validate(a.options);
@@ -66,13 +67,15 @@ int run_generate(GenerateArgs a) {
 
 Command add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  auto* cmd = app.add_subcommand("generate", "Continue a prompt with a language model (task lm): sampling with "
-                                             "temperature and top-k, reproducible by seed");
+  auto* cmd = app.add_subcommand("generate",
+                                 "Continue a prompt with a language model (task lm): sampling with "
+                                 "temperature and top-k, reproducible by seed");
   cmd->add_option("--ckpt", a->ckpt, "Language-model checkpoint (best.pt of a task lm run)")->required();
   cmd->add_option("--prompt", a->prompt, "Text to continue (default: none, as at a line start)");
   cmd->add_option("--max-tokens", a->options.max_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", a->options.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--top-k", a->options.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--top-k", a->options.top_k, "Sample among the k most likely tokens (0 = all)")
+      ->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "Sampling seed")->capture_default_str();
   cmd->add_option("--context", a->context, "Tokens the model sees at most (default: the checkpoint's train.bptt)");
   cmd->add_flag("--stop-at-eos", a->options.stop_at_eos, "Stop at the first line end (<eos>)");

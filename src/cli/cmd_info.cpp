@@ -73,7 +73,9 @@ int run_info(const InfoArgs& args) {
                         {"sentencepiece_shim", tokenizer::shim_description()}};
   if (cfg) {
     out["config"] = config::to_json(*cfg);
-    auto split = [](const data::SplitFiles& f) { return nlohmann::json{{"src", f.src.string()}, {"tgt", f.tgt.string()}}; };
+    auto split = [](const data::SplitFiles& f) {
+      return nlohmann::json{{"src", f.src.string()}, {"tgt", f.tgt.string()}};
+    };
     out["data_files"]["train"] = split(files->train);
     if (files->valid) out["data_files"]["valid"] = split(*files->valid);
     if (files->test) out["data_files"]["test"] = split(*files->test);
@@ -86,9 +88,11 @@ int run_info(const InfoArgs& args) {
 
 Command add_info(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
-  auto* cmd = app.add_subcommand("info", "Print runtime facts, a resolved config (--config) or a checkpoint (--ckpt) as JSON");
+  auto* cmd =
+      app.add_subcommand("info", "Print runtime facts, a resolved config (--config) or a checkpoint (--ckpt) as JSON");
   add_config_flags(*cmd, args->config, false);
-  cmd->add_option("--ckpt", args->ckpt, "Describe a checkpoint: parameters, step, epoch, best metric, weights sha256, config");
+  cmd->add_option("--ckpt", args->ckpt,
+                  "Describe a checkpoint: parameters, step, epoch, best metric, weights sha256, config");
   return {cmd, [args] { return run_info(*args); }};
 }
 

@@ -102,7 +102,8 @@ void plot_lines(const PlotArgs& a) {
 
 Command add_plot(CLI::App& app) {
   auto a = std::make_shared<PlotArgs>();
-  auto* cmd = app.add_subcommand("plot", "Draw the Annotated Transformer's pictures as SVG: positions, mask, schedule, attention");
+  auto* cmd = app.add_subcommand(
+      "plot", "Draw the Annotated Transformer's pictures as SVG: positions, mask, schedule, attention");
   cmd->require_subcommand(1);
   auto* positions = cmd->add_subcommand("positions", "Sinusoidal positional encodings (chart of some dims + heatmap)");
   positions->add_option("--len", a->len, "Positions")->capture_default_str();
@@ -112,21 +113,25 @@ Command add_plot(CLI::App& app) {
   auto* mask = cmd->add_subcommand("mask", "The subsequent (causal) mask of the decoder");
   mask->add_option("--len", a->mask_len, "Sequence length")->capture_default_str();
   mask->add_option("--out", a->out, "SVG file to write (default mask.svg)");
-  auto* schedule = cmd->add_subcommand("schedule", "Learning-rate curves: the tutorial's three Noam settings, "
-                                                   "and a config's own with --config");
+  auto* schedule = cmd->add_subcommand("schedule",
+                                       "Learning-rate curves: the tutorial's three Noam settings, "
+                                       "and a config's own with --config");
   schedule->add_option("--steps", a->steps, "Updates")->capture_default_str();
   schedule->add_option("--out", a->out, "SVG file to write (default schedule.svg)");
   add_config_flags(*schedule, a->config, /*required=*/false);
-  auto* attention = cmd->add_subcommand("attention", "Attention maps of a checkpoint for one sentence: every layer "
-                                                     "and head, encoder self / decoder self / cross (or a language "
-                                                     "model's causal self-attention), pieces on the axes");
+  auto* attention = cmd->add_subcommand("attention",
+                                        "Attention maps of a checkpoint for one sentence: every layer "
+                                        "and head, encoder self / decoder self / cross (or a language "
+                                        "model's causal self-attention), pieces on the axes");
   attention->add_option("--ckpt", a->ckpt, "Checkpoint")->required();
   attention->add_option("--src", a->src, "Source sentence (a language model: its text)")->required();
   attention->add_option("--tgt", a->tgt, "Target sentence (default: the checkpoint's own translation)");
   attention->add_option("--out", a->out, "Directory for the SVG files (default attention/)");
-  auto* lines = cmd->add_subcommand("lines", "Curves from tab-separated tables with a header row (e.g. the "
-                                             "curve.tsv of scripts/bench/budget.sh: BLEU against minutes)");
-  lines->add_option("--series", a->series, "LABEL=FILE: one curve from FILE's --x and --y columns (repeat)")->required();
+  auto* lines = cmd->add_subcommand("lines",
+                                    "Curves from tab-separated tables with a header row (e.g. the "
+                                    "curve.tsv of scripts/bench/budget.sh: BLEU against minutes)");
+  lines->add_option("--series", a->series, "LABEL=FILE: one curve from FILE's --x and --y columns (repeat)")
+      ->required();
   lines->add_option("--point", a->points, "LABEL=X,Y: a single labelled point (repeat)");
   lines->add_option("--x", a->x_column, "Column for the x axis")->capture_default_str();
   lines->add_option("--y", a->y_column, "Column for the y axis")->capture_default_str();

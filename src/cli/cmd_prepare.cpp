@@ -5,8 +5,8 @@
 #include "mtx/config/config.h"
 #include "mtx/data/batch.h"
 #include "mtx/data/batcher.h"
-#include "mtx/util/atomic_file.h"
 #include "mtx/data/prepare.h"
+#include "mtx/util/atomic_file.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/system.h"
 
@@ -62,8 +62,8 @@ int run_prepare(const PrepareArgs& args) {
   const data::PreparedData prepared = data::prepare_data(cfg, options);
 
   const auto& f = prepared.filter;
-  log::info("train: {} pairs kept of {} ({} too short, {} too long, {} bad ratio); {} truncated to {} subwords",
-            f.kept, f.read, f.too_short, f.too_long, f.bad_ratio, prepared.train.truncated, cfg.model.max_len - 1);
+  log::info("train: {} pairs kept of {} ({} too short, {} too long, {} bad ratio); {} truncated to {} subwords", f.kept,
+            f.read, f.too_short, f.too_long, f.bad_ratio, prepared.train.truncated, cfg.model.max_len - 1);
   log::info("train tokens: {} source, {} target (vocab {} / {})", prepared.train.src.total_tokens(),
             prepared.train.tgt.total_tokens(), prepared.tokenizer.src().vocab_size(),
             prepared.tokenizer.tgt().vocab_size());
@@ -77,10 +77,11 @@ int run_prepare(const PrepareArgs& args) {
   const data::Batcher batcher = data::Batcher::for_corpus(prepared.train, bo);
   data::BatchPlan plan = batcher.plan(1);
   const data::PaddingStats pad = batcher.padding(plan);
-  log::info("batches at {} tokens: {} per epoch, {:.1f} pairs each; padding efficiency {:.1f}% "
-            "(real tokens / padded slots)",
-            cfg.train.max_tokens, pad.batches, double(pad.examples) / double(std::max<int64_t>(pad.batches, 1)),
-            100.0 * pad.efficiency());
+  log::info(
+      "batches at {} tokens: {} per epoch, {:.1f} pairs each; padding efficiency {:.1f}% "
+      "(real tokens / padded slots)",
+      cfg.train.max_tokens, pad.batches, double(pad.examples) / double(std::max<int64_t>(pad.batches, 1)),
+      100.0 * pad.efficiency());
   if (!args.export_batches.empty()) {
     export_batches(prepared.train, std::move(plan), prepared.tokenizer.special_ids(), args.export_batches,
                    args.export_limit);

@@ -28,8 +28,8 @@ namespace {
 // On resume only the stop criteria and the device may change (a run moves between CPU and GPU machines;
 // it continues exactly only on the device it was saved on), the collectives' timeout and bucket size, and
 // train.accum_steps as long as it times the number of ranks stays what it was (the trainer checks that).
-const std::vector<std::string> kResumable = {"train.max_steps",     "train.max_epochs",     "train.max_minutes",
-                                             "train.device",        "train.dist_timeout_s", "train.dist_bucket_mb",
+const std::vector<std::string> kResumable = {"train.max_steps",  "train.max_epochs",     "train.max_minutes",
+                                             "train.device",     "train.dist_timeout_s", "train.dist_bucket_mb",
                                              "train.accum_steps"};
 
 // First SIGINT/SIGTERM: finish the update, save, exit 130/143. A second one: leave at once.
@@ -44,7 +44,8 @@ int exit_code_for(int sig) { return sig == SIGINT ? kExitInterrupted : sig == SI
 // --nproc N: this command again in N ranks (without --nproc), with the config's collective timeout.
 int launch_ranks(const TrainArgs& args) {
   if (train::dist::env_from_environment()) {
-    throw ConfigError("--nproc: this process is already a rank (WORLD_SIZE is set); launch with --nproc or torchrun, not both");
+    throw ConfigError(
+        "--nproc: this process is already a rank (WORLD_SIZE is set); launch with --nproc or torchrun, not both");
   }
   config::Config cfg;
   if (!args.resume.empty()) {
@@ -118,7 +119,8 @@ Command add_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a Transformer: checkpoints, metrics and curves in a run directory");
   add_config_flags(*cmd, args->config, false);
   cmd->add_option("--out", args->out, "Run directory (default: runs/<config name>)");
-  cmd->add_option("--resume", args->resume, "Continue the run in this directory exactly (only stop criteria may change)");
+  cmd->add_option("--resume", args->resume,
+                  "Continue the run in this directory exactly (only stop criteria may change)");
   cmd->add_option("--nproc", args->nproc,
                   "Train data-parallel in N local processes (c10d; as torchrun --standalone --nproc-per-node N)")
       ->check(CLI::Range(1, 1024));

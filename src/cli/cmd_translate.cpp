@@ -1,7 +1,7 @@
 // mtx translate: German in, English out (or whatever the checkpoint was trained on). Reads stdin (or
 // --input), writes stdout (or --output), streaming in chunks; the checkpoint carries its own tokenizer.
-#include <torch/csrc/autograd/profiler_legacy.h>
 #include <fcntl.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,11 +80,12 @@ int run_translate(const TranslateArgs& args) {
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
 
   std::string with;
-  for (const auto& ckpt : loaded.bundles) with += (with.empty() ? "" : " + ") + ckpt.path.string() + " (weights " + ckpt.weights_sha256.substr(0, 12) + ")";
-  log::info("translating with {}{}{}, beam {}, alpha {}, on {}{}", loaded.bundles.size() > 1 ? "an ensemble of " : "", with,
-            first.model->is_int8() ? ", int8 on " + model::int8::engine() : "", options.search.beam,
+  for (const auto& ckpt : loaded.bundles)
+    with += (with.empty() ? "" : " + ") + ckpt.path.string() + " (weights " + ckpt.weights_sha256.substr(0, 12) + ")";
+  log::info("translating with {}{}{}, beam {}, alpha {}, on {}{}", loaded.bundles.size() > 1 ? "an ensemble of " : "",
+            with, first.model->is_int8() ? ", int8 on " + model::int8::engine() : "", options.search.beam,
             options.search.alpha, device.str(),
-            options.workers == 1 ? ", one search on every thread"
+            options.workers == 1  ? ", one search on every thread"
             : options.workers > 1 ? ", " + std::to_string(options.workers) + " searches at once"
                                   : ", one search per thread");
   decode::Translator translator(loaded.models, *first.tokenizer, options);
@@ -111,7 +112,8 @@ int run_translate(const TranslateArgs& args) {
   }
   if (s.truncated > 0) log::warn("{} line(s) were longer than the model allows and were truncated", s.truncated);
   if (s.invalid_utf8 > 0) {
-    throw Error(std::to_string(s.invalid_utf8) + " input line(s) were not valid UTF-8 (see the line numbers above); "
+    throw Error(std::to_string(s.invalid_utf8) +
+                " input line(s) were not valid UTF-8 (see the line numbers above); "
                 "their translations were left empty");
   }
   return 0;
@@ -137,7 +139,8 @@ Command add_translate(CLI::App& app) {
   cmd->add_flag("--exact-stop{true},--first-k-stop{false}", args->exact_stop,
                 "Search a sentence until no live hypothesis can still win (default: decode.exact_stop; "
                 "otherwise it ends once `beam` hypotheses finished)");
-  cmd->add_option("--batch-tokens", args->batch_tokens, "Sentences x longest source per batch (default: decode.batch_tokens)");
+  cmd->add_option("--batch-tokens", args->batch_tokens,
+                  "Sentences x longest source per batch (default: decode.batch_tokens)");
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", args->workers,

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-
 namespace mtx::cli {
 
 // A registered subcommand: `run` is called after a successful parse and returns the exit code.

@@ -50,9 +50,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug|info|warn|error|off")->capture_default_str();
 
   const std::vector<mtx::cli::Command> commands = {
-      mtx::cli::add_train(app), mtx::cli::add_translate(app), mtx::cli::add_eval(app),
-      mtx::cli::add_prepare(app), mtx::cli::add_info(app), mtx::cli::add_average(app),
-      mtx::cli::add_plot(app), mtx::cli::add_generate(app),
+      mtx::cli::add_train(app),    mtx::cli::add_translate(app), mtx::cli::add_eval(app), mtx::cli::add_prepare(app),
+      mtx::cli::add_info(app),     mtx::cli::add_average(app),   mtx::cli::add_plot(app), mtx::cli::add_generate(app),
       mtx::cli::add_quantize(app), mtx::cli::add_export(app)};
 
   try {
@@ -79,7 +78,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%smtx: error: %s\n", mtx::log::prefix().c_str(), first_line(e.what()).c_str());
     return e.exit_code();
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "%smtx: error: %s\n", mtx::log::prefix().c_str(), first_line(e.what_without_backtrace()).c_str());
+    std::fprintf(stderr, "%smtx: error: %s\n", mtx::log::prefix().c_str(),
+                 first_line(e.what_without_backtrace()).c_str());
     return mtx::kExitFailure;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%smtx: error: %s\n", mtx::log::prefix().c_str(), first_line(e.what()).c_str());

@@ -24,9 +24,8 @@ template <class E>
 struct EnumNames;
 template <>
 struct EnumNames<SpmType> {
-  static constexpr std::pair<SpmType, const char*> list[] = {{SpmType::unigram, "unigram"},
-                                                             {SpmType::bpe, "bpe"},
-                                                             {SpmType::basic_english, "basic_english"}};
+  static constexpr std::pair<SpmType, const char*> list[] = {
+      {SpmType::unigram, "unigram"}, {SpmType::bpe, "bpe"}, {SpmType::basic_english, "basic_english"}};
 };
 template <>
 struct EnumNames<Device> {
@@ -41,8 +40,8 @@ struct EnumNames<Optimizer> {
 template <>
 struct EnumNames<Schedule> {
   static constexpr std::pair<Schedule, const char*> list[] = {
-      {Schedule::noam, "noam"},   {Schedule::inverse_sqrt, "inverse_sqrt"}, {Schedule::plateau, "plateau"},
-      {Schedule::step, "step"},   {Schedule::constant, "constant"}, {Schedule::cosine, "cosine"},
+      {Schedule::noam, "noam"},    {Schedule::inverse_sqrt, "inverse_sqrt"}, {Schedule::plateau, "plateau"},
+      {Schedule::step, "step"},    {Schedule::constant, "constant"},         {Schedule::cosine, "cosine"},
       {Schedule::linear, "linear"}};
 };
 
@@ -261,7 +260,10 @@ void read_value(const json& j, E& out, const std::string& key) {
   }
   const auto name = j.get<std::string>();
   for (const auto& [value, n] : EnumNames<E>::list) {
-    if (name == n) { out = value; return; }
+    if (name == n) {
+      out = value;
+      return;
+    }
   }
   throw ConfigError(key + ": '" + name + "' is not one of " + join(choices, "|") + did_you_mean(name, choices));
 }
@@ -343,7 +345,12 @@ void check(bool ok, const std::string& message) {
 std::pair<size_t, size_t> line_and_column(const std::string& text, size_t byte) {
   size_t line = 1, col = 1;
   for (size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
   }
   return {line, col};
 }
@@ -372,8 +379,8 @@ void validate(const Config& c) {
   check_range("data.filter_min_tokens", d.filter_min_tokens, 0, kBig);
   check_range("data.filter_max_tokens", d.filter_max_tokens, 0, kBig);
   check(d.filter_max_tokens == 0 || d.filter_max_tokens >= d.filter_min_tokens,
-        "data.filter_max_tokens: " + std::to_string(d.filter_max_tokens) +
-            " is below data.filter_min_tokens " + std::to_string(d.filter_min_tokens));
+        "data.filter_max_tokens: " + std::to_string(d.filter_max_tokens) + " is below data.filter_min_tokens " +
+            std::to_string(d.filter_min_tokens));
   check(d.filter_max_ratio == 0 || d.filter_max_ratio >= 1,
         "data.filter_max_ratio: must be 0 (off) or >= 1, got " + std::to_string(d.filter_max_ratio));
 
@@ -394,8 +401,8 @@ void validate(const Config& c) {
   const auto& m = c.model;
   check_range("model.d_model", m.d_model, 1, 65536);
   check_range("model.heads", m.heads, 1, 1024);
-  check(m.d_model % m.heads == 0, "model.heads: " + std::to_string(m.heads) +
-                                      " does not divide model.d_model " + std::to_string(m.d_model));
+  check(m.d_model % m.heads == 0,
+        "model.heads: " + std::to_string(m.heads) + " does not divide model.d_model " + std::to_string(m.d_model));
   check_range("model.encoder_layers", m.encoder_layers, 1, 128);
   check_range("model.decoder_layers", m.decoder_layers, 1, 128);
   check_range("model.ffn_dim", m.ffn_dim, 1, 1 << 20);
@@ -517,7 +524,7 @@ void apply_override(json& document, const std::string& assignment) {
   try {
     value = json::parse(text);
   } catch (const json::parse_error&) {
-    value = text;  // a bare word: a string
+    value = text;                        // a bare word: a string
   } catch (const json::out_of_range&) {  // fuzz_config: 0.888...e99999 overflows a double
     throw ConfigError("--set '" + assignment + "': the number is out of range");
   }
@@ -564,7 +571,8 @@ std::vector<std::string> differences(const Config& a, const Config& b) {
   for (const auto& section : ja.items()) {
     if (!section.value().is_object()) {  // a top-level setting (task)
       const json& other = jb.at(section.key());
-      if (section.value() != other) out.push_back(section.key() + ": " + section.value().dump() + " vs " + other.dump());
+      if (section.value() != other)
+        out.push_back(section.key() + ": " + section.value().dump() + " vs " + other.dump());
       continue;
     }
     for (const auto& item : section.value().items()) {

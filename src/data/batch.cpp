@@ -19,8 +19,7 @@ Batch Batch::to(const torch::Device& device) const {
   return b;
 }
 
-Batch make_batch(const EncodedCorpus& corpus, const std::vector<uint32_t>& indices,
-                 const tokenizer::SpecialIds& ids) {
+Batch make_batch(const EncodedCorpus& corpus, const std::vector<uint32_t>& indices, const tokenizer::SpecialIds& ids) {
   if (indices.empty()) throw Error("make_batch: empty batch");
   const int64_t n = int64_t(indices.size());
   int64_t max_s = 0, max_t = 0;

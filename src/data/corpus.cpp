@@ -35,8 +35,8 @@ bool LineReader::fill() {
   if (n < 0) {
     int errnum = 0;
     const char* msg = gzerror(file_, &errnum);
-    throw DataError("error reading '" + path_.string() + "' near line " + std::to_string(line_number_ + 1) +
-                    ": " + (msg ? msg : "unknown error") + " (truncated or corrupt gzip?)");
+    throw DataError("error reading '" + path_.string() + "' near line " + std::to_string(line_number_ + 1) + ": " +
+                    (msg ? msg : "unknown error") + " (truncated or corrupt gzip?)");
   }
   if (n == 0) eof_ = true;
   end_ += size_t(n);
@@ -122,9 +122,15 @@ ParallelCorpus read_parallel(const fs::path& src, const fs::path& tgt, const Len
         out.src.push_back(std::move(s[i]));
         out.tgt.push_back(std::move(t[i]));
         break;
-      case LengthFilter::Verdict::too_short: ++out.stats.too_short; break;
-      case LengthFilter::Verdict::too_long: ++out.stats.too_long; break;
-      case LengthFilter::Verdict::bad_ratio: ++out.stats.bad_ratio; break;
+      case LengthFilter::Verdict::too_short:
+        ++out.stats.too_short;
+        break;
+      case LengthFilter::Verdict::too_long:
+        ++out.stats.too_long;
+        break;
+      case LengthFilter::Verdict::bad_ratio:
+        ++out.stats.bad_ratio;
+        break;
     }
   }
   out.stats.kept = out.src.size();

@@ -26,7 +26,8 @@ TokenSeqs read_seqs(std::istream& in, const fs::path& path) {
   uint64_t n = 0, t = 0;
   in.read(reinterpret_cast<char*>(&n), sizeof n);
   in.read(reinterpret_cast<char*>(&t), sizeof t);
-  if (!in || n > (uint64_t(1) << 40) || t > (uint64_t(1) << 40)) throw DataError(path.string() + ": corrupt corpus header");
+  if (!in || n > (uint64_t(1) << 40) || t > (uint64_t(1) << 40))
+    throw DataError(path.string() + ": corrupt corpus header");
   std::vector<uint64_t> offsets(n + 1);
   std::vector<int32_t> ids(t);
   in.read(reinterpret_cast<char*>(offsets.data()), std::streamsize(offsets.size() * sizeof(uint64_t)));

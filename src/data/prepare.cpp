@@ -24,18 +24,17 @@ namespace {
 // Training on nothing would loop over empty epochs: say which filter emptied the set, before any work.
 void require_training_pairs(const FilterStats& f, const fs::path& src) {
   if (f.kept > 0) return;
-  throw DataError(fmt::format("{}: no training pairs left after the length filters ({} read: {} too short, {} too "
-                              "long, {} over the length ratio); loosen data.filter_min_tokens / "
-                              "data.filter_max_tokens / data.filter_max_ratio",
-                              src.string(), f.read, f.too_short, f.too_long, f.bad_ratio));
+  throw DataError(
+      fmt::format("{}: no training pairs left after the length filters ({} read: {} too short, {} too "
+                  "long, {} over the length ratio); loosen data.filter_min_tokens / "
+                  "data.filter_max_tokens / data.filter_max_ratio",
+                  src.string(), f.read, f.too_short, f.too_long, f.bad_ratio));
 }
 
 // Bump when the encoded format or the encoding rules change: old caches are then ignored.
 constexpr int kCacheVersion = 1;
 
-json file_identity(const SplitFiles& f) {
-  return json{{"src", sha256_file(f.src)}, {"tgt", sha256_file(f.tgt)}};
-}
+json file_identity(const SplitFiles& f) { return json{{"src", sha256_file(f.src)}, {"tgt", sha256_file(f.tgt)}}; }
 
 fs::path temp_dir_beside(const fs::path& final_dir) {
   return final_dir.parent_path() / (final_dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
@@ -61,12 +60,13 @@ tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFile
   }
   json settings = config::to_json(cfg)["tokenizer"];
   settings.erase("model_dir");
-  const json key_doc = {{"version", kCacheVersion},
-                        {"tokenizer", settings},
-                        {"train", train_id},
-                        {"src_lang", cfg.data.src_lang},
-                        {"tgt_lang", cfg.data.tgt_lang},
-                        {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}}};
+  const json key_doc = {
+      {"version", kCacheVersion},
+      {"tokenizer", settings},
+      {"train", train_id},
+      {"src_lang", cfg.data.src_lang},
+      {"tgt_lang", cfg.data.tgt_lang},
+      {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}}};
   dir = fs::path(cfg.data.cache_dir) / ("tokenizer-" + sha256_hex(key_doc.dump()).substr(0, 16));
   if (!force && fs::exists(dir / "tokenizer.json")) {
     reused = true;
@@ -101,13 +101,18 @@ SplitFiles find_split(const config::DataConfig& data, const std::string& prefix,
   for (const auto& [lang, target] : {std::pair{data.src_lang, &out.src}, std::pair{data.tgt_lang, &out.tgt}}) {
     const fs::path base = fs::path(data.dir) / (prefix + "." + lang);
     const fs::path gz = base.string() + ".gz";
-    if (fs::is_regular_file(gz)) *target = gz;
-    else if (fs::is_regular_file(base)) *target = base;
-    else missing.push_back(gz.string());
+    if (fs::is_regular_file(gz))
+      *target = gz;
+    else if (fs::is_regular_file(base))
+      *target = base;
+    else
+      missing.push_back(gz.string());
   }
   if (!missing.empty()) {
-    throw DataError(key + ": '" + missing.front() + "' not found (nor without .gz); fetch Multi30k with "
-                    "scripts/get_multi30k.sh " + data.dir + " or set data.dir");
+    throw DataError(key + ": '" + missing.front() +
+                    "' not found (nor without .gz); fetch Multi30k with "
+                    "scripts/get_multi30k.sh " +
+                    data.dir + " or set data.dir");
   }
   return out;
 }
@@ -129,8 +134,10 @@ fs::path find_text_file(const config::DataConfig& data, const std::string& name,
   const fs::path gz = plain.string() + ".gz";
   if (fs::is_regular_file(plain)) return plain;
   if (fs::is_regular_file(gz)) return gz;
-  throw DataError(key + ": '" + plain.string() + "' not found (nor with .gz); fetch WikiText-2 with "
-                  "scripts/get_wikitext2.sh " + data.dir + ", or point data.dir and " + key + " at any text file");
+  throw DataError(key + ": '" + plain.string() +
+                  "' not found (nor with .gz); fetch WikiText-2 with "
+                  "scripts/get_wikitext2.sh " +
+                  data.dir + ", or point data.dir and " + key + " at any text file");
 }
 
 PreparedStreams prepare_streams(const config::Config& cfg, const PrepareOptions& options) {
@@ -180,7 +187,10 @@ EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpu
   }
   EncodedCorpus out;
   size_t s_tokens = 0, t_tokens = 0;
-  for (size_t i = 0; i < n; ++i) { s_tokens += src[i].size(); t_tokens += tgt[i].size(); }
+  for (size_t i = 0; i < n; ++i) {
+    s_tokens += src[i].size();
+    t_tokens += tgt[i].size();
+  }
   out.src.reserve(n, s_tokens);
   out.tgt.reserve(n, t_tokens);
   for (size_t i = 0; i < n; ++i) {
@@ -202,14 +212,13 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
                                  ? *options.tokenizer
                                  : obtain_tokenizer(cfg, files.train, train_id, options.force, tok_dir, tok_reused);
 
-  const json key_doc = {
-      {"version", kCacheVersion},
-      {"tokenizer", tok.hash()},
-      {"train", train_id},
-      {"valid", files.valid ? file_identity(*files.valid) : json()},
-      {"test", files.test ? file_identity(*files.test) : json()},
-      {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}},
-      {"max_len", cfg.model.max_len}};
+  const json key_doc = {{"version", kCacheVersion},
+                        {"tokenizer", tok.hash()},
+                        {"train", train_id},
+                        {"valid", files.valid ? file_identity(*files.valid) : json()},
+                        {"test", files.test ? file_identity(*files.test) : json()},
+                        {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}},
+                        {"max_len", cfg.model.max_len}};
   const fs::path dir = fs::path(cfg.data.cache_dir) / ("corpus-" + sha256_hex(key_doc.dump()).substr(0, 16));
 
   PreparedData out{tok, tok_dir, dir, {}, std::nullopt, std::nullopt, {}, tok_reused, false};

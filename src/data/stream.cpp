@@ -24,9 +24,10 @@ StreamBatcher::StreamBatcher(const std::vector<int32_t>& stream, int64_t columns
     : columns_(columns), length_(columns > 0 ? int64_t(stream.size()) / columns : 0), bptt_(bptt) {
   if (columns <= 0 || bptt <= 0) throw Error("StreamBatcher: columns and bptt must be positive");
   if (length_ < 2) {
-    throw DataError(fmt::format("{}: {} tokens cannot be cut into {} streams of 2 or more (one input and its next "
-                                "token); give more text or a smaller batch size",
-                                what, stream.size(), columns));
+    throw DataError(
+        fmt::format("{}: {} tokens cannot be cut into {} streams of 2 or more (one input and its next "
+                    "token); give more text or a smaller batch size",
+                    what, stream.size(), columns));
   }
   torch::Tensor flat = torch::empty({columns_ * length_}, torch::kLong);  // [columns * length]
   auto* p = flat.data_ptr<int64_t>();

@@ -25,9 +25,9 @@ StreamLoss stream_loss(model::Transformer& model, const std::vector<int32_t>& st
   for (int64_t i = 0; i < windows.epoch_batches(); ++i) {
     const data::Batch b = windows.window(i).to(device);
     const torch::Tensor logits = model->project(model->lm_hidden(b.tgt_in));  // [columns, len, vocab]
-    nll += torch::nn::functional::cross_entropy(
-               logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), b.tgt_out.reshape({-1}),
-               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+    nll += torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat),
+                                                b.tgt_out.reshape({-1}),
+                                                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                .item<double>();
     tokens += b.tgt_tokens;
   }

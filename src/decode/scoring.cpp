@@ -11,7 +11,8 @@
 namespace mtx::decode {
 
 LossEvaluation evaluate_loss(model::Transformer& model, const data::EncodedCorpus& corpus,
-                             const tokenizer::SpecialIds& ids, int64_t max_tokens, const torch::Device& device, bool bf16) {
+                             const tokenizer::SpecialIds& ids, int64_t max_tokens, const torch::Device& device,
+                             bool bf16) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -24,9 +25,9 @@ LossEvaluation evaluate_loss(model::Transformer& model, const data::EncodedCorpu
   for (const auto& indices : batcher.plan(1)) {
     const data::Batch b = data::make_batch(corpus, indices, ids).to(device);
     model::Autocast autocast(bf16);
-    const torch::Tensor real = b.tgt_out.ne(ids.pad);                                     // [b, t]
+    const torch::Tensor real = b.tgt_out.ne(ids.pad);                                        // [b, t]
     const torch::Tensor logits = model->logits_at(b.src, b.tgt_in, real).to(torch::kFloat);  // [n, V]
-    const torch::Tensor target = b.tgt_out.masked_select(real);                            // [n]
+    const torch::Tensor target = b.tgt_out.masked_select(real);                              // [n]
     // -log p(target), as the training loss computes it (train/loss.h): log_softmax in fp32, then gather.
     nll -= torch::log_softmax(logits, -1).gather(1, target.unsqueeze(1)).sum().item<double>();
     tokens += target.size(0);

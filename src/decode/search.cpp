@@ -5,8 +5,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -32,7 +32,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 inline float exp_nonpositive(float x) {
   x = x < -87.33654f ? -87.33654f : x;
   const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;  // round(x / ln 2)
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;     // x - n ln 2, in two parts
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;    // x - n ln 2, in two parts
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -76,7 +76,9 @@ struct Entry {
   int64_t index;
 };
 // Best first; equal values: the lower index first (a deterministic order).
-inline bool better(const Entry& a, const Entry& b) { return a.value > b.value || (a.value == b.value && a.index < b.index); }
+inline bool better(const Entry& a, const Entry& b) {
+  return a.value > b.value || (a.value == b.value && a.index < b.index);
+}
 
 // The m largest entries of x[0..n) (NaN never), best first, into out (size m; -inf padded). One entry at a time:
 // it goes in when it beats the m-th best held (or fewer than m are held), equal values keeping the lower index.
@@ -125,8 +127,10 @@ __attribute__((target("avx512f"))) void row_top_avx512(const float* x, int64_t n
 
 void row_top(const float* x, int64_t n, int64_t m, Entry* out) {
   static const bool avx512 = cpu_features().avx512f;
-  if (avx512) row_top_avx512(x, n, m, out);
-  else row_top_scalar(x, n, m, out);
+  if (avx512)
+    row_top_avx512(x, n, m, out);
+  else
+    row_top_scalar(x, n, m, out);
 }
 #else
 void row_top(const float* x, int64_t n, int64_t m, Entry* out) { row_top_scalar(x, n, m, out); }
@@ -144,8 +148,8 @@ class CandidatePicker {
   void add(int64_t first_row, const torch::Tensor& block_in) {
     const torch::Tensor x = block_in.contiguous();  // [n, V]
     const int64_t n = x.size(0), vocab = x.size(1), held = held_rows();
-    TORCH_CHECK(first_row >= 0 && first_row + n <= rows_ && (vocab_ < 0 || vocab_ == vocab),
-                "search: a block of ", x.sizes(), " at row ", first_row, " of ", rows_);
+    TORCH_CHECK(first_row >= 0 && first_row + n <= rows_ && (vocab_ < 0 || vocab_ == vocab), "search: a block of ",
+                x.sizes(), " at row ", first_row, " of ", rows_);
     vocab_ = vocab;
     const float* base = x.data_ptr<float>();
     at::parallel_for(0, n, 8, [&](int64_t begin, int64_t end) {
@@ -233,7 +237,7 @@ Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<floa
     logp.select(1, rules.eos).fill_(kNegInf);
   }
   const torch::Tensor p = torch::tensor(prior, torch::kFloat).to(logp.device()).unsqueeze(1);  // [rows, 1]
-  const auto top = (p + logp).view({n_active, k * vocab}).topk(2 * k, 1);                     // [A, 2k]
+  const auto top = (p + logp).view({n_active, k * vocab}).topk(2 * k, 1);                      // [A, 2k]
   return {std::get<0>(top).cpu().contiguous(), std::get<1>(top).cpu().contiguous()};
 }
 
@@ -269,9 +273,8 @@ double length_penalty(int64_t length, double alpha) {
   return alpha == 0 ? 1.0 : std::pow((5.0 + double(length)) / 6.0, alpha);
 }
 
-std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths,
-                                                 int32_t bos, int32_t eos, const SearchOptions& options,
-                                                 int32_t pad) {
+std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
+                                                 int32_t eos, const SearchOptions& options, int32_t pad) {
   validate(options);
   const int64_t k = options.beam;
   const auto batch = int64_t(max_lengths.size());
@@ -310,7 +313,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     int64_t vocab = -1, covered = 0;
     bool fused = true;
     fn.step_blocks(torch::tensor(tokens, torch::kLong), kBlockRows, [&](int64_t first, const torch::Tensor& block) {
-      TORCH_CHECK(block.dim() == 2 && first == covered && first + block.size(0) <= rows && (vocab < 0 || vocab == block.size(1)),
+      TORCH_CHECK(block.dim() == 2 && first == covered && first + block.size(0) <= rows &&
+                      (vocab < 0 || vocab == block.size(1)),
                   "beam_search: step returned ", block.sizes(), " at row ", first, " for ", rows, " rows");
       vocab = block.size(1);
       if (vocab < 2 * k) {
@@ -321,13 +325,16 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
       TORCH_CHECK(bos < vocab && eos < vocab, "beam_search: BOS/EOS outside a vocabulary of ", vocab);
       if (first == 0) fused = block.device().is_cpu() && block.scalar_type() == torch::kFloat;
       covered += block.size(0);
-      if (fused) picker.add(first, block.to(torch::kCPU, torch::kFloat));
-      else kept.push_back(block);
+      if (fused)
+        picker.add(first, block.to(torch::kCPU, torch::kFloat));
+      else
+        kept.push_back(block);
     });
     TORCH_CHECK(covered == rows, "beam_search: step returned scores for ", covered, " of ", rows, " rows");
-    const Candidates top = fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false);
-    const torch::Tensor& top_scores = top.scores;   // [A, 2k]
-    const torch::Tensor& top_index = top.indices;   // [A, 2k]
+    const Candidates top =
+        fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false);
+    const torch::Tensor& top_scores = top.scores;  // [A, 2k]
+    const torch::Tensor& top_index = top.indices;  // [A, 2k]
     const auto sc = top_scores.accessor<float, 2>();
     const auto ix = top_index.accessor<int64_t, 2>();
 
@@ -385,7 +392,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   }
 
   for (auto& done : finished) {
-    std::stable_sort(done.begin(), done.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    std::stable_sort(done.begin(), done.end(),
+                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
     if (int64_t(done.size()) > options.nbest) done.resize(size_t(options.nbest));
   }
   return finished;

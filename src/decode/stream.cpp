@@ -68,7 +68,9 @@ class FdLineSource final : public LineSource {
 
   bool ready() override {
     if (buffer_.find('\n', pos_) != std::string::npos || eof_) return true;
-    struct pollfd p {fd_, POLLIN, 0};
+    struct pollfd p {
+      fd_, POLLIN, 0
+    };
     return ::poll(&p, 1, 0) > 0;
   }
 
@@ -89,8 +91,10 @@ class FdLineSource final : public LineSource {
     line.resize(end);
     if (!warned_) {
       warned_ = true;
-      log::warn("input line {} is longer than {} bytes: only its beginning is read (further such lines are not "
-                "reported)", lines_, max_);
+      log::warn(
+          "input line {} is longer than {} bytes: only its beginning is read (further such lines are not "
+          "reported)",
+          lines_, max_);
     }
   }
   void fill() {
@@ -151,7 +155,7 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
   const auto start = std::chrono::steady_clock::now();
   StreamStats stats;
   std::vector<std::string> chunk;
-  std::vector<std::string> valid;   // the chunk's lines with invalid ones emptied
+  std::vector<std::string> valid;  // the chunk's lines with invalid ones emptied
   std::string line;
   bool more = true;
   while (more) {
@@ -178,16 +182,18 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
     }
     const auto chunk_start = std::chrono::steady_clock::now();
     const std::vector<Translation> results = translator.translate(valid);
-    stats.chunk_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - chunk_start).count());
+    stats.chunk_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - chunk_start).count());
     for (size_t i = 0; i < results.size(); ++i) {
       const int64_t index = stats.lines + int64_t(i);
       const Translation& t = results[i];
       if (!valid[i].empty()) ++stats.translated;
       if (t.truncated) {
         if (stats.truncated == 0) {
-          log::warn("input line {} is longer than the model's maximum of {} source tokens: translating its beginning "
-                    "(further truncated lines are only counted)",
-                    index + 1, translator.max_source_tokens());
+          log::warn(
+              "input line {} is longer than the model's maximum of {} source tokens: translating its beginning "
+              "(further truncated lines are only counted)",
+              index + 1, translator.max_source_tokens());
         }
         ++stats.truncated;
       }

@@ -43,7 +43,6 @@ class ModelStep final : public StepFunction {
     memory_rows_ = indices.size(0);
   }
 
-
  private:
   torch::Device device() const { return cache_.memory_mask.device(); }
   model::Transformer& model_;
@@ -92,7 +91,8 @@ void validate(const TranslateOptions& o) {
   validate(o.search);
   if (!(o.max_len_a >= 0)) throw ConfigError("max-len-a: must be >= 0");
   if (o.max_len_b < 0) throw ConfigError("max-len-b: must be >= 0");
-  if (o.max_len_a == 0 && o.max_len_b == 0) throw ConfigError("max-len-a and max-len-b are both 0: nothing may be generated");
+  if (o.max_len_a == 0 && o.max_len_b == 0)
+    throw ConfigError("max-len-a and max-len-b are both 0: nothing may be generated");
   if (o.batch_tokens < 1) throw ConfigError("batch-tokens: must be >= 1");
   if (o.workers < 0) throw ConfigError("workers: must be >= 0 (0 = one per thread), got " + std::to_string(o.workers));
 }
@@ -107,8 +107,9 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
   const int64_t vocab = models_.front()->options.tgt_vocab();
   for (auto& model : models_) {
     if (model->options.decoder_only()) {
-      throw ConfigError("this checkpoint is a language model (task lm), not a translation model: continue text with "
-                        "mtx generate, score it with mtx eval --metric ppl --text FILE");
+      throw ConfigError(
+          "this checkpoint is a language model (task lm), not a translation model: continue text with "
+          "mtx generate, score it with mtx eval --metric ppl --text FILE");
     }
     if (model->options.tgt_vocab() != vocab) {
       throw ConfigError("an ensemble's models must share one target vocabulary; they have " + std::to_string(vocab) +

@@ -98,8 +98,10 @@ class Bleu final : public Metric {
     auto runs = [](const std::vector<uint64_t>& sorted) {
       std::vector<std::pair<uint64_t, int64_t>> out;
       for (const uint64_t k : sorted) {
-        if (!out.empty() && out.back().first == k) ++out.back().second;
-        else out.emplace_back(k, 1);
+        if (!out.empty() && out.back().first == k)
+          ++out.back().second;
+        else
+          out.emplace_back(k, 1);
       }
       return out;
     };
@@ -135,7 +137,8 @@ class Bleu final : public Metric {
   }
 
   // The general path (orders above 4, or absurdly many distinct tokens in a segment).
-  std::vector<double> slow_stats(const std::vector<std::u32string>& h, const std::vector<std::vector<std::u32string>>& refs,
+  std::vector<double> slow_stats(const std::vector<std::u32string>& h,
+                                 const std::vector<std::vector<std::u32string>>& refs,
                                  std::vector<double> stats) const {
     const int N = o_.max_order;
     Counts ref_max;
@@ -193,9 +196,12 @@ class Bleu final : public Metric {
     const double ratio = ref_len > 0 ? sys_len / ref_len : 0.0;
     std::string prec;
     for (int n = 0; n < N; ++n) prec += (n ? "/" : "") + fmt::format("{:.1f}", precisions[size_t(n)]);
-    s.text = fmt::format("BLEU = {:.2f} {} (BP = {:.3f} ratio = {:.3f} hyp_len = {:d} ref_len = {:d})", s.score, prec, bp,
-                         ratio, int64_t(sys_len), int64_t(ref_len));
-    s.details = {{"precisions", precisions}, {"bp", bp}, {"ratio", ratio}, {"hyp_len", int64_t(sys_len)},
+    s.text = fmt::format("BLEU = {:.2f} {} (BP = {:.3f} ratio = {:.3f} hyp_len = {:d} ref_len = {:d})", s.score, prec,
+                         bp, ratio, int64_t(sys_len), int64_t(ref_len));
+    s.details = {{"precisions", precisions},
+                 {"bp", bp},
+                 {"ratio", ratio},
+                 {"hyp_len", int64_t(sys_len)},
                  {"ref_len", int64_t(ref_len)}};
     return s;
   }

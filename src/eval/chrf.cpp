@@ -18,7 +18,8 @@ bool is_ascii_punct(char32_t c) {  // Python's string.punctuation
 class Chrf final : public Metric {
  public:
   explicit Chrf(ChrfOptions o) : o_(o) {
-    if (o_.char_order < 1 || o_.word_order < 0 || o_.beta < 0) throw ConfigError("chrF: orders must be >= 0 (chars >= 1)");
+    if (o_.char_order < 1 || o_.word_order < 0 || o_.beta < 0)
+      throw ConfigError("chrF: orders must be >= 0 (chars >= 1)");
   }
 
   // Per order: character n-grams 1..char_order, then word n-grams 1..word_order.

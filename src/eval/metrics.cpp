@@ -132,8 +132,8 @@ std::vector<std::vector<double>> corpus_stats(const Metric& metric, const std::v
   if (refs.empty()) throw DataError("no reference given");
   for (size_t k = 0; k < refs.size(); ++k) {
     if (refs[k].size() != hyps.size()) {
-      throw DataError(fmt::format("reference {} has {} lines but the hypothesis has {}", k + 1, refs[k].size(),
-                                  hyps.size()));
+      throw DataError(
+          fmt::format("reference {} has {} lines but the hypothesis has {}", k + 1, refs[k].size(), hyps.size()));
     }
   }
   std::vector<std::vector<double>> out(hyps.size());

@@ -35,17 +35,19 @@ constexpr std::u32string_view kPunct =
 constexpr std::u32string_view kQuotes =
     U"'\"\u201D\u201C`\u2018\u00B4\u2019\u201A,\u201E\u00BB\u00AB\u300C\u300D\u300E\u300F\uFF08\uFF09"
     U"\u3014\u3015\u3010\u3011\u300A\u300B\u3008\u3009";
-constexpr std::array<std::u32string_view, 11> kCurrency = {U"$", U"\u00A3", U"\u20AC", U"\u00A5", U"\u0E3F", U"US$",
-                                                           U"C$", U"A$", U"\u20BD", U"\uFDFC", U"\u20B4"};
+constexpr std::array<std::u32string_view, 11> kCurrency = {U"$",  U"\u00A3", U"\u20AC", U"\u00A5", U"\u0E3F", U"US$",
+                                                           U"C$", U"A$",     U"\u20BD", U"\uFDFC", U"\u20B4"};
 // The Latin-script part of UNITS.
 constexpr std::array<std::u32string_view, 47> kUnits = {
-    U"km", U"km\u00B2", U"km\u00B3", U"m",   U"m\u00B2", U"m\u00B3", U"dm",  U"dm\u00B2", U"dm\u00B3", U"cm",
-    U"cm\u00B2", U"cm\u00B3", U"mm", U"mm\u00B2", U"mm\u00B3", U"ha", U"\u00B5m", U"nm", U"yd", U"in",
-    U"ft",  U"kg",  U"g",   U"mg",  U"\u00B5g", U"t",  U"lb",  U"oz",  U"m/s", U"km/h",
-    U"kmh", U"mph", U"hPa", U"Pa",  U"mbar", U"mb",  U"MB",  U"kb",  U"KB",  U"gb",
-    U"GB",  U"tb",  U"TB",  U"T",   U"G",   U"M",   U"K"};
+    U"km",       U"km\u00B2", U"km\u00B3", U"m",        U"m\u00B2", U"m\u00B3",  U"dm",       U"dm\u00B2",
+    U"dm\u00B3", U"cm",       U"cm\u00B2", U"cm\u00B3", U"mm",      U"mm\u00B2", U"mm\u00B3", U"ha",
+    U"\u00B5m",  U"nm",       U"yd",       U"in",       U"ft",      U"kg",       U"g",        U"mg",
+    U"\u00B5g",  U"t",        U"lb",       U"oz",       U"m/s",     U"km/h",     U"kmh",      U"mph",
+    U"hPa",      U"Pa",       U"mbar",     U"mb",       U"MB",      U"kb",       U"KB",       U"gb",
+    U"GB",       U"tb",       U"TB",       U"T",        U"G",       U"M",        U"K"};
 // HYPHENS, in alternation order.
-constexpr std::array<std::u32string_view, 7> kHyphens = {U"-", U"\u2013", U"\u2014", U"--", U"---", U"\u2014\u2014", U"~"};
+constexpr std::array<std::u32string_view, 7> kHyphens = {U"-",   U"\u2013",       U"\u2014", U"--",
+                                                         U"---", U"\u2014\u2014", U"~"};
 
 bool in(std::u32string_view set, char32_t c) { return set.find(c) != std::u32string_view::npos; }
 bool digit(char32_t c) { return c >= U'0' && c <= U'9'; }
@@ -223,44 +225,44 @@ Exceptions build_exceptions() {
     for (const auto* period : {U"a.m.", U"am", U"p.m.", U"pm"}) exc[hour + period] = {hour, period};
   }
   const std::pair<const char32_t*, V> other[] = {
-      {U"y'all", {U"y'", U"all"}},       {U"yall", {U"y", U"all"}},        {U"how'd'y", {U"how", U"'d", U"'y"}},
+      {U"y'all", {U"y'", U"all"}},          {U"yall", {U"y", U"all"}},     {U"how'd'y", {U"how", U"'d", U"'y"}},
       {U"How'd'y", {U"How", U"'d", U"'y"}}, {U"not've", {U"not", U"'ve"}}, {U"notve", {U"not", U"ve"}},
-      {U"Not've", {U"Not", U"'ve"}},     {U"Notve", {U"Not", U"ve"}},      {U"cannot", {U"can", U"not"}},
-      {U"Cannot", {U"Can", U"not"}},     {U"gonna", {U"gon", U"na"}},      {U"Gonna", {U"Gon", U"na"}},
-      {U"gotta", {U"got", U"ta"}},       {U"Gotta", {U"Got", U"ta"}},      {U"let's", {U"let", U"'s"}},
+      {U"Not've", {U"Not", U"'ve"}},        {U"Notve", {U"Not", U"ve"}},   {U"cannot", {U"can", U"not"}},
+      {U"Cannot", {U"Can", U"not"}},        {U"gonna", {U"gon", U"na"}},   {U"Gonna", {U"Gon", U"na"}},
+      {U"gotta", {U"got", U"ta"}},          {U"Gotta", {U"Got", U"ta"}},   {U"let's", {U"let", U"'s"}},
       {U"Let's", {U"Let", U"'s"}},
   };
   for (const auto& [k, v] : other) exc[k] = v;
   // Single tokens: abbreviations and contractions that keep their period or apostrophe.
   for (const auto* o :
        {U"'S", U"'s", U"\u2018S", U"\u2018s", U"and/or", U"w/o", U"'re", U"'Cause", U"'cause", U"'cos", U"'Cos",
-        U"'coz", U"'Coz", U"'cuz", U"'Cuz", U"'bout", U"ma'am", U"Ma'am", U"o'clock", U"O'clock", U"lovin'",
-        U"Lovin'", U"lovin", U"Lovin", U"havin'", U"Havin'", U"havin", U"Havin", U"doin'", U"Doin'", U"doin",
-        U"Doin", U"goin'", U"Goin'", U"goin", U"Goin", U"Mt.", U"Ak.", U"Ala.", U"Apr.", U"Ariz.", U"Ark.", U"Aug.",
-        U"Calif.", U"Colo.", U"Conn.", U"Dec.", U"Del.", U"Feb.", U"Fla.", U"Ga.", U"Ia.", U"Id.", U"Ill.", U"Ind.",
-        U"Jan.", U"Jul.", U"Jun.", U"Kan.", U"Kans.", U"Ky.", U"La.", U"Mar.", U"Mass.", U"May.", U"Mich.", U"Minn.",
-        U"Miss.", U"N.C.", U"N.D.", U"N.H.", U"N.J.", U"N.M.", U"N.Y.", U"Neb.", U"Nebr.", U"Nev.", U"Nov.", U"Oct.",
-        U"Okla.", U"Ore.", U"Pa.", U"S.C.", U"Sep.", U"Sept.", U"Tenn.", U"Va.", U"Wash.", U"Wis.", U"'d", U"a.m.",
-        U"Adm.", U"Bros.", U"co.", U"Co.", U"Corp.", U"D.C.", U"Dr.", U"e.g.", U"E.g.", U"E.G.", U"Gen.", U"Gov.",
-        U"i.e.", U"I.e.", U"I.E.", U"Inc.", U"Jr.", U"Ltd.", U"Md.", U"Messrs.", U"Mo.", U"Mont.", U"Mr.", U"Mrs.",
-        U"Ms.", U"p.m.", U"Ph.D.", U"Rep.", U"Rev.", U"Sen.", U"St.", U"vs.",
+        U"'coz", U"'Coz", U"'cuz", U"'Cuz", U"'bout", U"ma'am", U"Ma'am", U"o'clock", U"O'clock", U"lovin'", U"Lovin'",
+        U"lovin", U"Lovin", U"havin'", U"Havin'", U"havin", U"Havin", U"doin'", U"Doin'", U"doin", U"Doin", U"goin'",
+        U"Goin'", U"goin", U"Goin", U"Mt.", U"Ak.", U"Ala.", U"Apr.", U"Ariz.", U"Ark.", U"Aug.", U"Calif.", U"Colo.",
+        U"Conn.", U"Dec.", U"Del.", U"Feb.", U"Fla.", U"Ga.", U"Ia.", U"Id.", U"Ill.", U"Ind.", U"Jan.", U"Jul.",
+        U"Jun.", U"Kan.", U"Kans.", U"Ky.", U"La.", U"Mar.", U"Mass.", U"May.", U"Mich.", U"Minn.", U"Miss.", U"N.C.",
+        U"N.D.", U"N.H.", U"N.J.", U"N.M.", U"N.Y.", U"Neb.", U"Nebr.", U"Nev.", U"Nov.", U"Oct.", U"Okla.", U"Ore.",
+        U"Pa.", U"S.C.", U"Sep.", U"Sept.", U"Tenn.", U"Va.", U"Wash.", U"Wis.", U"'d", U"a.m.", U"Adm.", U"Bros.",
+        U"co.", U"Co.", U"Corp.", U"D.C.", U"Dr.", U"e.g.", U"E.g.", U"E.G.", U"Gen.", U"Gov.", U"i.e.", U"I.e.",
+        U"I.E.", U"Inc.", U"Jr.", U"Ltd.", U"Md.", U"Messrs.", U"Mo.", U"Mont.", U"Mr.", U"Mrs.", U"Ms.", U"p.m.",
+        U"Ph.D.", U"Rep.", U"Rev.", U"Sen.", U"St.", U"vs.",
         // language-independent
         U"\u2014", U"'", U"\\\")", U"<space>", U"''", U"C++", U"\u00E4.", U"\u00F6.", U"\u00FC.",
         // emoticons
-        U":)", U":-)", U":))", U":-))", U":)))", U":-)))", U"(:", U"(-:", U"=)", U"(=", U"\")", U":]", U":-]",
-        U"[:", U"[-:", U":o)", U"(o:", U":}", U":-}", U"8)", U"8-)", U"(-8", U";)", U";-)", U"(;", U"(-;", U":(",
-        U":-(", U":((", U":-((", U":(((", U":-(((", U"):", U")-:", U"=(", U">:(", U":')", U":'-)", U":'(", U":'-(",
-        U":/", U":-/", U"=/", U"=|", U":|", U":-|", U":1", U":P", U":-P", U":p", U":-p", U":O", U":-O", U":o",
-        U":-o", U":0", U":-0", U":()", U">:o", U":*", U":-*", U":3", U":-3", U"=3", U":>", U":->", U":X", U":-X",
-        U":x", U":-x", U":D", U":-D", U";D", U";-D", U"=D", U"xD", U"XD", U"xDD", U"XDD", U"8D", U"8-D", U"^_^",
-        U"^__^", U"^___^", U">.<", U">.>", U"<.<", U"._.", U";_;", U"-_-", U"-__-", U"v.v", U"V.V", U"v_v", U"V_V",
-        U"o_o", U"o_O", U"O_o", U"O_O", U"0_o", U"o_0", U"0_0", U"o.O", U"O.o", U"O.O", U"o.o", U"0.0", U"o.0",
-        U"0.o", U"@_@", U"<3", U"<33", U"<333", U"</3", U"(^_^)", U"(-_-)", U"(._.)", U"(>_<)", U"(*_*)"}) {
+        U":)", U":-)", U":))", U":-))", U":)))", U":-)))", U"(:", U"(-:", U"=)", U"(=", U"\")", U":]", U":-]", U"[:",
+        U"[-:", U":o)", U"(o:", U":}", U":-}", U"8)", U"8-)", U"(-8", U";)", U";-)", U"(;", U"(-;", U":(", U":-(",
+        U":((", U":-((", U":(((", U":-(((", U"):", U")-:", U"=(", U">:(", U":')", U":'-)", U":'(", U":'-(", U":/",
+        U":-/", U"=/", U"=|", U":|", U":-|", U":1", U":P", U":-P", U":p", U":-p", U":O", U":-O", U":o", U":-o", U":0",
+        U":-0", U":()", U">:o", U":*", U":-*", U":3", U":-3", U"=3", U":>", U":->", U":X", U":-X", U":x", U":-x", U":D",
+        U":-D", U";D", U";-D", U"=D", U"xD", U"XD", U"xDD", U"XDD", U"8D", U"8-D", U"^_^", U"^__^", U"^___^", U">.<",
+        U">.>", U"<.<", U"._.", U";_;", U"-_-", U"-__-", U"v.v", U"V.V", U"v_v", U"V_V", U"o_o", U"o_O", U"O_o", U"O_O",
+        U"0_o", U"o_0", U"0_0", U"o.O", U"O.o", U"O.O", U"o.o", U"0.0", U"o.0", U"0.o", U"@_@", U"<3", U"<33", U"<333",
+        U"</3", U"(^_^)", U"(-_-)", U"(._.)", U"(>_<)", U"(*_*)"}) {
     exc[o] = {o};
   }
   for (char32_t c = U'a'; c <= U'z'; ++c) exc[std::u32string{c, U'.'}] = {std::u32string{c, U'.'}};
-  for (const auto* o : {U"Ill", U"ill", U"Its", U"its", U"Hell", U"hell", U"Shell", U"shell", U"Shed", U"shed",
-                        U"were", U"Were", U"Well", U"well", U"Whore", U"whore"}) {
+  for (const auto* o : {U"Ill", U"ill", U"Its", U"its", U"Hell", U"hell", U"Shell", U"shell", U"Shed", U"shed", U"were",
+                        U"Were", U"Well", U"well", U"Whore", U"whore"}) {
     exc.erase(o);
   }
   return exc;

@@ -23,7 +23,8 @@ using Words = std::vector<int32_t>;
 // Edit distance hypothesis -> reference, with its trace (ops from the start).
 std::pair<int64_t, std::string> beam_edit_distance(const Words& h, const Words& r) {
   const size_t nh = h.size(), nr = r.size();
-  std::vector<std::vector<std::pair<int64_t, char>>> dist(nh + 1, std::vector<std::pair<int64_t, char>>(nr + 1, {kInf, kUndef}));
+  std::vector<std::vector<std::pair<int64_t, char>>> dist(
+      nh + 1, std::vector<std::pair<int64_t, char>>(nr + 1, {kInf, kUndef}));
   for (size_t j = 0; j <= nr; ++j) dist[0][j] = {int64_t(j), kIns};
   const double ratio = nh ? double(nr) / double(nh) : 1.0;
   const int64_t beam = kBeamWidth < ratio / 2 ? int64_t(std::ceil(ratio / 2 + kBeamWidth)) : kBeamWidth;
@@ -77,11 +78,20 @@ Words perform_shift(const Words& w, int64_t start, int64_t length, int64_t targe
   };
   const auto n = int64_t(w.size());
   if (target < start) {
-    add(0, target); add(start, start + length); add(target, start); add(start + length, n);
+    add(0, target);
+    add(start, start + length);
+    add(target, start);
+    add(start + length, n);
   } else if (target > start + length) {
-    add(0, start); add(start + length, target); add(start, start + length); add(target, n);
+    add(0, start);
+    add(start + length, target);
+    add(start, start + length);
+    add(target, n);
   } else {
-    add(0, start); add(start + length, length + target); add(start, start + length); add(length + target, n);
+    add(0, start);
+    add(start + length, length + target);
+    add(start, start + length);
+    add(length + target, n);
   }
   return out;
 }
@@ -98,10 +108,13 @@ ShiftResult best_shift(const Words& h, const Words& r, int& checked) {
   std::vector<int> ref_err, hyp_err;
   int64_t ph = -1, pr = -1;
   for (char op : inv_trace) {
-    if (op == kIns) op = kDel;
-    else if (op == kDel) op = kIns;
+    if (op == kIns)
+      op = kDel;
+    else if (op == kDel)
+      op = kIns;
     if (op == kNop || op == kSub) {
-      ++ph; ++pr;
+      ++ph;
+      ++pr;
       align[pr] = ph;
       hyp_err.push_back(op == kSub);
       ref_err.push_back(op == kSub);

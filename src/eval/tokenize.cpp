@@ -12,8 +12,8 @@ bool is_dot_comma(char32_t c) { return c == U'.' || c == U','; }
 
 // The class [{-~[-` -&(-+:-@/] of mteval-v13a and tercom: ASCII punctuation except ' , - . (and space).
 bool is_13a_punct(char32_t c) {
-  return (c >= 0x7B && c <= 0x7E) || (c >= 0x5B && c <= 0x60) || (c >= 0x20 && c <= 0x26) ||
-         (c >= 0x28 && c <= 0x2B) || (c >= 0x3A && c <= 0x40) || c == 0x2F;
+  return (c >= 0x7B && c <= 0x7E) || (c >= 0x5B && c <= 0x60) || (c >= 0x20 && c <= 0x26) || (c >= 0x28 && c <= 0x2B) ||
+         (c >= 0x3A && c <= 0x40) || c == 0x2F;
 }
 
 // re.sub(r"(X)", r" \1 ")
@@ -75,11 +75,16 @@ BleuTokenizer parse_bleu_tokenizer(const std::string& name) {
 
 std::string to_string(BleuTokenizer t) {
   switch (t) {
-    case BleuTokenizer::k13a: return "13a";
-    case BleuTokenizer::intl: return "intl";
-    case BleuTokenizer::chars: return "char";
-    case BleuTokenizer::none: return "none";
-    case BleuTokenizer::spacy: return "spacy";
+    case BleuTokenizer::k13a:
+      return "13a";
+    case BleuTokenizer::intl:
+      return "intl";
+    case BleuTokenizer::chars:
+      return "char";
+    case BleuTokenizer::none:
+      return "none";
+    case BleuTokenizer::spacy:
+      return "spacy";
   }
   return "?";
 }
@@ -98,8 +103,10 @@ std::vector<std::u32string> bleu_tokens(std::u32string line, BleuTokenizer token
       return out;
     }
     case BleuTokenizer::intl: {
-      line = pair_sub(line, [](char32_t c) { return !is_number(c); }, is_punctuation, true);
-      line = pair_sub(line, is_punctuation, [](char32_t c) { return !is_number(c); }, false);
+      line = pair_sub(
+          line, [](char32_t c) { return !is_number(c); }, is_punctuation, true);
+      line = pair_sub(
+          line, is_punctuation, [](char32_t c) { return !is_number(c); }, false);
       line = pad_each(line, is_symbol);
       return split(line);
     }
@@ -115,9 +122,12 @@ std::vector<std::u32string> bleu_tokens(std::u32string line, BleuTokenizer token
       }
       std::u32string t = U" " + line + U" ";
       t = pad_each(t, is_13a_punct);
-      t = pair_sub(t, [](char32_t c) { return !is_digit(c); }, is_dot_comma, true);
-      t = pair_sub(t, is_dot_comma, [](char32_t c) { return !is_digit(c); }, false);
-      t = pair_sub(t, is_digit, [](char32_t c) { return c == U'-'; }, true);
+      t = pair_sub(
+          t, [](char32_t c) { return !is_digit(c); }, is_dot_comma, true);
+      t = pair_sub(
+          t, is_dot_comma, [](char32_t c) { return !is_digit(c); }, false);
+      t = pair_sub(
+          t, is_digit, [](char32_t c) { return c == U'-'; }, true);
       return split(t);
     }
   }
@@ -138,9 +148,12 @@ std::vector<std::u32string> ter_tokens(const std::u32string& input, const TerOpt
     s = pad_each(s, is_13a_punct);
     replace_all(s, U"'s ", U" 's ");
     if (s.size() >= 2 && s.compare(s.size() - 2, 2, U"'s") == 0) s.replace(s.size() - 2, 2, U" 's");
-    s = pair_sub(s, [](char32_t c) { return !is_digit(c); }, is_dot_comma, true);
-    s = pair_sub(s, is_dot_comma, [](char32_t c) { return !is_digit(c); }, false);
-    s = pair_sub(s, is_digit, [](char32_t c) { return c == U'-'; }, true);
+    s = pair_sub(
+        s, [](char32_t c) { return !is_digit(c); }, is_dot_comma, true);
+    s = pair_sub(
+        s, is_dot_comma, [](char32_t c) { return !is_digit(c); }, false);
+    s = pair_sub(
+        s, is_digit, [](char32_t c) { return c == U'-'; }, true);
     s = join_words(split(s));
   }
   if (o.no_punct) {

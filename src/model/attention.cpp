@@ -138,14 +138,15 @@ torch::Tensor append_rows(const torch::Tensor& cache, const torch::Tensor& rows,
   for (int64_t i = 0; rp && i < b; ++i) {
     TORCH_CHECK(rp[i] >= 0 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
   }
-  at::parallel_for(0, b * h, std::max<int64_t>(1, (b * h) / (4 * at::get_num_threads())), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t row = i / h, head = i % h;
-      const int64_t from = rp ? rp[row] : row;
-      std::memcpy(op + i * (t + 1) * d, cp + (from * h + head) * t * d, size_t(t * d) * sizeof(float));
-      std::memcpy(op + i * (t + 1) * d + t * d, sp + i * d, size_t(d) * sizeof(float));
-    }
-  });
+  at::parallel_for(0, b * h, std::max<int64_t>(1, (b * h) / (4 * at::get_num_threads())),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) {
+                       const int64_t row = i / h, head = i % h;
+                       const int64_t from = rp ? rp[row] : row;
+                       std::memcpy(op + i * (t + 1) * d, cp + (from * h + head) * t * d, size_t(t * d) * sizeof(float));
+                       std::memcpy(op + i * (t + 1) * d + t * d, sp + i * d, size_t(d) * sizeof(float));
+                     }
+                   });
   return out;
 }
 
@@ -169,8 +170,9 @@ namespace {
 // causal one): the fused loop applies.
 bool fused_decode(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double p,
                   const torch::Tensor* weights_out, const torch::Tensor& mask = torch::Tensor()) {
-  const bool key_padding = !mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
-                                                (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1)));
+  const bool key_padding =
+      !mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
+                          (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1)));
   return (q.size(-2) == 1 || key_padding) && (!mask.defined() || mask.scalar_type() == torch::kBool) &&
          q.device().is_cpu() && q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
          v.scalar_type() == torch::kFloat && p == 0 && !weights_out &&
@@ -207,7 +209,7 @@ SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& o) : options(o) {
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache) {
-  const auto parts = qkv->forward(x).chunk(3, -1);  // 3 x [b, t, d]
+  const auto parts = qkv->forward(x).chunk(3, -1);           // 3 x [b, t, d]
   torch::Tensor q = split_heads(parts[0], options.heads());  // [b, h, t, hd]
   torch::Tensor k = split_heads(parts[1], options.heads());  // [b, h, t, hd]
   torch::Tensor v = split_heads(parts[2], options.heads());  // [b, h, t, hd]
@@ -222,7 +224,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   }
   const torch::Tensor y = attention(q, k, v, mask, options.dropout(), is_training(), options.use_sdpa(),
                                     keep_weights ? &weights : nullptr);  // [b, h, t, hd]
-  return out->forward(merge_heads(y));  // [b, t, d]
+  return out->forward(merge_heads(y));                                   // [b, t, d]
 }
 
 CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) {
@@ -234,7 +236,8 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) {
 
 SelfKV CrossAttentionImpl::project_memory(const torch::Tensor& memory) {
   const auto parts = kv->forward(memory).chunk(2, -1);  // 2 x [b, s, d]
-  return {split_heads(parts[0], options.heads()), split_heads(parts[1], options.heads()), torch::Tensor()};  // [b, h, s, hd]
+  return {split_heads(parts[0], options.heads()), split_heads(parts[1], options.heads()),
+          torch::Tensor()};  // [b, h, s, hd]
 }
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask) {
@@ -242,7 +245,8 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& 
   torch::Tensor* keep = keep_weights ? &weights : nullptr;
   const torch::Tensor& rows = memory.pending_rows;  // [b] memory row of each query row, or undefined
   torch::Tensor y;                                  // [b, h, t, hd]
-  if (rows.defined() && fused_decode(queries, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep, mask)) {
+  if (rows.defined() &&
+      fused_decode(queries, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep, mask)) {
     y = decode_attention_cpu(queries, memory.k, memory.v, mask, rows);
   } else {
     // Elsewhere the rows' memory is gathered first (undefined rows: row i is row i).

@@ -20,10 +20,10 @@
 namespace mtx::model::fp32 {
 namespace {
 
-constexpr int kCols = 2;               // 16-lane vectors per row of a tile
+constexpr int kCols = 2;                // 16-lane vectors per row of a tile
 constexpr int64_t kPanel = 16 * kCols;  // outputs per panel
-constexpr int64_t kDepth = 256;         // k per pass: a panel's slice (256 x 32 floats, 32 KB) stays in L1 across the rows
-constexpr int kRows = 8;                // rows per tile: 16 accumulators, 2 weight vectors, 1 broadcast
+constexpr int64_t kDepth = 256;  // k per pass: a panel's slice (256 x 32 floats, 32 KB) stays in L1 across the rows
+constexpr int kRows = 8;         // rows per tile: 16 accumulators, 2 weight vectors, 1 broadcast
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -32,8 +32,8 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // R rows of x (row stride in) against one panel's k-slice [k0, k0 + depth): the running sums live in y between
 // slices (first: start from 0; last: add the bias), so each output is one fma chain over k in order.
 template <int R>
-MTX_AVX512 inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias,
-                            float* y, int64_t out, const __mmask16* mask, bool first, bool last) {
+MTX_AVX512 inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
+                            int64_t out, const __mmask16* mask, bool first, bool last) {
   __m512 acc[R][kCols];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
@@ -89,14 +89,29 @@ MTX_AVX512 void gemm_panels(const float* x, int64_t rows, int64_t in, const floa
       float* ym = y + m * out + n0;
       static_assert(kRows == 8, "the tail below covers 1 .. 7 rows");
       switch (rows - m) {
-        case 7: tile<7>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
-        case 6: tile<6>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
-        case 5: tile<5>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
-        case 4: tile<4>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
-        case 3: tile<3>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
-        case 2: tile<2>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
-        case 1: tile<1>(xm, in, slice, depth, b, ym, out, mask, first, last); break;
-        default: break;
+        case 7:
+          tile<7>(xm, in, slice, depth, b, ym, out, mask, first, last);
+          break;
+        case 6:
+          tile<6>(xm, in, slice, depth, b, ym, out, mask, first, last);
+          break;
+        case 5:
+          tile<5>(xm, in, slice, depth, b, ym, out, mask, first, last);
+          break;
+        case 4:
+          tile<4>(xm, in, slice, depth, b, ym, out, mask, first, last);
+          break;
+        case 3:
+          tile<3>(xm, in, slice, depth, b, ym, out, mask, first, last);
+          break;
+        case 2:
+          tile<2>(xm, in, slice, depth, b, ym, out, mask, first, last);
+          break;
+        case 1:
+          tile<1>(xm, in, slice, depth, b, ym, out, mask, first, last);
+          break;
+        default:
+          break;
       }
     }
   }
@@ -109,7 +124,7 @@ MTX_AVX512 void gemm_panels(const float* x, int64_t rows, int64_t in, const floa
 torch::Tensor reference_linear(const torch::Tensor& w_in, const torch::Tensor& bias, const torch::Tensor& x_in) {
   const int64_t out = w_in.size(0), in = w_in.size(1);
   const torch::Tensor x = x_in.reshape({-1, in}).to(torch::kFloat).contiguous();  // [n, in]
-  const torch::Tensor w = w_in.to(torch::kFloat).contiguous();                     // [out, in]
+  const torch::Tensor w = w_in.to(torch::kFloat).contiguous();                    // [out, in]
   const torch::Tensor b = bias.defined() ? bias.to(torch::kFloat).contiguous() : torch::zeros({out});
   const int64_t n = x.size(0);
   torch::Tensor y = torch::empty({n, out}, torch::kFloat);  // [n, out]
@@ -148,9 +163,9 @@ PackedLinear::PackedLinear(const torch::Tensor& w_in, const torch::Tensor& bias)
   in_ = w_in.size(1);
   out_pad_ = round_up(out_, kPanel);
   const int64_t panels = out_pad_ / kPanel;
-  torch::Tensor w = torch::zeros({out_pad_, in_}, torch::kFloat);                      // [out_pad, in]
+  torch::Tensor w = torch::zeros({out_pad_, in_}, torch::kFloat);  // [out_pad, in]
   w.narrow(0, 0, out_).copy_(w_in.detach().to(torch::kCPU, torch::kFloat));
-  packed_ = w.view({panels, kPanel, in_}).transpose(1, 2).contiguous();                  // [panels, in, 32]
+  packed_ = w.view({panels, kPanel, in_}).transpose(1, 2).contiguous();  // [panels, in, 32]
   bias_ = torch::zeros({out_pad_}, torch::kFloat);
   if (bias.defined()) bias_.narrow(0, 0, out_).copy_(bias.detach().to(torch::kCPU, torch::kFloat));
 }
@@ -164,7 +179,7 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
 #ifdef MTX_HAVE_AVX512_KERNEL
   const torch::Tensor rows = x.reshape({-1, in_}).contiguous();  // [n, in]
   const int64_t n = rows.size(0);
-  torch::Tensor y = torch::empty({n, out_}, x.options());         // [n, out]
+  torch::Tensor y = torch::empty({n, out_}, x.options());  // [n, out]
   if (n == 0) return y.view(shape);
   const float* xp = rows.data_ptr<float>();
   const float* pp = packed_.data_ptr<float>();
@@ -172,9 +187,8 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   float* yp = y.data_ptr<float>();
   // Threads split the panels; every output is computed by one thread in one fixed order.
   const int64_t grain = std::max<int64_t>(1, 256 / n);  // at least ~256 row-panels of work per thread
-  at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t begin, int64_t end) {
-    gemm_panels(xp, n, in_, pp, begin, end, bp, yp, out_);
-  });
+  at::parallel_for(0, out_pad_ / kPanel, grain,
+                   [&](int64_t begin, int64_t end) { gemm_panels(xp, n, in_, pp, begin, end, bp, yp, out_); });
   return y.view(shape);
 #else
   TORCH_CHECK(false, "fp32::PackedLinear: this build has no AVX-512 kernel");

@@ -126,14 +126,29 @@ MTX_VNNI void gemm_panels(const uint8_t* u, int64_t rows, int64_t in_pad, const 
     const uint8_t* um = u + m * in_pad;
     float* ym = y + m * out;
     switch (rows - m) {
-      case 7: tile<7>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0); break;
-      case 6: tile<6>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0); break;
-      case 5: tile<5>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0); break;
-      case 4: tile<4>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0); break;
-      case 3: tile<3>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0); break;
-      case 2: tile<2>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0); break;
-      case 1: tile<1>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0); break;
-      default: break;
+      case 7:
+        tile<7>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0);
+        break;
+      case 6:
+        tile<6>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0);
+        break;
+      case 5:
+        tile<5>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0);
+        break;
+      case 4:
+        tile<4>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0);
+        break;
+      case 3:
+        tile<3>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0);
+        break;
+      case 2:
+        tile<2>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0);
+        break;
+      case 1:
+        tile<1>(um, in_pad, panel, groups, comp, sw, bias, sx + m, ym, out, n0);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -247,16 +262,15 @@ torch::Tensor VnniLinear::forward(const torch::Tensor& x) const {
 #ifdef MTX_HAVE_VNNI_KERNEL
   const torch::Tensor rows = x.reshape({-1, in_}).contiguous();  // [n, in]
   const int64_t n = rows.size(0);
-  torch::Tensor y = torch::empty({n, out_}, x.options());        // [n, out]
+  torch::Tensor y = torch::empty({n, out_}, x.options());  // [n, out]
   if (n == 0) return y.view(shape);
-  torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);    // [n, in_pad]: q + 128
-  torch::Tensor sx = torch::empty({n}, torch::kFloat);           // [n]
+  torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 128
+  torch::Tensor sx = torch::empty({n}, torch::kFloat);         // [n]
   const float* xp = rows.data_ptr<float>();
   uint8_t* up = u.data_ptr<uint8_t>();
   float* sxp = sx.data_ptr<float>();
-  at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
-    quantize_rows_avx512(xp, in_, in_, in_pad_, begin, end, up, sxp);
-  });
+  at::parallel_for(
+      0, n, 64, [&](int64_t begin, int64_t end) { quantize_rows_avx512(xp, in_, in_, in_pad_, begin, end, up, sxp); });
   const int64_t panels = out_pad_ / kPanel;
   const uint8_t* pp = packed_.data_ptr<uint8_t>();
   const int32_t* cp = comp_.data_ptr<int32_t>();

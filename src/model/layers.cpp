@@ -23,9 +23,10 @@ PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model
     embedding = register_module("embedding", torch::nn::Embedding(max_len, d_model));
     return;
   }
-  torch::Tensor pos = torch::arange(max_len, torch::kFloat).unsqueeze(1);                   // [max_len, 1]
-  torch::Tensor div = torch::exp(torch::arange(0, d_model, 2, torch::kFloat) * (-std::log(10000.0) / double(d_model)));  // [d/2]
-  torch::Tensor t = torch::zeros({max_len, d_model});                                        // [max_len, d]
+  torch::Tensor pos = torch::arange(max_len, torch::kFloat).unsqueeze(1);  // [max_len, 1]
+  torch::Tensor div =
+      torch::exp(torch::arange(0, d_model, 2, torch::kFloat) * (-std::log(10000.0) / double(d_model)));  // [d/2]
+  torch::Tensor t = torch::zeros({max_len, d_model});                                                    // [max_len, d]
   t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * div));
   t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
                torch::cos(pos * div).index({torch::indexing::Slice(), torch::indexing::Slice(0, d_model / 2)}));
@@ -37,7 +38,7 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
   TORCH_CHECK(offset + t <= max_len, "sequence of ", offset + t, " positions exceeds model.max_len ", max_len);
   if (learned) {
     const torch::Tensor positions = torch::arange(offset, offset + t, x.options().dtype(torch::kLong));  // [t]
-    return x + embedding->forward(positions).unsqueeze(0).to(x.scalar_type());  // [b, t, d]
+    return x + embedding->forward(positions).unsqueeze(0).to(x.scalar_type());                           // [b, t, d]
   }
   return x + table.narrow(0, offset, t).unsqueeze(0).to(x.scalar_type());  // [b, t, d]
 }

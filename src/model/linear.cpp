@@ -22,11 +22,16 @@ struct Engine {
 
 std::string engine_name(at::QEngine e) {
   switch (e) {
-    case at::QEngine::FBGEMM: return "fbgemm";
-    case at::QEngine::QNNPACK: return "qnnpack";
-    case at::QEngine::ONEDNN: return "onednn";
-    case at::QEngine::X86: return "x86";
-    default: return "";
+    case at::QEngine::FBGEMM:
+      return "fbgemm";
+    case at::QEngine::QNNPACK:
+      return "qnnpack";
+    case at::QEngine::ONEDNN:
+      return "onednn";
+    case at::QEngine::X86:
+      return "x86";
+    default:
+      return "";
   }
 }
 
@@ -113,20 +118,20 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "int8 layers run on float CPU tensors");
   torch::NoGradGuard no_grad;
   const int64_t in = weight_.values.size(1);
-  const torch::Tensor rows = x.reshape({-1, in});                                            // [n, in]
+  const torch::Tensor rows = x.reshape({-1, in});  // [n, in]
   const int64_t n = rows.size(0);
   const torch::Tensor scale = rows.abs().amax(1, /*keepdim=*/true).clamp_min_(1e-30f);  // [n, 1]: max |x| per row
   // Every row scaled to max |x| = 1, and one last row holding both +1 and -1: the engine's per-tensor
   // activation range is then [-1, 1] whatever the batch holds, so each row quantizes alone.
-  torch::Tensor input = torch::empty({n + 1, in}, rows.options());                           // [n + 1, in]
-  torch::Tensor scaled = input.narrow(0, 0, n);  // [n, in]
+  torch::Tensor input = torch::empty({n + 1, in}, rows.options());  // [n + 1, in]
+  torch::Tensor scaled = input.narrow(0, 0, n);                     // [n, in]
   at::div_out(scaled, rows, scale);
   input.narrow(0, n, 1).copy_(anchor_);
   // Full 8-bit activations (reduce_range off). fbgemm's pre-VNNI kernels can saturate 16-bit pair sums with
   // them in rare cases; scripts/checks/int8_bleu.sh checks the BLEU on the machine it runs on.
   std::vector<c10::IValue> stack{input, packed_, false};
   linear_dynamic_op().callBoxed(&stack);
-  const torch::Tensor y = stack.at(0).toTensor().narrow(0, 0, n);  // [n, out]
+  const torch::Tensor y = stack.at(0).toTensor().narrow(0, 0, n);                     // [n, out]
   torch::Tensor out = bias_.defined() ? torch::addcmul(bias_, y, scale) : y * scale;  // [n, out]
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = out.size(1);

@@ -40,8 +40,8 @@ struct ParallelBmm : torch::autograd::Function<ParallelBmm> {
 }  // namespace
 
 torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
-  TORCH_CHECK(a.dim() >= 3 && a.dim() == b.dim(), "batched_matmul: expected [..., m, k] x [..., k, n], got ",
-              a.sizes(), " x ", b.sizes());
+  TORCH_CHECK(a.dim() >= 3 && a.dim() == b.dim(), "batched_matmul: expected [..., m, k] x [..., k, n], got ", a.sizes(),
+              " x ", b.sizes());
   // One row per matrix (incremental decoding: one query per hypothesis): a broadcast multiply and a sum
   // over k are one vectorised pass, where bmm would run thousands of tiny GEMMs one by one.
   if (a.size(-2) == 1 && a.device().is_cpu()) {

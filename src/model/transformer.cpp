@@ -53,14 +53,16 @@ void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
 
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " not divisible by heads ", o.heads());
-  TORCH_CHECK(!o.share_embeddings() || o.src_vocab() == o.tgt_vocab(),
-              "shared embeddings need one vocabulary, got ", o.src_vocab(), " and ", o.tgt_vocab());
+  TORCH_CHECK(!o.share_embeddings() || o.src_vocab() == o.tgt_vocab(), "shared embeddings need one vocabulary, got ",
+              o.src_vocab(), " and ", o.tgt_vocab());
   if (o.decoder_only()) {
     tgt_embed = register_module(
-        "tgt_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
+        "tgt_embed",
+        torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
   } else {
     src_embed = register_module(
-        "src_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o.src_vocab(), o.d_model()).padding_idx(o.pad_id())));
+        "src_embed",
+        torch::nn::Embedding(torch::nn::EmbeddingOptions(o.src_vocab(), o.d_model()).padding_idx(o.pad_id())));
   }
   if (o.decoder_only()) {
     // no source side
@@ -68,7 +70,8 @@ TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {
     tgt_embed = src_embed;  // registered once: its parameters appear once in parameters()
   } else {
     tgt_embed = register_module(
-        "tgt_embed", torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
+        "tgt_embed",
+        torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
   }
   positions = register_module("positions", PositionalEncoding(o.max_len(), o.d_model(), o.learned_positions()));
   const LayerOptions lo = LayerOptions(o.d_model(), o.heads(), o.ffn_dim())
@@ -129,7 +132,7 @@ torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
     if (tied_output_fp32_.runs(hidden, tgt_embed->weight, torch::Tensor())) {
       return tied_output_fp32_.packed().forward(hidden);  // [.., vocab]
     }
-    return torch::nn::functional::linear(hidden, tgt_embed->weight);          // [.., vocab]
+    return torch::nn::functional::linear(hidden, tgt_embed->weight);  // [.., vocab]
   }
   return output->forward(hidden);
 }
@@ -139,7 +142,7 @@ Memory TransformerImpl::encode(const torch::Tensor& src) {
   TORCH_CHECK(src.dim() == 2, "encode: expected src [batch, src_len], got ", src.sizes());
   Memory m;
   m.mask = key_padding_mask(src, options.pad_id());  // [b, 1, 1, s]
-  torch::Tensor x = embed(src_embed, src, 0);         // [b, s, d]
+  torch::Tensor x = embed(src_embed, src, 0);        // [b, s, d]
   for (const auto& layer : *encoder) x = layer->as<EncoderLayer>()->forward(x, m.mask);
   m.states = options.pre_norm() ? encoder_norm->forward(x) : x;  // [b, s, d]
   return m;
@@ -153,7 +156,7 @@ torch::Tensor TransformerImpl::decode_hidden(const torch::Tensor& tgt_in, const 
   TORCH_CHECK(!options.decoder_only(), "decode: a decoder-only language model has no decoder stack (lm_hidden)");
   TORCH_CHECK(tgt_in.dim() == 2, "decode: expected tgt_in [batch, tgt_len], got ", tgt_in.sizes());
   const torch::Tensor self_mask = decoder_self_mask(tgt_in, options.pad_id());  // [b, 1, t, t]
-  torch::Tensor x = embed(tgt_embed, tgt_in, 0);                                 // [b, t, d]
+  torch::Tensor x = embed(tgt_embed, tgt_in, 0);                                // [b, t, d]
   for (const auto& module : *decoder) {
     auto layer = module->as<DecoderLayer>();
     const SelfKV kv = layer->cross_attn->project_memory(memory.states);  // [b, h, s, hd] each
@@ -172,15 +175,16 @@ torch::Tensor TransformerImpl::logits_at(const torch::Tensor& src, const torch::
   TORCH_CHECK(positions.sizes() == tgt_in.sizes() && positions.scalar_type() == torch::kBool,
               "logits_at: positions must be a bool tensor shaped like tgt_in ", tgt_in.sizes(), ", got ",
               positions.sizes());
-  const torch::Tensor hidden = options.decoder_only() ? lm_hidden(tgt_in) : decode_hidden(tgt_in, encode(src));  // [b, t, d]
-  return project(hidden.index({positions}));  // [n, vocab]
+  const torch::Tensor hidden =
+      options.decoder_only() ? lm_hidden(tgt_in) : decode_hidden(tgt_in, encode(src));  // [b, t, d]
+  return project(hidden.index({positions}));                                            // [n, vocab]
 }
 
 torch::Tensor TransformerImpl::lm_hidden(const torch::Tensor& tokens) {
   TORCH_CHECK(options.decoder_only(), "lm_hidden: this is an encoder-decoder model");
   TORCH_CHECK(tokens.dim() == 2, "lm_hidden: expected tokens [batch, len], got ", tokens.sizes());
   const torch::Tensor mask = causal_mask(tokens.size(1), tokens.options().dtype(torch::kBool));  // [1, 1, t, t]
-  torch::Tensor x = embed(tgt_embed, tokens, 0);  // [b, t, d]
+  torch::Tensor x = embed(tgt_embed, tokens, 0);                                                 // [b, t, d]
   for (const auto& layer : *encoder) x = layer->as<EncoderLayer>()->forward(x, mask);
   return options.pre_norm() ? encoder_norm->forward(x) : x;  // [b, t, d]
 }
@@ -255,7 +259,8 @@ torch::Tensor TransformerImpl::decode_step_hidden(const torch::Tensor& tokens, D
     TORCH_CHECK(cache.layers.size() == encoder->size(), "decode_step: cache was not started for this model");
     torch::Tensor x = embed(tgt_embed, tokens.unsqueeze(1), cache.steps);  // [b, 1, d]
     size_t i = 0;
-    for (const auto& layer : *encoder) x = layer->as<EncoderLayer>()->forward(x, torch::Tensor(), &cache.layers[i++].self);
+    for (const auto& layer : *encoder)
+      x = layer->as<EncoderLayer>()->forward(x, torch::Tensor(), &cache.layers[i++].self);
     ++cache.steps;
     if (options.pre_norm()) x = encoder_norm->forward(x);
     return x.squeeze(1);  // [b, d]

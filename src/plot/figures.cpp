@@ -19,11 +19,12 @@ namespace mtx::plot {
 
 std::string positions_svg(int64_t max_len, int64_t d_model, const std::vector<int64_t>& dims) {
   if (max_len < 1 || d_model < 2 || d_model % 2) {
-    throw ConfigError(fmt::format("plot positions: need --len >= 1 and an even --d-model >= 2, got {} and {}",
-                                  max_len, d_model));
+    throw ConfigError(
+        fmt::format("plot positions: need --len >= 1 and an even --d-model >= 2, got {} and {}", max_len, d_model));
   }
   for (const int64_t d : dims) {
-    if (d < 0 || d >= d_model) throw ConfigError(fmt::format("plot positions: dimension {} is not in [0, {})", d, d_model));
+    if (d < 0 || d >= d_model)
+      throw ConfigError(fmt::format("plot positions: dimension {} is not in [0, {})", d, d_model));
   }
   model::PositionalEncoding pe(max_len, d_model, /*learned=*/false);
   const torch::Tensor table = pe->table.to(torch::kDouble).contiguous();  // [max_len, d_model]
@@ -54,7 +55,8 @@ std::string positions_svg(int64_t max_len, int64_t d_model, const std::vector<in
 
 std::string mask_svg(int64_t len) {
   if (len < 1 || len > 512) throw ConfigError(fmt::format("plot mask: --len must be in [1, 512], got {}", len));
-  const torch::Tensor mask = model::causal_mask(len, torch::TensorOptions()).view({len, len}).to(torch::kDouble).contiguous();
+  const torch::Tensor mask =
+      model::causal_mask(len, torch::TensorOptions()).view({len, len}).to(torch::kDouble).contiguous();
   Heatmap map;
   map.title = "dark: may attend";
   map.rows = map.cols = len;
@@ -63,7 +65,8 @@ std::string mask_svg(int64_t len) {
     map.row_labels.push_back(fmt::format("{}", i));
     map.col_labels.push_back(fmt::format("{}", i));
   }
-  return heatmap_grid_svg({map}, 1, fmt::format("Subsequent mask ({0} x {0}): query position (rows) by key position", len));
+  return heatmap_grid_svg({map}, 1,
+                          fmt::format("Subsequent mask ({0} x {0}): query position (rows) by key position", len));
 }
 
 std::vector<ScheduleCurve> annotated_transformer_schedules() {
@@ -106,7 +109,8 @@ Series tsv_series(const std::string& path, const std::string& x_column, const st
   std::ifstream in(path);
   if (!in) throw DataError(fmt::format("plot lines: cannot read '{}'", path));
   std::string line;
-  if (!std::getline(in, line)) throw DataError(fmt::format("plot lines: '{}' is empty (a header row was expected)", path));
+  if (!std::getline(in, line))
+    throw DataError(fmt::format("plot lines: '{}' is empty (a header row was expected)", path));
   const std::vector<std::string> header = split(line, '\t');
   auto column = [&](const std::string& name) {
     const auto it = std::find(header.begin(), header.end(), name);
@@ -212,10 +216,14 @@ std::vector<std::pair<std::string, std::string>> attention_svgs(model::Transform
   const model::AttentionMaps maps = model->attention_maps(tensor(src), tensor(tgt_in));
   const auto src_labels = pieces(tok.src(), src), tgt_labels = pieces(tok.tgt(), tgt_in);
   return {{"encoder_self.svg", attention_grid(maps.encoder_self, src_labels, src_labels, "Encoder self-attention")},
-          {"decoder_self.svg", attention_grid(maps.decoder_self, tgt_labels, tgt_labels, "Decoder self-attention (each row: a position, labelled by its input piece, predicting the next)")},
-          {"cross.svg", attention_grid(maps.cross, tgt_labels, src_labels,
-                                       "Encoder-decoder attention (rows: target positions, labelled by their input piece, each "
-                                       "predicting the next; columns: source)")}};
+          {"decoder_self.svg",
+           attention_grid(
+               maps.decoder_self, tgt_labels, tgt_labels,
+               "Decoder self-attention (each row: a position, labelled by its input piece, predicting the next)")},
+          {"cross.svg",
+           attention_grid(maps.cross, tgt_labels, src_labels,
+                          "Encoder-decoder attention (rows: target positions, labelled by their input piece, each "
+                          "predicting the next; columns: source)")}};
 }
 
 }  // namespace mtx::plot

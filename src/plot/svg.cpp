@@ -12,11 +12,21 @@ std::string xml_escape(const std::string& text) {
   out.reserve(text.size());
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters are not allowed in XML 1.0 text: shown as a space.
         out += (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') ? ' ' : c;
@@ -29,7 +39,6 @@ namespace {
 
 constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-
 
 // A number for an axis label: short, and exact enough to tell the ticks apart.
 std::string tick(double v, double span) {
@@ -81,7 +90,8 @@ std::string shorten(const std::string& s) {
 std::string to_svg(const Figure& f) {
   return fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 0 {0:.0f} {1:.0f}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n{2}</svg>\n",
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+      "fill=\"white\"/>\n{2}</svg>\n",
       f.width, f.height, f.body);
 }
 
@@ -112,15 +122,18 @@ Figure line_chart(const LineChart& c) {
   if (y_min > y_max) y_min = 0, y_max = 1;
   if (x_max - x_min < 1e-12) x_max = x_min + 1;
   if (y_max - y_min < 1e-12) y_max += 0.5, y_min -= 0.5;
-  if (c.y_from_zero) y_min = std::min(0.0, y_min);
-  else y_min -= 0.05 * (y_max - y_min);
+  if (c.y_from_zero)
+    y_min = std::min(0.0, y_min);
+  else
+    y_min -= 0.05 * (y_max - y_min);
   const auto X = [&](double v) { return left + (W - left - right) * (v - x_min) / (x_max - x_min); };
   const auto Y = [&](double v) { return top + (H - top - bottom) * (1 - (v - y_min) / (y_max - y_min)); };
 
   std::string svg = fmt::format("<text x=\"{}\" y=\"24\" font-size=\"15\">{}</text>\n", left, xml_escape(c.title));
   for (int i = 0; i <= 5; ++i) {  // grid and tick labels
     const double v = y_min + (y_max - y_min) * i / 5.0, y = Y(v);
-    svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", left, y, W - right, y);
+    svg +=
+        fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", left, y, W - right, y);
     svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", left - 6, y + 4,
                        tick(v, y_max - y_min));
     const double s = x_min + (x_max - x_min) * i / 5.0;
@@ -147,7 +160,8 @@ Figure line_chart(const LineChart& c) {
     if (c.markers && n < 60) {
       for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
         if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
-        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"/>\n", X(s.x[i]), Y(s.y[i]), color);
+        svg +=
+            fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"/>\n", X(s.x[i]), Y(s.y[i]), color);
       }
     }
     if (!s.label.empty()) {
@@ -172,7 +186,8 @@ Figure heatmap_grid(const std::vector<Heatmap>& maps, int columns, const std::st
     col_label = std::max(col_label, longest(m.col_labels));
   }
   const double cell = std::clamp(320.0 / double(std::max(rows, cols)), 2.0, 26.0);
-  const double label_w = row_label ? 7.0 * double(row_label) + 8 : 0, label_h = col_label ? 7.0 * double(col_label) + 8 : 0;
+  const double label_w = row_label ? 7.0 * double(row_label) + 8 : 0,
+               label_h = col_label ? 7.0 * double(col_label) + 8 : 0;
   const double map_w = label_w + cell * double(cols) + 24, map_h = 22 + label_h + cell * double(rows) + 16;
   const int grid_rows = int((maps.size() + size_t(columns) - 1) / size_t(columns));
   const double W = 20 + map_w * std::min<double>(columns, double(std::max<size_t>(maps.size(), 1))),
@@ -192,18 +207,20 @@ Figure heatmap_grid(const std::vector<Heatmap>& maps, int columns, const std::st
                            gx + cell * double(c), gy + cell * double(r), cell + 0.05, cell + 0.05, cell_color(v, m));
       }
     }
-    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"none\" "
-                       "stroke=\"#999\"/>\n",
-                       gx, gy, cell * double(m.cols), cell * double(m.rows));
+    svg += fmt::format(
+        "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"none\" "
+        "stroke=\"#999\"/>\n",
+        gx, gy, cell * double(m.cols), cell * double(m.rows));
     for (size_t r = 0; r < m.row_labels.size() && int64_t(r) < m.rows; ++r) {
-      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
-                         gx - 4, gy + cell * (double(r) + 0.5) + font / 3, font, xml_escape(shorten(m.row_labels[r])));
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{:.1f}\" text-anchor=\"end\">{}</text>\n", gx - 4,
+                         gy + cell * (double(r) + 0.5) + font / 3, font, xml_escape(shorten(m.row_labels[r])));
     }
     for (size_t c = 0; c < m.col_labels.size() && int64_t(c) < m.cols; ++c) {
       const double x = gx + cell * (double(c) + 0.5) + font / 3, y = gy - 4;
-      svg += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.1f}\" font-size=\"{2:.1f}\" transform=\"rotate(-90 {0:.1f} {1:.1f})\">"
-                         "{3}</text>\n",
-                         x, y, font, xml_escape(shorten(m.col_labels[c])));
+      svg += fmt::format(
+          "<text x=\"{0:.1f}\" y=\"{1:.1f}\" font-size=\"{2:.1f}\" transform=\"rotate(-90 {0:.1f} {1:.1f})\">"
+          "{3}</text>\n",
+          x, y, font, xml_escape(shorten(m.col_labels[c])));
     }
     svg += "</g>\n";
   }

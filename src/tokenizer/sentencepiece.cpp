@@ -73,8 +73,8 @@ ShimApi load_shim() {
     api.mode = shared ? "shared" : "isolated";
     bind(handle, "mtx_spm_abi_version", api.abi_version, path);
     if (api.abi_version() != MTX_SPM_ABI_VERSION) {
-      throw Error("sentencepiece shim '" + path + "' has ABI " + std::to_string(api.abi_version()) +
-                  ", mtx expects " + std::to_string(MTX_SPM_ABI_VERSION) + " (stale build?)");
+      throw Error("sentencepiece shim '" + path + "' has ABI " + std::to_string(api.abi_version()) + ", mtx expects " +
+                  std::to_string(MTX_SPM_ABI_VERSION) + " (stale build?)");
     }
     bind(handle, "mtx_spm_load", api.load, path);
     bind(handle, "mtx_spm_free", api.free, path);
@@ -87,8 +87,8 @@ ShimApi load_shim() {
     bind(handle, "mtx_spm_serialize", api.serialize, path);
     return api;
   }
-  throw Error("cannot load the sentencepiece shim " + std::string(MTX_SPM_SHIM_NAME) + "; tried: " +
-              join(tried, "; ") + ". Set MTX_SPM_SHIM to its path.");
+  throw Error("cannot load the sentencepiece shim " + std::string(MTX_SPM_SHIM_NAME) + "; tried: " + join(tried, "; ") +
+              ". Set MTX_SPM_SHIM to its path.");
 }
 
 const ShimApi& shim() {

@@ -60,16 +60,21 @@ MTX_EXPORT int mtx_spm_vocab_size(const mtx_spm* model) { return model->processo
 
 MTX_EXPORT int mtx_spm_special_id(const mtx_spm* model, int which) {
   switch (which) {
-    case 0: return model->processor.pad_id();
-    case 1: return model->processor.unk_id();
-    case 2: return model->processor.bos_id();
-    case 3: return model->processor.eos_id();
-    default: return -1;
+    case 0:
+      return model->processor.pad_id();
+    case 1:
+      return model->processor.unk_id();
+    case 2:
+      return model->processor.bos_id();
+    case 3:
+      return model->processor.eos_id();
+    default:
+      return -1;
   }
 }
 
-MTX_EXPORT int mtx_spm_encode(const mtx_spm* model, const char* text, size_t size, int32_t* ids,
-                              size_t cap, size_t* needed, char* err, size_t err_cap) {
+MTX_EXPORT int mtx_spm_encode(const mtx_spm* model, const char* text, size_t size, int32_t* ids, size_t cap,
+                              size_t* needed, char* err, size_t err_cap) {
   try {
     std::vector<int> pieces;
     const auto status = model->processor.Encode(std::string_view(text, size), &pieces);
@@ -85,8 +90,8 @@ MTX_EXPORT int mtx_spm_encode(const mtx_spm* model, const char* text, size_t siz
   }
 }
 
-MTX_EXPORT int mtx_spm_decode(const mtx_spm* model, const int32_t* ids, size_t n, char* out,
-                              size_t cap, size_t* needed, char* err, size_t err_cap) {
+MTX_EXPORT int mtx_spm_decode(const mtx_spm* model, const int32_t* ids, size_t n, char* out, size_t cap, size_t* needed,
+                              char* err, size_t err_cap) {
   try {
     const std::vector<int> pieces(ids, ids + n);
     std::string text;
@@ -102,8 +107,7 @@ MTX_EXPORT int mtx_spm_decode(const mtx_spm* model, const int32_t* ids, size_t n
   }
 }
 
-MTX_EXPORT int mtx_spm_id_to_piece(const mtx_spm* model, int32_t id, char* out, size_t cap,
-                                   size_t* needed) {
+MTX_EXPORT int mtx_spm_id_to_piece(const mtx_spm* model, int32_t id, char* out, size_t cap, size_t* needed) {
   if (id < 0 || id >= model->processor.GetPieceSize()) return MTX_SPM_ERROR;
   const std::string& piece = model->processor.IdToPiece(id);
   return copy_out(piece.data(), piece.size(), out, cap, needed);
@@ -140,8 +144,8 @@ class BufferIterator : public sentencepiece::SentenceIterator {
 
 }  // namespace
 
-MTX_EXPORT mtx_spm* mtx_spm_train(const char* const* keys, const char* const* values, size_t n,
-                                  const char* text, size_t text_size, char* err, size_t err_cap) {
+MTX_EXPORT mtx_spm* mtx_spm_train(const char* const* keys, const char* const* values, size_t n, const char* text,
+                                  size_t text_size, char* err, size_t err_cap) {
   try {
     std::unordered_map<std::string, std::string> kwargs;
     for (size_t i = 0; i < n; ++i) kwargs[keys[i]] = values[i];

@@ -2,7 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
@@ -69,10 +68,9 @@ Tokenizer::Tokenizer(std::shared_ptr<const Model> src, std::shared_ptr<const Mod
   const SpecialIds expected;
   for (const Model* m : {src_.get(), tgt_.get()}) {
     if (!(m->special_ids() == expected)) {
-      throw DataError("tokenizer model has special ids pad/unk/bos/eos = " +
-                      std::to_string(m->special_ids().pad) + "/" + std::to_string(m->special_ids().unk) + "/" +
-                      std::to_string(m->special_ids().bos) + "/" + std::to_string(m->special_ids().eos) +
-                      ", mtx needs 0/1/2/3");
+      throw DataError("tokenizer model has special ids pad/unk/bos/eos = " + std::to_string(m->special_ids().pad) +
+                      "/" + std::to_string(m->special_ids().unk) + "/" + std::to_string(m->special_ids().bos) + "/" +
+                      std::to_string(m->special_ids().eos) + ", mtx needs 0/1/2/3");
     }
   }
 }
@@ -93,8 +91,7 @@ Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, const std::v
     auto model = train_one(settings, lines_to_text({&src_lines, &tgt_lines}));
     return Tokenizer(model, model);
   }
-  log::info("training separate {} tokenizers ({} pieces each)", config::to_string(settings.type),
-            settings.vocab_size);
+  log::info("training separate {} tokenizers ({} pieces each)", config::to_string(settings.type), settings.vocab_size);
   auto src = train_one(settings, lines_to_text({&src_lines}));
   auto tgt = train_one(settings, lines_to_text({&tgt_lines}));
   return Tokenizer(src, tgt);

@@ -45,7 +45,8 @@ std::vector<std::string> basic_english(std::string_view line) {
   return words;
 }
 
-WordModel::WordModel(std::vector<std::string> words, std::string bytes) : Model(std::move(bytes)), words_(std::move(words)) {
+WordModel::WordModel(std::vector<std::string> words, std::string bytes)
+    : Model(std::move(bytes)), words_(std::move(words)) {
   vocab_size_ = int32_t(words_.size());
   special_ = SpecialIds{};
   for (size_t i = 0; i < words_.size(); ++i) index_.emplace(words_[i], int32_t(i));

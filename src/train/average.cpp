@@ -33,7 +33,8 @@ void average_checkpoints(const std::vector<std::filesystem::path>& inputs, const
                       model_config.dump() + ")");
     }
     if (c.tokenizer->hash() != tok_hash) {
-      throw DataError("average: '" + path.string() + "' has a different tokenizer than '" + inputs.back().string() + "'");
+      throw DataError("average: '" + path.string() + "' has a different tokenizer than '" + inputs.back().string() +
+                      "'");
     }
     auto params = c.model->named_parameters();
     auto buffers = c.model->named_buffers();

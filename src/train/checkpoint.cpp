@@ -67,7 +67,8 @@ namespace {
 template <class T = int64_t>
 T integer(const json& j, const char* key) {
   const json& v = j.at(key);
-  if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())) return T(v.get<uint64_t>());
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max()))
+    return T(v.get<uint64_t>());
   if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
       v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max())) {
     return T(v.get<int64_t>());
@@ -94,7 +95,8 @@ TrainState train_state_from_json(const json& j) {
   s.epoch = integer(j, "epoch");
   const json& position = j.at("position");
   if (!position.is_object()) throw DataError("training state: 'position' is not an object");
-  s.position = {integer<decltype(s.position.epoch)>(position, "epoch"), integer<decltype(s.position.index)>(position, "index")};
+  s.position = {integer<decltype(s.position.epoch)>(position, "epoch"),
+                integer<decltype(s.position.index)>(position, "index")};
   s.tgt_tokens = integer(j, "tgt_tokens");
   s.elapsed_s = real(j, "elapsed_s");
   s.best_metric = number_or(j, "best_metric", std::numeric_limits<double>::infinity());
@@ -148,7 +150,8 @@ CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& dev
   try {
     const auto state = extra.parts.find("mtx_state");
     if (state == extra.parts.end()) {
-      throw DataError(path.string() + ": no training state (a model bundle for inference, not a checkpoint to train on)");
+      throw DataError(path.string() +
+                      ": no training state (a model bundle for inference, not a checkpoint to train on)");
     }
     c.state = train_state_from_json(json::parse(state->second));
   } catch (const DataError& e) {
@@ -157,7 +160,8 @@ CheckpointContent load_checkpoint(const fs::path& path, const torch::Device& dev
   } catch (const std::exception& e) {
     throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
   }
-  if (const auto it = extra.parts.find("mtx_optimizer"); it != extra.parts.end()) c.optimizer_bytes = std::move(it->second);
+  if (const auto it = extra.parts.find("mtx_optimizer"); it != extra.parts.end())
+    c.optimizer_bytes = std::move(it->second);
   c.archive = extra.archive;
   return c;
 }

@@ -16,11 +16,11 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
-#include <mutex>
-#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <thread>
 
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
@@ -45,9 +45,10 @@ int env_int(const char* name, int lo, int hi, std::optional<int> fallback) {
   const auto v = env(name);
   if (!v) {
     if (fallback) return *fallback;
-    throw ConfigError(fmt::format("{} is not set: a distributed run needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
-                                  "(as torchrun sets them; mtx train --nproc N sets them for N local ranks)",
-                                  name));
+    throw ConfigError(
+        fmt::format("{} is not set: a distributed run needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
+                    "(as torchrun sets them; mtx train --nproc N sets them for N local ranks)",
+                    name));
   }
   char* end = nullptr;
   errno = 0;
@@ -93,9 +94,11 @@ class JoinWatchdog {
     thread_ = std::thread([this, rank, limit] {
       std::unique_lock<std::mutex> lock(mutex_);
       if (!done_cv_.wait_for(lock, limit, [this] { return done_; })) {
-        std::fprintf(stderr, "%smtx: error: rank %d: joining the process group did not finish within %.0f s "
-                     "(train.dist_timeout_s + 5): a rank stopped while joining (see its log) or cannot reach this one\n",
-                     log::prefix().c_str(), rank, double(limit.count()) / 1000.0);
+        std::fprintf(
+            stderr,
+            "%smtx: error: rank %d: joining the process group did not finish within %.0f s "
+            "(train.dist_timeout_s + 5): a rank stopped while joining (see its log) or cannot reach this one\n",
+            log::prefix().c_str(), rank, double(limit.count()) / 1000.0);
         std::fflush(stderr);
         std::_Exit(kExitFailure);
       }
@@ -171,9 +174,10 @@ struct Group::Impl {
     } catch (const std::exception& e) {
       std::string reason = e.what();
       if (const auto nl = reason.find('\n'); nl != std::string::npos) reason.resize(nl);
-      throw Error(fmt::format("rank {}: {} over {} failed after {} collectives: {} -- another rank stopped (see its "
-                              "log or the launcher's line naming it) or did not answer within train.dist_timeout_s = {} s",
-                              rank, what, backend, calls, reason, timeout.count() / 1000.0));
+      throw Error(
+          fmt::format("rank {}: {} over {} failed after {} collectives: {} -- another rank stopped (see its "
+                      "log or the launcher's line naming it) or did not answer within train.dist_timeout_s = {} s",
+                      rank, what, backend, calls, reason, timeout.count() / 1000.0));
     }
     ++calls;
     comm_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -212,9 +216,10 @@ Group::Group(const Env& env, const torch::Device& device, std::chrono::milliseco
   } catch (const std::exception& e) {
     std::string reason = e.what();
     if (const auto nl = reason.find('\n'); nl != std::string::npos) reason.resize(nl);
-    throw Error(fmt::format("rank {}: rendezvous at {}:{} failed within {} s: {} (rank 0 serves it: is it running, is "
-                            "the port free and reachable?)",
-                            env.rank, env.master_addr, env.master_port, timeout.count() / 1000.0, reason));
+    throw Error(
+        fmt::format("rank {}: rendezvous at {}:{} failed within {} s: {} (rank 0 serves it: is it running, is "
+                    "the port free and reachable?)",
+                    env.rank, env.master_addr, env.master_port, timeout.count() / 1000.0, reason));
   }
   if (device.is_cuda()) {
 #if defined(MTX_WITH_NCCL)
@@ -224,8 +229,9 @@ Group::Group(const Env& env, const torch::Device& device, std::chrono::milliseco
     impl_->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank, env.world_size, options);
     impl_->backend = "nccl";
 #else
-    throw ConfigError("train.device cuda with several ranks needs NCCL: this mtx was built against a LibTorch without "
-                      "it (build against PyPI's CUDA torch: scripts/build.sh --torch2)");
+    throw ConfigError(
+        "train.device cuda with several ranks needs NCCL: this mtx was built against a LibTorch without "
+        "it (build against PyPI's CUDA torch: scripts/build.sh --torch2)");
 #endif
   } else {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -322,8 +328,10 @@ void GradientReducer::reduce() {
     for (const size_t i : bucket) {
       torch::Tensor& p = params_[i];
       const torch::Tensor part = flat.narrow(0, offset, p.numel()).view_as(p);
-      if (p.grad().defined()) p.mutable_grad().copy_(part);
-      else p.mutable_grad() = part.clone();
+      if (p.grad().defined())
+        p.mutable_grad().copy_(part);
+      else
+        p.mutable_grad() = part.clone();
       offset += p.numel();
     }
   }

@@ -63,7 +63,8 @@ int free_port(const std::string& addr) {
 
 std::string describe(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "ended";
 }
 
@@ -88,7 +89,8 @@ int run_local_ranks(const LaunchOptions& o) {
   struct sigaction sa {};
   sa.sa_handler = forward;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
 
@@ -150,8 +152,8 @@ int run_local_ranks(const LaunchOptions& o) {
         if (!ok && failed < 0 && g_user_signal.load() == 0) {
           failed = r;
           deadline = Clock::now() + std::chrono::milliseconds(int64_t(o.timeout_s * 1000));
-          log::error("rank {} (pid {}) {}; waiting up to {} s (train.dist_timeout_s) for the other ranks to stop", r, pid,
-                     describe(st), o.timeout_s);
+          log::error("rank {} (pid {}) {}; waiting up to {} s (train.dist_timeout_s) for the other ranks to stop", r,
+                     pid, describe(st), o.timeout_s);
         }
       }
       continue;
@@ -160,7 +162,8 @@ int run_local_ranks(const LaunchOptions& o) {
     // timeout they are terminated, and killed 5 s later.
     const auto now = Clock::now();
     if (!terminated && now > deadline) {
-      log::error("{} rank(s) still running {} s after rank {} failed: terminating them", remaining, o.timeout_s, failed);
+      log::error("{} rank(s) still running {} s after rank {} failed: terminating them", remaining, o.timeout_s,
+                 failed);
       kill_all(SIGTERM);
       terminated = true;
     } else if (terminated && !killed && now > deadline + std::chrono::seconds(5)) {

@@ -12,9 +12,9 @@ struct SmoothedCrossEntropy : torch::autograd::Function<SmoothedCrossEntropy> {
   // -> {smoothed sum, nll sum (not differentiable)}
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
                                                 const torch::Tensor& target, double smoothing) {
-    const torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat), -1);    // [n, V]
-    const torch::Tensor nll = -logp.gather(1, target.unsqueeze(1)).squeeze(1);      // [n]
-    const torch::Tensor nll_sum = nll.sum();                                        // scalar
+    const torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat), -1);  // [n, V]
+    const torch::Tensor nll = -logp.gather(1, target.unsqueeze(1)).squeeze(1);    // [n]
+    const torch::Tensor nll_sum = nll.sum();                                      // scalar
     torch::Tensor loss = (1.0 - smoothing) * nll_sum;
     if (smoothing > 0) loss = loss - smoothing / double(logp.size(1)) * logp.sum();  // scalar
     ctx->save_for_backward({logp, target});
@@ -43,8 +43,8 @@ struct SmoothedCrossEntropy : torch::autograd::Function<SmoothedCrossEntropy> {
 }  // namespace
 
 LossTerms token_loss(const torch::Tensor& logits, const torch::Tensor& target, double smoothing) {
-  TORCH_CHECK(logits.dim() == 2 && target.dim() == 1 && logits.size(0) == target.size(0),
-              "loss: logits ", logits.sizes(), " do not match target ", target.sizes());
+  TORCH_CHECK(logits.dim() == 2 && target.dim() == 1 && logits.size(0) == target.size(0), "loss: logits ",
+              logits.sizes(), " do not match target ", target.sizes());
   TORCH_CHECK(smoothing >= 0 && smoothing < 1, "loss: smoothing must be in [0, 1), got ", smoothing);
   LossTerms out;
   out.tokens = target.size(0);
@@ -56,9 +56,9 @@ LossTerms token_loss(const torch::Tensor& logits, const torch::Tensor& target, d
 
 LossTerms label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& target, int64_t pad_id,
                               double smoothing) {
-  TORCH_CHECK(logits.dim() == 3 && target.dim() == 2 && logits.size(0) == target.size(0) &&
-                  logits.size(1) == target.size(1),
-              "loss: logits ", logits.sizes(), " do not match target ", target.sizes());
+  TORCH_CHECK(
+      logits.dim() == 3 && target.dim() == 2 && logits.size(0) == target.size(0) && logits.size(1) == target.size(1),
+      "loss: logits ", logits.sizes(), " do not match target ", target.sizes());
   const torch::Tensor real = target.ne(pad_id);  // [b, t]
   return token_loss(logits.index({real}), target.masked_select(real), smoothing);
 }

@@ -8,8 +8,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <thread>
 
@@ -19,9 +19,9 @@
 #include "mtx/data/stream.h"
 #include "mtx/decode/lm.h"
 #include "mtx/decode/scoring.h"
-#include "mtx/model/autocast.h"
 #include "mtx/decode/translator.h"
 #include "mtx/eval/metrics.h"
+#include "mtx/model/autocast.h"
 #include "mtx/train/average.h"
 #include "mtx/train/curve.h"
 #include "mtx/train/dist.h"
@@ -50,11 +50,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const config::TrainConfi
                                                         const std::vector<torch::Tensor>& params) {
   switch (c.optimizer) {
     case config::Optimizer::adam:
-      return std::make_unique<torch::optim::Adam>(
-          params, torch::optim::AdamOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(c.weight_decay));
+      return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr)
+                                                              .betas({c.adam_beta1, c.adam_beta2})
+                                                              .eps(c.adam_eps)
+                                                              .weight_decay(c.weight_decay));
     case config::Optimizer::adamw:
-      return std::make_unique<torch::optim::AdamW>(
-          params, torch::optim::AdamWOptions(c.lr).betas({c.adam_beta1, c.adam_beta2}).eps(c.adam_eps).weight_decay(c.weight_decay));
+      return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr)
+                                                               .betas({c.adam_beta1, c.adam_beta2})
+                                                               .eps(c.adam_eps)
+                                                               .weight_decay(c.weight_decay));
     case config::Optimizer::sgd:
       return std::make_unique<torch::optim::SGD>(
           params, torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
@@ -137,7 +141,9 @@ class TrainingData {
 class TranslationData : public TrainingData {
  public:
   TranslationData(const config::Config& cfg, const data::PrepareOptions& prep)
-      : cfg_(cfg), data_(data::prepare_data(cfg, prep)), ids_(data_.tokenizer.special_ids()),
+      : cfg_(cfg),
+        data_(data::prepare_data(cfg, prep)),
+        ids_(data_.tokenizer.special_ids()),
         batcher_(data::Batcher::for_corpus(data_.train, batcher_options(cfg.train))) {
     if (!data_.valid) throw ConfigError("data.valid: training needs a validation split");
   }
@@ -153,9 +159,10 @@ class TranslationData : public TrainingData {
   int64_t epoch_batches() override {
     const int64_t n = int64_t(batcher_.epoch_batches());
     if (n == 0) {
-      throw DataError(fmt::format("data.train: no training pairs to train on ({} after the length filters); loosen "
-                                  "data.filter_min_tokens / data.filter_max_tokens / data.filter_max_ratio",
-                                  data_.train.size()));
+      throw DataError(
+          fmt::format("data.train: no training pairs to train on ({} after the length filters); loosen "
+                      "data.filter_min_tokens / data.filter_max_tokens / data.filter_max_ratio",
+                      data_.train.size()));
     }
     return n;
   }
@@ -184,7 +191,8 @@ class TranslationData : public TrainingData {
 class LmData : public TrainingData {
  public:
   LmData(const config::Config& cfg, const data::PrepareOptions& prep)
-      : cfg_(cfg), data_(data::prepare_streams(cfg, prep)),
+      : cfg_(cfg),
+        data_(data::prepare_streams(cfg, prep)),
         batcher_(data_.train, cfg.train.batch_size, cfg.train.bptt, "data.train") {
     if (!data_.valid) throw ConfigError("data.valid: training needs a validation split");
     // Checked now, not at the first validation.
@@ -231,7 +239,8 @@ std::vector<std::pair<int64_t, fs::path>> step_checkpoints(const fs::path& run_d
     const std::string name = e.path().filename().string();
     if (name.size() <= 8 || name.rfind("step-", 0) != 0 || e.path().extension() != ".pt") continue;
     const std::string digits = name.substr(5, name.size() - 8);
-    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+    if (digits.size() > 18 ||
+        !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
       continue;
     }
     steps.emplace_back(std::stoll(digits), e.path());
@@ -295,8 +304,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     log::set_prefix(fmt::format("[rank {}/{}] ", denv->rank, denv->world_size));
     if (denv->rank != 0 && log::level() < log::Level::warn) log::set_level(log::Level::warn);  // rank 0 speaks
     if (device.is_cuda()) device = torch::Device(torch::kCUDA, int8_t(denv->local_rank));
-    group = std::make_unique<dist::Group>(*denv, device,
-                                          std::chrono::milliseconds(int64_t(tc.dist_timeout_s * 1000)));
+    group = std::make_unique<dist::Group>(*denv, device, std::chrono::milliseconds(int64_t(tc.dist_timeout_s * 1000)));
   }
   // train.threads 0 (all cores): the ranks on this machine share them.
   set_threads(tc.threads == 0 && denv ? std::max(1, int(std::thread::hardware_concurrency()) / denv->local_world_size)
@@ -319,8 +327,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   const bool lm = cfg.task == config::Task::lm;
   std::unique_ptr<TrainingData> source;
   auto load_data = [&] {
-    if (lm) source = std::make_unique<LmData>(cfg, prep);
-    else source = std::make_unique<TranslationData>(cfg, prep);
+    if (lm)
+      source = std::make_unique<LmData>(cfg, prep);
+    else
+      source = std::make_unique<TranslationData>(cfg, prep);
   };
   // Rank 0 first: it trains and caches the tokenizer and the encoded corpus that the others then reuse.
   if (writer) load_data();
@@ -358,16 +368,19 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   const fs::path metrics_path = run_dir / "metrics.jsonl";
   std::ofstream metrics;  // rank 0's only
   if (writer) {
-    if (resume) load_metrics(metrics_path, state.step, train_curve, valid_curve);
-    else fs::remove(metrics_path);
+    if (resume)
+      load_metrics(metrics_path, state.step, train_curve, valid_curve);
+    else
+      fs::remove(metrics_path);
     metrics.open(metrics_path, std::ios::app);
   }
   // A run may resume on another number of ranks when the batches per update stay the same.
   if (resume && resume->state.world_size * resume->config.train.accum_steps != int64_t(world) * tc.accum_steps) {
-    throw ConfigError(fmt::format("--resume: the run took {} batches per update ({} rank(s) x train.accum_steps {}); "
-                                  "{} rank(s) x {} differ: keep train.accum_steps x the number of ranks",
-                                  resume->state.world_size * resume->config.train.accum_steps, resume->state.world_size,
-                                  resume->config.train.accum_steps, world, tc.accum_steps));
+    throw ConfigError(
+        fmt::format("--resume: the run took {} batches per update ({} rank(s) x train.accum_steps {}); "
+                    "{} rank(s) x {} differ: keep train.accum_steps x the number of ranks",
+                    resume->state.world_size * resume->config.train.accum_steps, resume->state.world_size,
+                    resume->config.train.accum_steps, world, tc.accum_steps));
   }
   std::unique_ptr<dist::GradientReducer> reducer;
   if (group) {
@@ -381,20 +394,21 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     const char* what[] = {"model weights", "tokenizer", "config"};
     for (size_t i = 0; i < mine.size(); ++i) {
       if (seen[2 * i] != mine[i] || -seen[2 * i + 1] != mine[i]) {
-        throw Error(fmt::format("rank {}: the ranks start from different {}: every rank needs the same config, data "
-                                "and (on --resume) the same run directory",
-                                rank, what[i]));
+        throw Error(
+            fmt::format("rank {}: the ranks start from different {}: every rank needs the same config, data "
+                        "and (on --resume) the same run directory",
+                        rank, what[i]));
       }
     }
-    reducer = std::make_unique<dist::GradientReducer>(model->parameters(), *group,
-                                                      int64_t(tc.dist_bucket_mb) << 20, tc.dist_ordered);
+    reducer = std::make_unique<dist::GradientReducer>(model->parameters(), *group, int64_t(tc.dist_bucket_mb) << 20,
+                                                      tc.dist_ordered);
     log::info("{} ranks over {}: {} batches per update ({} per rank), gradients in {} buckets of {:.1f} MB in all{}",
               world, group->backend(), tc.accum_steps * world, tc.accum_steps, reducer->buckets(),
               double(reducer->bytes()) / 1e6, tc.dist_ordered ? ", summed in rank order" : ", ring all-reduce");
   }
 
-  log::info("training {} parameters on {} ({} threads): {}, {} batches per epoch, {}{}",
-            model->parameter_count(), device.str(), runtime_info().threads, source->describe(), batches_per_epoch,
+  log::info("training {} parameters on {} ({} threads): {}, {} batches per epoch, {}{}", model->parameter_count(),
+            device.str(), runtime_info().threads, source->describe(), batches_per_epoch,
             resume ? fmt::format("resuming at step {} (epoch {})", state.step, state.epoch) : "from scratch",
             bf16 ? ", bf16 autocast" : "");
   if (resume) restore_rng(*resume);  // last: nothing above may consume random numbers after this
@@ -466,8 +480,8 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     summary.last_val_loss = v.loss;
     if (!writer) return improved;
     valid_curve.push_back({double(state.step), v.loss});
-    json row = {{"type", "valid"},   {"step", state.step}, {"epoch", epoch},
-                {"val_loss", v.loss}, {"val_ppl", v.ppl},   {"best", improved}, {"elapsed_s", elapsed()}};
+    json row = {{"type", "valid"},  {"step", state.step}, {"epoch", epoch},        {"val_loss", v.loss},
+                {"val_ppl", v.ppl}, {"best", improved},   {"elapsed_s", elapsed()}};
     if (want_bleu) row["val_bleu"] = v.bleu;
     metrics << row.dump() << std::endl;
     write_curve();
@@ -523,7 +537,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
     while (drawn < int64_t(tc.accum_steps) * world) {
       const bool own = drawn / tc.accum_steps == rank;
       data::Batch batch;
-      if (!(own ? source->next(batch) : source->skip())) { epoch_ended = true; break; }
+      if (!(own ? source->next(batch) : source->skip())) {
+        epoch_ended = true;
+        break;
+      }
       if (own) {
         mine.push_back(std::move(batch));
         mine_index.push_back(drawn);
@@ -548,8 +565,7 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         {
           Autocast autocast(bf16);
           const torch::Tensor real = b.tgt_out.ne(ids.pad);  // [b, t]
-          t = token_loss(model->logits_at(b.src, b.tgt_in, real), b.tgt_out.masked_select(real),
-                         tc.label_smoothing);
+          t = token_loss(model->logits_at(b.src, b.tgt_in, real), b.tgt_out.masked_select(real), tc.label_smoothing);
         }
         (t.smoothed_sum / double(tokens)).backward();
         loss_sum += t.smoothed_sum.item<double>();
@@ -580,9 +596,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         log::warn("non-finite loss or gradient at update {} (epoch {}): update skipped ({} in a row)", state.step + 1,
                   state.epoch, bad_steps);
         if (bad_steps >= tc.max_bad_steps) {
-          throw Error(fmt::format("training diverged: {} non-finite updates in a row at update {}; lower train.lr / "
-                                  "train.lr_factor or raise train.warmup_steps (last good checkpoint: {})",
-                                  bad_steps, state.step, (run_dir / "last.pt").string()));
+          throw Error(
+              fmt::format("training diverged: {} non-finite updates in a row at update {}; lower train.lr / "
+                          "train.lr_factor or raise train.warmup_steps (last good checkpoint: {})",
+                          bad_steps, state.step, (run_dir / "last.pt").string()));
         }
       } else {
         bad_steps = 0;
@@ -620,12 +637,14 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
             const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
             const double nll = window_nll / double(window_tokens);
             clear_progress();
-            log::info("| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | {:5.2f} ms/batch | loss {:5.2f} | ppl {:8.2f}",
-                      state.epoch, source->position().index, batches_per_epoch, lr,
-                      1000 * window_s / double(state.step - window_step), nll, std::exp(std::min(nll, 700.0)));
+            log::info(
+                "| epoch {:3d} | {:5d}/{:5d} batches | lr {:02.2f} | {:5.2f} ms/batch | loss {:5.2f} | ppl {:8.2f}",
+                state.epoch, source->position().index, batches_per_epoch, lr,
+                1000 * window_s / double(state.step - window_step), nll, std::exp(std::min(nll, 700.0)));
           } else if (!tty) {
             log::info("epoch {} update {} | loss {:.3f} (nll {:.3f}) | lr {:.3g} | {:.0f} tgt tok/s", state.epoch,
-                      state.step, window_loss / double(window_tokens), window_nll / double(window_tokens), lr, tok_per_s);
+                      state.step, window_loss / double(window_tokens), window_nll / double(window_tokens), lr,
+                      tok_per_s);
           }
           window_loss = window_nll = 0;
           window_tokens = 0;
@@ -643,17 +662,20 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
             remaining = std::min(remaining, std::max(0.0, left) / steps_per_s);
           }
           if (tc.max_minutes > 0) remaining = std::min(remaining, tc.max_minutes * 60 - now);
-          std::fprintf(stderr, "\r\033[Kepoch %lld | update %lld | batch %lld/%lld | loss %.3f | lr %.3g | %.0f tgt tok/s | ETA %s",
-                       static_cast<long long>(state.epoch), static_cast<long long>(state.step),
-                       static_cast<long long>(source->position().index), static_cast<long long>(batches_per_epoch),
-                       loss_sum / double(tokens), lr, tok_per_s,
-                       remaining < 1e299 ? format_duration(std::max(0.0, remaining)).c_str() : "?");
+          std::fprintf(
+              stderr,
+              "\r\033[Kepoch %lld | update %lld | batch %lld/%lld | loss %.3f | lr %.3g | %.0f tgt tok/s | ETA %s",
+              static_cast<long long>(state.epoch), static_cast<long long>(state.step),
+              static_cast<long long>(source->position().index), static_cast<long long>(batches_per_epoch),
+              loss_sum / double(tokens), lr, tok_per_s,
+              remaining < 1e299 ? format_duration(std::max(0.0, remaining)).c_str() : "?");
           std::fflush(stderr);
         }
         if (scheduler.validation_due()) {
           const Validation v = validate();
           clear_progress();
-          log::info("| Update: {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
+          log::info("| Update: {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl,
+                    bleu_text(v.bleu));
           const bool improved = record(v, state.epoch);
           save(true, improved);
         }
@@ -678,9 +700,11 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
                   val_loss, val_ppl);
         log::info("{}", rule);
       } else {
-        log::info("| Epoch: {:03d} | Time: {}| Train Loss: {:.3f} | Train PPL: {:7.3f} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}",
-                  e.epoch, minutes_seconds(epoch_s), e.train_nll, std::exp(std::min(e.train_nll, 700.0)), val_loss,
-                  val_ppl, bleu_text(v ? v->bleu : state.last_val_bleu));
+        log::info(
+            "| Epoch: {:03d} | Time: {}| Train Loss: {:.3f} | Train PPL: {:7.3f} | Val. Loss: {:.3f} | Val. PPL: "
+            "{:7.3f} |{}",
+            e.epoch, minutes_seconds(epoch_s), e.train_nll, std::exp(std::min(e.train_nll, 700.0)), val_loss, val_ppl,
+            bleu_text(v ? v->bleu : state.last_val_bleu));
       }
       epoch_start = Clock::now();
       const bool improved = v && record(*v, e.epoch);
@@ -699,17 +723,18 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   // the schedule's own end (cosine, linear, or a cool-down: the learning rate reaches its floor there, and a
   // longer budget is another schedule, not a continuation): that validation counts, so best.pt and avg.pt see
   // the annealed model.
-  const bool budget_end = (summary.stop_reason == "max_steps" || summary.stop_reason == "max_minutes") &&
-                          (tc.schedule == config::Schedule::cosine || tc.schedule == config::Schedule::linear ||
-                           tc.cooldown > 0);
+  const bool budget_end =
+      (summary.stop_reason == "max_steps" || summary.stop_reason == "max_minutes") &&
+      (tc.schedule == config::Schedule::cosine || tc.schedule == config::Schedule::linear || tc.cooldown > 0);
   if (scheduler.unsaved()) {
     const Validation v = validate(false);
-    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl, bleu_text(v.bleu));
+    log::info("| Final (update {}) | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", state.step, v.loss, v.ppl,
+              bleu_text(v.bleu));
     if (budget_end) {
       save(true, record(v, state.epoch));
     } else {
-      json row = {{"type", "final"}, {"step", state.step}, {"epoch", state.epoch}, {"val_loss", v.loss},
-                  {"val_ppl", v.ppl}, {"elapsed_s", elapsed()}};
+      json row = {{"type", "final"},    {"step", state.step}, {"epoch", state.epoch},
+                  {"val_loss", v.loss}, {"val_ppl", v.ppl},   {"elapsed_s", elapsed()}};
       if (want_bleu) row["val_bleu"] = v.bleu;
       metrics << row.dump() << std::endl;
       save(false, false);
@@ -718,9 +743,10 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
       // scheduled validation replaces it in any run, resumed or not).
       if (!std::isfinite(state.best_metric)) copy_file_atomic(run_dir / "last.pt", run_dir / "best.pt");
       if (std::isfinite(state.best_metric) && scheduler.better_than_best(v.metric(bleu_best))) {
-        log::info("the model at the stop (last.pt, {} {:.3f}) beats best.pt ({:.3f} at update {}); best.pt holds the "
-                  "best of the scheduled validations only",
-                  metric_name, v.metric(bleu_best), state.best_metric, state.best_step);
+        log::info(
+            "the model at the stop (last.pt, {} {:.3f}) beats best.pt ({:.3f} at update {}); best.pt holds the "
+            "best of the scheduled validations only",
+            metric_name, v.metric(bleu_best), state.best_metric, state.best_step);
       }
     }
   }
@@ -754,8 +780,12 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
         const Validation v = validate(false);
         log::info("| Average of the last {} | Val. Loss: {:.3f} | Val. PPL: {:7.3f} |{}", k, v.loss, v.ppl,
                   bleu_text(v.bleu));
-        json row = {{"type", "average"}, {"k", k}, {"from_step", last_steps[last.size() - k]},
-                    {"to_step", last_steps.back()}, {"val_loss", v.loss}, {"val_ppl", v.ppl}};
+        json row = {{"type", "average"},
+                    {"k", k},
+                    {"from_step", last_steps[last.size() - k]},
+                    {"to_step", last_steps.back()},
+                    {"val_loss", v.loss},
+                    {"val_ppl", v.ppl}};
         if (want_bleu) row["val_bleu"] = v.bleu;
         metrics << row.dump() << std::endl;
         const double m = v.metric(bleu_best);
@@ -792,12 +822,13 @@ TrainSummary run_training(const config::Config& cfg, const fs::path& run_dir, st
   summary.best_val_loss = state.best_metric;
   const std::string best =
       std::isfinite(state.best_metric)
-          ? fmt::format("best {} {:.3f}{} at update {}", metric_name, state.best_metric,
-                        bleu_best ? std::string() : fmt::format(" (ppl {:.2f})", std::exp(std::min(state.best_metric, 700.0))),
-                        state.best_step)
+          ? fmt::format(
+                "best {} {:.3f}{} at update {}", metric_name, state.best_metric,
+                bleu_best ? std::string() : fmt::format(" (ppl {:.2f})", std::exp(std::min(state.best_metric, 700.0))),
+                state.best_step)
           : std::string("no scheduled validation yet, best.pt is the model at the stop");
-  log::info("stopped ({}) at update {} after {}; {}; {}", summary.stop_reason, state.step, format_duration(elapsed()), best,
-            (run_dir / "best.pt").string());
+  log::info("stopped ({}) at update {} after {}; {}; {}", summary.stop_reason, state.step, format_duration(elapsed()),
+            best, (run_dir / "best.pt").string());
   if (summary.signal) {
     log::info("interrupted by signal {}: last.pt is saved; continue with: mtx train --resume {}", summary.signal,
               run_dir.string());

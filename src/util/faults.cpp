@@ -18,7 +18,7 @@ struct Point {
 };
 
 std::mutex g_mutex;
-std::vector<Point> g_points;    // guarded by g_mutex
+std::vector<Point> g_points;  // guarded by g_mutex
 std::atomic<bool> g_armed{false};
 std::once_flag g_env_once;
 

@@ -24,15 +24,14 @@ inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 }  // namespace
 
 Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-             0x5be0cd19},
+    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
       buffer_{} {}
 
 void Sha256::compress(const uint8_t* block) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i) {
-    w[i] = (uint32_t(block[4 * i]) << 24) | (uint32_t(block[4 * i + 1]) << 16) |
-           (uint32_t(block[4 * i + 2]) << 8) | uint32_t(block[4 * i + 3]);
+    w[i] = (uint32_t(block[4 * i]) << 24) | (uint32_t(block[4 * i + 1]) << 16) | (uint32_t(block[4 * i + 2]) << 8) |
+           uint32_t(block[4 * i + 3]);
   }
   for (int i = 16; i < 64; ++i) {
     const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
@@ -48,10 +47,23 @@ void Sha256::compress(const uint8_t* block) {
     const uint32_t s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
     const uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
     const uint32_t t2 = s0 + maj;
-    h = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
   }
-  state_[0] += a; state_[1] += b; state_[2] += c; state_[3] += d;
-  state_[4] += e; state_[5] += f; state_[6] += g; state_[7] += h;
+  state_[0] += a;
+  state_[1] += b;
+  state_[2] += c;
+  state_[3] += d;
+  state_[4] += e;
+  state_[5] += f;
+  state_[6] += g;
+  state_[7] += h;
 }
 
 Sha256& Sha256::update(const void* data, size_t size) {
@@ -60,11 +72,23 @@ Sha256& Sha256::update(const void* data, size_t size) {
   if (buffered_ > 0) {
     const size_t take = std::min(size, 64 - buffered_);
     std::memcpy(buffer_.data() + buffered_, p, take);
-    buffered_ += take; p += take; size -= take;
-    if (buffered_ == 64) { compress(buffer_.data()); buffered_ = 0; }
+    buffered_ += take;
+    p += take;
+    size -= take;
+    if (buffered_ == 64) {
+      compress(buffer_.data());
+      buffered_ = 0;
+    }
   }
-  while (size >= 64) { compress(p); p += 64; size -= 64; }
-  if (size > 0) { std::memcpy(buffer_.data(), p, size); buffered_ = size; }
+  while (size >= 64) {
+    compress(p);
+    p += 64;
+    size -= 64;
+  }
+  if (size > 0) {
+    std::memcpy(buffer_.data(), p, size);
+    buffered_ = size;
+  }
   return *this;
 }
 

@@ -54,7 +54,10 @@ std::string closest_match(std::string_view name, const std::vector<std::string>&
   size_t best_d = std::string::npos;
   for (const auto& c : candidates) {
     const size_t d = edit_distance(name, c);
-    if (d < best_d) { best_d = d; best = c; }
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
   }
   // Accept up to a third of the name's length in edits (at least 2), so typos match but
   // unrelated names do not.
@@ -73,8 +76,10 @@ std::string format_duration(double seconds) {
     std::snprintf(buf, sizeof buf, "%.1fs", seconds);
   } else {
     const long s = std::lround(seconds);
-    if (s < 3600) std::snprintf(buf, sizeof buf, "%ldm %02lds", s / 60, s % 60);
-    else std::snprintf(buf, sizeof buf, "%ldh %02ldm %02lds", s / 3600, (s / 60) % 60, s % 60);
+    if (s < 3600)
+      std::snprintf(buf, sizeof buf, "%ldm %02lds", s / 60, s % 60);
+    else
+      std::snprintf(buf, sizeof buf, "%ldh %02ldm %02lds", s / 3600, (s / 60) % 60, s % 60);
   }
   return buf;
 }

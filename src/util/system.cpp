@@ -13,8 +13,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <mutex>
+#include <thread>
 
 #include "mtx/util/logging.h"
 

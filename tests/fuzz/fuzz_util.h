@@ -20,7 +20,10 @@ inline const std::filesystem::path& scratch() {
   static const std::filesystem::path dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("mtx-fuzz-" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
-    std::atexit([] { std::error_code ec; std::filesystem::remove_all(scratch(), ec); });
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(scratch(), ec);
+    });
     return d;
   }();
   return dir;

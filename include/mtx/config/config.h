@@ -23,16 +23,16 @@ enum class Init { xavier, kaiming, uniform };
 enum class Task { translation, lm };
 
 struct DataConfig {
-  std::string dir = "data/multi30k";   // holds <prefix>.<lang>.gz (or plain) for every split
-  std::string src_lang = "de";         // source side; swap the two for en->de
-  std::string tgt_lang = "en";         // target side
-  std::string train = "train";         // file prefix of the training split
-  std::string valid = "val";           // file prefix of the validation split
+  std::string dir = "data/multi30k";      // holds <prefix>.<lang>.gz (or plain) for every split
+  std::string src_lang = "de";            // source side; swap the two for en->de
+  std::string tgt_lang = "en";            // target side
+  std::string train = "train";            // file prefix of the training split
+  std::string valid = "val";              // file prefix of the validation split
   std::string test = "test_2016_flickr";  // file prefix of the test split
   std::string cache_dir = "data/cache";   // tokenizers and encoded corpora, keyed by content hash
-  int filter_min_tokens = 1;    // drop training pairs with fewer whitespace tokens on a side
-  int filter_max_tokens = 200;  // drop training pairs with more whitespace tokens on a side (0 = off)
-  double filter_max_ratio = 0;  // drop training pairs whose token-count ratio exceeds this (0 = off)
+  int filter_min_tokens = 1;              // drop training pairs with fewer whitespace tokens on a side
+  int filter_max_tokens = 200;            // drop training pairs with more whitespace tokens on a side (0 = off)
+  double filter_max_ratio = 0;            // drop training pairs whose token-count ratio exceeds this (0 = off)
 };
 
 struct TokenizerConfig {
@@ -48,94 +48,94 @@ struct TokenizerConfig {
 };
 
 struct ModelConfig {
-  int d_model = 512;         // embedding and hidden width
-  int heads = 8;             // attention heads; must divide d_model
+  int d_model = 512;  // embedding and hidden width
+  int heads = 8;      // attention heads; must divide d_model
   int encoder_layers = 6;
   int decoder_layers = 6;
-  int ffn_dim = 2048;        // inner width of the feed-forward blocks
-  double dropout = 0.1;              // on embeddings and every residual branch
-  double attention_dropout = 0.0;    // on attention weights
-  double activation_dropout = 0.0;   // after the feed-forward activation
-  int max_len = 256;                 // longest subword sequence (longer ones are truncated)
-  Norm norm = Norm::post;            // post (Vaswani, PyTorch tutorial) | pre (Annotated Transformer)
+  int ffn_dim = 2048;                           // inner width of the feed-forward blocks
+  double dropout = 0.1;                         // on embeddings and every residual branch
+  double attention_dropout = 0.0;               // on attention weights
+  double activation_dropout = 0.0;              // after the feed-forward activation
+  int max_len = 256;                            // longest subword sequence (longer ones are truncated)
+  Norm norm = Norm::post;                       // post (Vaswani, PyTorch tutorial) | pre (Annotated Transformer)
   Positions positions = Positions::sinusoidal;  // sinusoidal | learned
   Activation activation = Activation::relu;     // relu | gelu
-  Init init = Init::xavier;          // xavier | kaiming (uniform) | uniform (the LM tutorial: embedding and
-                                     // output U(-0.1, 0.1), output bias 0, the other matrices xavier;
-                                     // task lm's default)
-  bool tie_output = true;            // output projection shares the target embedding (task lm's default: false)
-  bool share_embeddings = true;      // one source/target embedding when the vocabulary is joint
+  Init init = Init::xavier;                     // xavier | kaiming (uniform) | uniform (the LM tutorial: embedding and
+                                                // output U(-0.1, 0.1), output bias 0, the other matrices xavier;
+                                                // task lm's default)
+  bool tie_output = true;        // output projection shares the target embedding (task lm's default: false)
+  bool share_embeddings = true;  // one source/target embedding when the vocabulary is joint
 };
 
 struct TrainConfig {
-  Device device = Device::auto_;  // auto | cpu | cuda
-  int threads = 0;                // torch intra-op threads (0 = all cores)
-  int64_t seed = 1;               // model init, dropout and batch order
-  int max_tokens = 4096;          // token budget per batch, padding included (batch * longest side)
-  int batch_size = 20;            // task lm: columns the token stream is cut into (the tutorial's batchify)
-  int bptt = 35;                  // task lm: tokens per training window (and the longest context)
-  int eval_batch_size = 10;       // task lm: columns of the validation and test streams
-  int sort_window = 0;            // examples read ahead, sorted by length and cut into batches (0 = all)
-  int64_t max_steps = 0;          // stop after this many updates (0 = no limit)
-  int max_epochs = 20;            // stop after this many epochs (0 = no limit)
-  double max_minutes = 0;         // stop after this much wall-clock time (0 = no limit)
+  Device device = Device::auto_;          // auto | cpu | cuda
+  int threads = 0;                        // torch intra-op threads (0 = all cores)
+  int64_t seed = 1;                       // model init, dropout and batch order
+  int max_tokens = 4096;                  // token budget per batch, padding included (batch * longest side)
+  int batch_size = 20;                    // task lm: columns the token stream is cut into (the tutorial's batchify)
+  int bptt = 35;                          // task lm: tokens per training window (and the longest context)
+  int eval_batch_size = 10;               // task lm: columns of the validation and test streams
+  int sort_window = 0;                    // examples read ahead, sorted by length and cut into batches (0 = all)
+  int64_t max_steps = 0;                  // stop after this many updates (0 = no limit)
+  int max_epochs = 20;                    // stop after this many epochs (0 = no limit)
+  double max_minutes = 0;                 // stop after this much wall-clock time (0 = no limit)
   Optimizer optimizer = Optimizer::adam;  // adam | adamw | sgd
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.98;
   double adam_eps = 1e-9;
   double weight_decay = 0;
   Schedule schedule = Schedule::noam;  // noam | inverse_sqrt | plateau | step | constant | cosine | linear
-                                  // (cosine, linear: warm up to lr, then decay to min_lr at the end of the
-                                  // budget -- max_steps or max_minutes, whichever is reached first)
-  double lr = 5e-4;               // peak (inverse_sqrt, cosine, linear) or base (plateau/step/constant) rate
-  double min_lr = 0;              // cosine, linear: the learning rate the decay ends at
-  double lr_factor = 1.0;         // Noam: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-  double cooldown = 0;            // any schedule: over the last `cooldown` share of the budget (max_steps or
-                                  // max_minutes) the rate falls linearly to zero, whatever the budget buys
-                                  // (0 = off; e.g. 0.2 = the last 12 minutes of an hour)
-  int warmup_steps = 4000;        // linear warm-up updates
-  double clip_norm = 1.0;         // clip the gradient's global L2 norm (0 = off)
+                                       // (cosine, linear: warm up to lr, then decay to min_lr at the end of the
+                                       // budget -- max_steps or max_minutes, whichever is reached first)
+  double lr = 5e-4;                    // peak (inverse_sqrt, cosine, linear) or base (plateau/step/constant) rate
+  double min_lr = 0;                   // cosine, linear: the learning rate the decay ends at
+  double lr_factor = 1.0;              // Noam: lr = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+  double cooldown = 0;                 // any schedule: over the last `cooldown` share of the budget (max_steps or
+                                       // max_minutes) the rate falls linearly to zero, whatever the budget buys
+                                       // (0 = off; e.g. 0.2 = the last 12 minutes of an hour)
+  int warmup_steps = 4000;             // linear warm-up updates
+  double clip_norm = 1.0;              // clip the gradient's global L2 norm (0 = off)
   double label_smoothing = 0.1;
-  double momentum = 0.9;          // sgd only
-  double decay_factor = 0.5;      // plateau/step: multiply the learning rate by this at each decay
-  int decay_steps = 10000;        // step: updates between decays (0 = at each epoch's end, as torch's StepLR
-                                  // stepped once per epoch in the LM tutorial)
-  int plateau_patience = 0;       // plateau: validations without improvement before a decay
-  int accum_steps = 1;            // batches per update (gradient accumulation)
-  int validate_every = 0;         // also validate (and checkpoint) every N updates (0 = per epoch only)
-  int log_every = 50;             // a metrics.jsonl row (and a log line off-terminal) every N updates
-  int translate_every = 0;        // greedy-translate the validation set every N updates (0 = never); the
-                                  // output goes to translations/val-step-N.txt in the run directory
-  int translate_log_lines = 3;    // how many of those translations to log next to their references
+  double momentum = 0.9;        // sgd only
+  double decay_factor = 0.5;    // plateau/step: multiply the learning rate by this at each decay
+  int decay_steps = 10000;      // step: updates between decays (0 = at each epoch's end, as torch's StepLR
+                                // stepped once per epoch in the LM tutorial)
+  int plateau_patience = 0;     // plateau: validations without improvement before a decay
+  int accum_steps = 1;          // batches per update (gradient accumulation)
+  int validate_every = 0;       // also validate (and checkpoint) every N updates (0 = per epoch only)
+  int log_every = 50;           // a metrics.jsonl row (and a log line off-terminal) every N updates
+  int translate_every = 0;      // greedy-translate the validation set every N updates (0 = never); the
+                                // output goes to translations/val-step-N.txt in the run directory
+  int translate_log_lines = 3;  // how many of those translations to log next to their references
   BestMetric best_metric = BestMetric::loss;  // loss | bleu: what picks best.pt and drives early stopping
-  bool val_bleu = false;          // also report validation BLEU (always on when best_metric is bleu)
-  int val_bleu_beam = 1;          // beam for validation BLEU (1 = greedy)
-  int average_last = 0;           // at the end, average the last K step-N.pt into avg.pt (0 = off; <= keep_last)
-  bool average_choose = false;    // average_last > 1: avg.pt is the best on the validation set (best_metric) of
-                                  // the averages of the last 1, 2, .., average_last checkpoints
-  int keep_last = 3;              // keep the last K step-<N>.pt checkpoints (0 = only last.pt/best.pt)
-  int patience = 0;               // early stopping: validations without improvement (0 = off)
-  int max_bad_steps = 10;         // stop after this many non-finite losses in a row
-  bool bf16 = false;              // CUDA only: bf16 autocast for the forward pass
+  bool val_bleu = false;                      // also report validation BLEU (always on when best_metric is bleu)
+  int val_bleu_beam = 1;                      // beam for validation BLEU (1 = greedy)
+  int average_last = 0;         // at the end, average the last K step-N.pt into avg.pt (0 = off; <= keep_last)
+  bool average_choose = false;  // average_last > 1: avg.pt is the best on the validation set (best_metric) of
+                                // the averages of the last 1, 2, .., average_last checkpoints
+  int keep_last = 3;            // keep the last K step-<N>.pt checkpoints (0 = only last.pt/best.pt)
+  int patience = 0;             // early stopping: validations without improvement (0 = off)
+  int max_bad_steps = 10;       // stop after this many non-finite losses in a row
+  bool bf16 = false;            // CUDA only: bf16 autocast for the forward pass
   // Several processes (torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or mtx train --nproc N): each
   // update takes accum_steps batches per rank; docs/distributed.md.
-  double dist_timeout_s = 300;    // rendezvous and every collective: a rank that died or hangs fails the
-                                  // others within this (rank 0's validations must fit in it)
-  int dist_bucket_mb = 25;        // gradient bytes per collective (one per bucket, not per parameter)
-  bool dist_ordered = true;       // sum the ranks' gradients in rank order (all-gather): weights bit-identical
-                                  // to one process with accum_steps x world size; false: ring all-reduce
+  double dist_timeout_s = 300;  // rendezvous and every collective: a rank that died or hangs fails the
+                                // others within this (rank 0's validations must fit in it)
+  int dist_bucket_mb = 25;      // gradient bytes per collective (one per bucket, not per parameter)
+  bool dist_ordered = true;     // sum the ranks' gradients in rank order (all-gather): weights bit-identical
+                                // to one process with accum_steps x world size; false: ring all-reduce
 };
 
 struct DecodeConfig {
-  int beam = 5;                // beam size (1 = greedy)
-  double alpha = 0.6;          // GNMT length normalisation (0 = raw log-probability)
-  double max_len_a = 1.2;      // output limit: a * source_length + b
+  int beam = 5;            // beam size (1 = greedy)
+  double alpha = 0.6;      // GNMT length normalisation (0 = raw log-probability)
+  double max_len_a = 1.2;  // output limit: a * source_length + b
   int max_len_b = 10;
-  int batch_tokens = 4096;     // source tokens per decoding batch
-  int nbest = 1;               // hypotheses written per input line (<= beam)
-  int min_len = 0;             // tokens generated before EOS may be chosen (the length limit wins)
-  bool exact_stop = false;     // end a sentence's search only when no live hypothesis can still win
-                               // (false: once `beam` hypotheses finished, as fairseq and CTranslate2 do)
+  int batch_tokens = 4096;  // source tokens per decoding batch
+  int nbest = 1;            // hypotheses written per input line (<= beam)
+  int min_len = 0;          // tokens generated before EOS may be chosen (the length limit wins)
+  bool exact_stop = false;  // end a sentence's search only when no live hypothesis can still win
+                            // (false: once `beam` hypotheses finished, as fairseq and CTranslate2 do)
 };
 
 struct Config {

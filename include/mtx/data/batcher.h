@@ -14,7 +14,7 @@ struct BatcherOptions {
   int64_t max_tokens = 4096;  // batch_size * longest sequence (source or target, specials included)
   int64_t sort_window = 0;    // examples sorted together (0 = the whole epoch)
   uint64_t seed = 1;
-  bool shuffle = true;        // false: no shuffling at all, batches in length order (evaluation)
+  bool shuffle = true;  // false: no shuffling at all, batches in length order (evaluation)
 };
 
 // Where the batcher stands: `index` is the next batch of `epoch` (epochs count from 1).
@@ -27,8 +27,8 @@ struct BatchPosition {
 struct PaddingStats {
   int64_t batches = 0;
   int64_t examples = 0;
-  int64_t real_tokens = 0;   // source + target tokens, specials included
-  int64_t padded_slots = 0;  // batch * longest, summed over both sides
+  int64_t real_tokens = 0;      // source + target tokens, specials included
+  int64_t padded_slots = 0;     // batch * longest, summed over both sides
   int64_t max_batch_slots = 0;  // largest batch * longest side seen (compare with max_tokens)
   double efficiency() const { return padded_slots ? double(real_tokens) / double(padded_slots) : 1.0; }
 };

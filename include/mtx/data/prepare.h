@@ -38,7 +38,7 @@ struct PreparedData {
   EncodedCorpus train;
   std::optional<EncodedCorpus> valid;
   std::optional<EncodedCorpus> test;
-  FilterStats filter;                   // what the length filter dropped from train
+  FilterStats filter;  // what the length filter dropped from train
   bool tokenizer_reused = false;
   bool corpus_reused = false;
 };
@@ -66,7 +66,6 @@ std::filesystem::path find_text_file(const config::DataConfig& data, const std::
 PreparedStreams prepare_streams(const config::Config& config, const PrepareOptions& options = {});
 
 // Encodes parallel text: source and target ids, each cut to `max_len` - 1 tokens (room for EOS/BOS).
-EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len,
-                            int threads);
+EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len, int threads);
 
 }  // namespace mtx::data

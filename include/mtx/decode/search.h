@@ -13,10 +13,10 @@
 namespace mtx::decode {
 
 struct SearchOptions {
-  int beam = 5;          // hypotheses kept per sentence (1 = greedy)
-  double alpha = 0.6;    // GNMT length normalisation exponent (0 = raw log-probability)
-  int nbest = 1;         // hypotheses returned per sentence (<= beam)
-  int min_len = 0;       // tokens generated before EOS may be chosen (the length limit wins over it)
+  int beam = 5;        // hypotheses kept per sentence (1 = greedy)
+  double alpha = 0.6;  // GNMT length normalisation exponent (0 = raw log-probability)
+  int nbest = 1;       // hypotheses returned per sentence (<= beam)
+  int min_len = 0;     // tokens generated before EOS may be chosen (the length limit wins over it)
   // When a sentence's search ends. false: once `beam` hypotheses have finished (fairseq's and
   // CTranslate2's rule; under length normalisation a live hypothesis could still have won). true: only
   // when no live hypothesis can beat the beam-th finished one (its log-probability over the length
@@ -78,8 +78,7 @@ double length_penalty(int64_t length, double alpha);
 // Searches for every sentence of the state; max_lengths[i] = the most tokens sentence i may generate
 // (EOS included, >= 1). Returns, per sentence, up to options.nbest hypotheses, best first. BOS and `pad`
 // (when >= 0) are never generated. Throws ConfigError when the vocabulary is under twice the beam.
-std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths,
-                                                 int32_t bos, int32_t eos, const SearchOptions& options,
-                                                 int32_t pad = -1);
+std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
+                                                 int32_t eos, const SearchOptions& options, int32_t pad = -1);
 
 }  // namespace mtx::decode

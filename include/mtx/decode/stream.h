@@ -33,13 +33,13 @@ std::unique_ptr<LineSource> fd_line_source(int fd, size_t max_line_bytes = kMaxL
 std::unique_ptr<LineSource> istream_line_source(std::istream& in);
 
 struct StreamOptions {
-  int chunk_lines = 2000;  // the most lines translated together (memory bound)
+  int chunk_lines = 2000;     // the most lines translated together (memory bound)
   bool nbest_format = false;  // `index ||| hypothesis ||| score` (all n-best entries) instead of plain lines
 };
 
 struct StreamStats {
   int64_t lines = 0;
-  int64_t translated = 0;      // non-empty valid lines
+  int64_t translated = 0;  // non-empty valid lines
   int64_t invalid_utf8 = 0;
   int64_t truncated = 0;
   int64_t generated_tokens = 0;  // best hypothesis tokens (EOS included)

@@ -14,8 +14,8 @@
 namespace mtx::decode {
 
 struct TranslateOptions {
-  SearchOptions search;     // beam, alpha, nbest, min_len
-  double max_len_a = 1.2;   // output limit: a * source_length + b tokens (and the model's max_len)
+  SearchOptions search;    // beam, alpha, nbest, min_len
+  double max_len_a = 1.2;  // output limit: a * source_length + b tokens (and the model's max_len)
   int max_len_b = 10;
   int batch_tokens = 4096;  // sentences per batch x longest source (padding included)
   // Searches run at once on the CPU, each on one thread (at most the thread count at once); each batch is dealt

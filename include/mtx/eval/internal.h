@@ -11,7 +11,6 @@ namespace mtx::eval {
 
 using namespace mtx::text;  // Python-semantics Unicode helpers (util/text.h)
 
-
 // Tokens of an (already lowercased if asked, rstripped) line.
 std::vector<std::u32string> bleu_tokens(std::u32string line, BleuTokenizer tokenizer);
 std::vector<std::u32string> spacy_en_tokens(std::u32string_view line);

@@ -18,21 +18,22 @@ namespace mtx::eval {
 // spacy: spaCy 2's English word tokenizer, the convention of the PyTorch seq2seq tutorials (torchtext's
 // bleu_score over spaCy tokens); with lowercase, tokens are lowercased after tokenising, as there.
 enum class BleuTokenizer { k13a, intl, chars, none, spacy };
-BleuTokenizer parse_bleu_tokenizer(const std::string& name);  // "13a" | "intl" | "char" | "none" | "spacy"; ConfigError otherwise
+BleuTokenizer parse_bleu_tokenizer(
+    const std::string& name);  // "13a" | "intl" | "char" | "none" | "spacy"; ConfigError otherwise
 std::string to_string(BleuTokenizer t);
 
 struct BleuOptions {
   BleuTokenizer tokenize = BleuTokenizer::k13a;
   bool lowercase = false;
-  std::string smooth_method = "exp";    // exp | floor | add-k | none
-  std::optional<double> smooth_value;   // floor: 0.1, add-k: 1 when unset
-  bool effective_order = false;         // sentence-level BLEU turns this on
+  std::string smooth_method = "exp";   // exp | floor | add-k | none
+  std::optional<double> smooth_value;  // floor: 0.1, add-k: 1 when unset
+  bool effective_order = false;        // sentence-level BLEU turns this on
   int max_order = 4;
 };
 
 struct ChrfOptions {
   int char_order = 6;
-  int word_order = 0;       // 2 = chrF++
+  int word_order = 0;  // 2 = chrF++
   int beta = 2;
   bool lowercase = false;
   bool whitespace = false;  // keep whitespace in character n-grams
@@ -47,10 +48,10 @@ struct TerOptions {
 };
 
 struct Score {
-  std::string name;        // BLEU, chrF2, chrF2++, TER, ROUGE-1, ROUGE-2, ROUGE-L, WER
+  std::string name;  // BLEU, chrF2, chrF2++, TER, ROUGE-1, ROUGE-2, ROUGE-L, WER
   double score = 0;
-  std::string signature;   // sacreBLEU-style, e.g. nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mtx-0.1.0
-  std::string text;        // sacreBLEU's one-line rendering, e.g. "BLEU = 74.70 93.5/81.6/72.7/65.2 (BP = ...)"
+  std::string signature;  // sacreBLEU-style, e.g. nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mtx-0.1.0
+  std::string text;       // sacreBLEU's one-line rendering, e.g. "BLEU = 74.70 93.5/81.6/72.7/65.2 (BP = ...)"
   nlohmann::json details = nlohmann::json::object();  // precisions, bp, lengths, ...
 };
 
@@ -72,8 +73,9 @@ class Metric {
 std::unique_ptr<Metric> make_bleu(const BleuOptions& options);
 std::unique_ptr<Metric> make_chrf(const ChrfOptions& options);
 std::unique_ptr<Metric> make_ter(const TerOptions& options);
-std::unique_ptr<Metric> make_rouge(int n);  // 1, 2, or 0 for ROUGE-L; F1 averaged over segments, 13a-tokenised, lowercased
-std::unique_ptr<Metric> make_wer();         // word error rate (%) over whitespace tokens: edits / reference words
+std::unique_ptr<Metric> make_rouge(
+    int n);                          // 1, 2, or 0 for ROUGE-L; F1 averaged over segments, 13a-tokenised, lowercased
+std::unique_ptr<Metric> make_wer();  // word error rate (%) over whitespace tokens: edits / reference words
 
 // Per-segment statistics of a corpus (parallel over segments); throws DataError on mismatched counts.
 std::vector<std::vector<double>> corpus_stats(const Metric& metric, const std::vector<std::string>& hyps,
@@ -101,7 +103,8 @@ struct PairedResult {
   double p_value = 1;
 };
 PairedResult paired_bootstrap(const Metric& metric, const std::vector<std::vector<double>>& baseline,
-                              const std::vector<std::vector<double>>& system, int samples = 1000, uint64_t seed = 12345);
+                              const std::vector<std::vector<double>>& system, int samples = 1000,
+                              uint64_t seed = 12345);
 
 // Tokenisers as sacreBLEU applies them (exposed for tests): the space-joined tokens.
 std::string tokenize_bleu(const std::string& line, BleuTokenizer tokenizer);

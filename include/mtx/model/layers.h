@@ -23,7 +23,7 @@ struct LayerOptions {
   TORCH_ARG(double, attention_dropout) = 0.0;   // on attention weights
   TORCH_ARG(double, activation_dropout) = 0.0;  // after the feed-forward activation
   TORCH_ARG(bool, pre_norm) = false;
-  TORCH_ARG(bool, gelu) = false;                // false: relu
+  TORCH_ARG(bool, gelu) = false;  // false: relu
   TORCH_ARG(bool, use_sdpa) = true;
 };
 

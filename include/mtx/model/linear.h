@@ -1,8 +1,8 @@
 // The Linear layer every projection of the Transformer uses: torch's Linear (same parameters, names and
-// initialisation), which can also run CPU inference on weights packed once for mtx's float kernel, or with int8 weights -- per output row symmetric int8,
-// activations quantized dynamically per row, so a row's output never depends on the other rows: on mtx's own
-// AVX-512 VNNI kernel where the CPU has it (int8_gemm.h), else over LibTorch's quantized engines (fbgemm/x86
-// in the 2.x build, oneDNN or QNNPACK in Debian's 1.13).
+// initialisation), which can also run CPU inference on weights packed once for mtx's float kernel, or with int8 weights
+// -- per output row symmetric int8, activations quantized dynamically per row, so a row's output never depends on the
+// other rows: on mtx's own AVX-512 VNNI kernel where the CPU has it (int8_gemm.h), else over LibTorch's quantized
+// engines (fbgemm/x86 in the 2.x build, oneDNN or QNNPACK in Debian's 1.13).
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -28,8 +28,8 @@ struct Weight {
   torch::Tensor values;  // [out, in] int8
   torch::Tensor scales;  // [out] float32
 };
-Weight quantize(const torch::Tensor& w);          // w [out, in] float -> per-row symmetric int8
-torch::Tensor dequantize(const Weight& w);        // -> [out, in] float32: values * scales
+Weight quantize(const torch::Tensor& w);    // w [out, in] float -> per-row symmetric int8
+torch::Tensor dequantize(const Weight& w);  // -> [out, in] float32: values * scales
 
 // A packed int8 weight (and a float bias) for one engine. forward(x [.., in]) -> [.., out] float32: each
 // row of x is scaled to max |x| = 1 and quantized on one fixed range, so its result is the same in any

@@ -30,18 +30,18 @@ struct TransformerOptions {
   TORCH_ARG(double, attention_dropout) = 0.0;
   TORCH_ARG(double, activation_dropout) = 0.0;
   TORCH_ARG(int64_t, max_len) = 256;
-  TORCH_ARG(bool, pre_norm) = false;           // pre-norm with final LayerNorms; false: post-norm
-  TORCH_ARG(bool, learned_positions) = false;  // false: sinusoidal
-  TORCH_ARG(bool, gelu) = false;               // false: relu
-  TORCH_ARG(bool, kaiming_init) = false;       // false: xavier-uniform
-  TORCH_ARG(bool, uniform_embeddings) = false; // embeddings and output U(-0.1, 0.1), output bias 0 (LM tutorial)
+  TORCH_ARG(bool, pre_norm) = false;            // pre-norm with final LayerNorms; false: post-norm
+  TORCH_ARG(bool, learned_positions) = false;   // false: sinusoidal
+  TORCH_ARG(bool, gelu) = false;                // false: relu
+  TORCH_ARG(bool, kaiming_init) = false;        // false: xavier-uniform
+  TORCH_ARG(bool, uniform_embeddings) = false;  // embeddings and output U(-0.1, 0.1), output bias 0 (LM tutorial)
   // A language model: encoder layers under a causal mask over tgt_embed (no source side, no decoder
   // stack, no cross-attention); the tutorial's TransformerEncoder with its square subsequent mask.
   TORCH_ARG(bool, decoder_only) = false;
-  TORCH_ARG(bool, tie_output) = true;          // output projection = target embedding
-  TORCH_ARG(bool, share_embeddings) = false;   // one embedding for source and target (joint vocabulary)
+  TORCH_ARG(bool, tie_output) = true;         // output projection = target embedding
+  TORCH_ARG(bool, share_embeddings) = false;  // one embedding for source and target (joint vocabulary)
   TORCH_ARG(int64_t, pad_id) = 0;
-  TORCH_ARG(bool, use_sdpa) = true;            // scaled_dot_product_attention when LibTorch has it
+  TORCH_ARG(bool, use_sdpa) = true;  // scaled_dot_product_attention when LibTorch has it
 };
 
 // Builds options from the config section and the tokenizer's vocabulary sizes (task lm: decoder-only).
@@ -113,8 +113,8 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Embedding tgt_embed{nullptr};  // the same module as src_embed when share_embeddings; the LM's
                                             // only embedding (src_embed is then null)
   PositionalEncoding positions{nullptr};
-  torch::nn::ModuleList encoder{nullptr};  // decoder-only: the causal layers
-  torch::nn::ModuleList decoder{nullptr};  // empty when decoder-only
+  torch::nn::ModuleList encoder{nullptr};      // decoder-only: the causal layers
+  torch::nn::ModuleList decoder{nullptr};      // empty when decoder-only
   torch::nn::LayerNorm encoder_norm{nullptr};  // pre-norm only
   torch::nn::LayerNorm decoder_norm{nullptr};  // pre-norm only
   Linear output{nullptr};                      // untied output projection only

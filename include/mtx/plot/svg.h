@@ -9,7 +9,7 @@
 namespace mtx::plot {
 
 struct Series {
-  std::string label;  // shown in the legend ("" = no legend entry)
+  std::string label;         // shown in the legend ("" = no legend entry)
   std::vector<double> x, y;  // same length; non-finite points are skipped
 };
 

@@ -30,18 +30,18 @@ int mtx_spm_vocab_size(const mtx_spm* model);
 /* which: 0 = pad, 1 = unk, 2 = bos, 3 = eos; -1 when the model has none. */
 int mtx_spm_special_id(const mtx_spm* model, int which);
 
-int mtx_spm_encode(const mtx_spm* model, const char* text, size_t size, int32_t* ids, size_t cap,
-                   size_t* needed, char* err, size_t err_cap);
-int mtx_spm_decode(const mtx_spm* model, const int32_t* ids, size_t n, char* out, size_t cap,
-                   size_t* needed, char* err, size_t err_cap);
+int mtx_spm_encode(const mtx_spm* model, const char* text, size_t size, int32_t* ids, size_t cap, size_t* needed,
+                   char* err, size_t err_cap);
+int mtx_spm_decode(const mtx_spm* model, const int32_t* ids, size_t n, char* out, size_t cap, size_t* needed, char* err,
+                   size_t err_cap);
 int mtx_spm_id_to_piece(const mtx_spm* model, int32_t id, char* out, size_t cap, size_t* needed);
 
 /* Trains a model on `text` (sentences separated by '\n', caller-owned) with sentencepiece trainer
  * flags (names without "--": vocab_size, model_type, ...; no input or model_prefix: no file is
  * read or written, so the model's bytes do not depend on paths). Returns the trained model, or NULL
  * with a message in err. */
-mtx_spm* mtx_spm_train(const char* const* keys, const char* const* values, size_t n, const char* text,
-                       size_t text_size, char* err, size_t err_cap);
+mtx_spm* mtx_spm_train(const char* const* keys, const char* const* values, size_t n, const char* text, size_t text_size,
+                       char* err, size_t err_cap);
 
 /* The model's serialized protobuf bytes (what mtx_spm_load takes). */
 int mtx_spm_serialize(const mtx_spm* model, char* out, size_t cap, size_t* needed);

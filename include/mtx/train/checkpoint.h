@@ -21,22 +21,22 @@ namespace mtx::train {
 
 // Everything the training loop's decisions depend on, as of one moment (see train/scheduler.h).
 struct TrainState {
-  int64_t step = 0;                    // updates done
-  int64_t epoch = 1;                   // current epoch (from 1): always position.epoch once a batch was drawn
-  data::BatchPosition position;        // next training batch
-  int64_t tgt_tokens = 0;              // target tokens trained on so far
-  double elapsed_s = 0;                // training wall-clock so far
+  int64_t step = 0;              // updates done
+  int64_t epoch = 1;             // current epoch (from 1): always position.epoch once a batch was drawn
+  data::BatchPosition position;  // next training batch
+  int64_t tgt_tokens = 0;        // target tokens trained on so far
+  double elapsed_s = 0;          // training wall-clock so far
   double best_metric = std::numeric_limits<double>::infinity();  // best validation metric (inf: none yet)
   int64_t best_step = 0;
-  int bad_validations = 0;             // early stopping counter
+  int bad_validations = 0;  // early stopping counter
   nlohmann::json schedule = nlohmann::json::object();
-  double epoch_nll = 0;                // this epoch's training nll sum and target tokens so far
+  double epoch_nll = 0;  // this epoch's training nll sum and target tokens so far
   int64_t epoch_tokens = 0;
-  int64_t last_validation_step = -1;   // the update of the last counted validation (-1: none)
+  int64_t last_validation_step = -1;  // the update of the last counted validation (-1: none)
   double last_val_loss = std::numeric_limits<double>::quiet_NaN();  // its results (NaN: none)
   double last_val_ppl = std::numeric_limits<double>::quiet_NaN();
   double last_val_bleu = std::numeric_limits<double>::quiet_NaN();
-  int64_t world_size = 1;              // ranks the run trained on (an update took accum_steps x world_size batches)
+  int64_t world_size = 1;  // ranks the run trained on (an update took accum_steps x world_size batches)
 };
 
 nlohmann::json to_json(const TrainState& state);

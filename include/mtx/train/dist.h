@@ -16,12 +16,12 @@ namespace mtx::train::dist {
 
 // Where this process stands in a run of several: torchrun's variables.
 struct Env {
-  int rank = 0;                  // RANK: 0 .. world_size-1; rank 0 validates and writes checkpoints
-  int world_size = 1;            // WORLD_SIZE
-  int local_rank = 0;            // LOCAL_RANK: rank on this machine (picks the GPU on CUDA)
-  int local_world_size = 1;      // LOCAL_WORLD_SIZE: ranks on this machine (share its cores when train.threads = 0)
+  int rank = 0;              // RANK: 0 .. world_size-1; rank 0 validates and writes checkpoints
+  int world_size = 1;        // WORLD_SIZE
+  int local_rank = 0;        // LOCAL_RANK: rank on this machine (picks the GPU on CUDA)
+  int local_world_size = 1;  // LOCAL_WORLD_SIZE: ranks on this machine (share its cores when train.threads = 0)
   std::string master_addr = "127.0.0.1";  // MASTER_ADDR: rank 0's host, serving the rendezvous store
-  int master_port = 29500;       // MASTER_PORT
+  int master_port = 29500;                // MASTER_PORT
 };
 
 // The torchrun variables of this process: nullopt when WORLD_SIZE is unset or 1 (a single process).

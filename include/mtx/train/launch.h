@@ -13,7 +13,7 @@ struct LaunchOptions {
   int nproc = 2;                  // local ranks
   double timeout_s = 300;         // train.dist_timeout_s: how long the others may take to stop after a failure
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;            // 0: a free port on master_addr
+  int master_port = 0;  // 0: a free port on master_addr
 };
 
 // Runs the ranks to their end. Returns 0 when every rank succeeded, else the exit status of the rank

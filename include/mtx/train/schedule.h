@@ -34,10 +34,10 @@ class LrSchedule {
 
   config::TrainConfig config_;
   int64_t d_model_;
-  double scale_ = 1.0;      // plateau: product of the reductions so far
-  double best_ = 0;         // plateau: best validation loss seen
+  double scale_ = 1.0;  // plateau: product of the reductions so far
+  double best_ = 0;     // plateau: best validation loss seen
   bool has_best_ = false;
-  int bad_ = 0;             // plateau: validations since the last improvement
+  int bad_ = 0;  // plateau: validations since the last improvement
 };
 
 }  // namespace mtx::train

@@ -39,8 +39,8 @@ class Scheduler {
   // run at this update yet: one that validate_every caused serves the epoch's end too).
   bool epoch_end_needs_validation() const { return state_.last_validation_step != state_.step; }
   struct EpochEnd {
-    int64_t epoch = 0;        // the epoch that ended
-    double train_nll = 0;     // its training nll per target token
+    int64_t epoch = 0;     // the epoch that ended
+    double train_nll = 0;  // its training nll per target token
   };
   // Closes the epoch; the state moves to the next one.
   EpochEnd on_epoch_end();

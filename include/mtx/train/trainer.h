@@ -18,13 +18,13 @@ namespace mtx::train {
 
 struct TrainSummary {
   int64_t steps = 0;
-  int64_t epoch = 0;          // epoch the run ended in
-  double best_val_loss = 0;    // the best validation metric: loss, or BLEU with train.best_metric = bleu
+  int64_t epoch = 0;         // epoch the run ended in
+  double best_val_loss = 0;  // the best validation metric: loss, or BLEU with train.best_metric = bleu
   double last_val_loss = 0;
   double test_loss = std::numeric_limits<double>::quiet_NaN();  // task lm: best.pt on data.test (NaN: none)
-  std::string stop_reason;    // "max_steps", "max_epochs", "max_minutes", "early_stopping", "signal"
-  int signal = 0;             // the signal that stopped training, if any
-  int average_k = 0;          // train.average_choose: how many checkpoints avg.pt averages (0: not chosen)
+  std::string stop_reason;  // "max_steps", "max_epochs", "max_minutes", "early_stopping", "signal"
+  int signal = 0;           // the signal that stopped training, if any
+  int average_k = 0;        // train.average_choose: how many checkpoints avg.pt averages (0: not chosen)
 };
 
 // Trains into `run_dir` (best.pt, last.pt, step-N.pt, config.json, metrics.jsonl, curve.svg).

@@ -11,8 +11,7 @@
 namespace mtx {
 
 // Calls `write` with a stream on a temp file, then atomically replaces `path`. Creates parent dirs.
-void write_file_atomic(const std::filesystem::path& path,
-                       const std::function<void(std::ostream&)>& write);
+void write_file_atomic(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
 
 // Makes `to` a copy of `from` atomically (a hard link when the file system allows it, else a copy; `from`

@@ -11,9 +11,9 @@
 namespace mtx {
 
 struct CudaInfo {
-  bool compiled = false;        // LibTorch was built with CUDA (its CUDA library is loaded)
-  int devices = 0;              // visible CUDA devices (0 without a GPU or driver)
-  std::string runtime;          // CUDA runtime LibTorch was built against, e.g. "13.2" ("" if not compiled)
+  bool compiled = false;  // LibTorch was built with CUDA (its CUDA library is loaded)
+  int devices = 0;        // visible CUDA devices (0 without a GPU or driver)
+  std::string runtime;    // CUDA runtime LibTorch was built against, e.g. "13.2" ("" if not compiled)
 };
 
 CudaInfo cuda_info();

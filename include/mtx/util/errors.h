@@ -9,8 +9,8 @@ namespace mtx {
 
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFailure = 1,      // a run failed after it started
-  kExitUsage = 2,        // bad flags, bad config, missing or malformed input files
+  kExitFailure = 1,  // a run failed after it started
+  kExitUsage = 2,    // bad flags, bad config, missing or malformed input files
   kExitInterrupted = 130,
   kExitTerminated = 143,
 };

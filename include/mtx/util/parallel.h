@@ -13,7 +13,8 @@ namespace mtx {
 // the first on the calling thread; returns when all are done. fn must not throw.
 template <class F>
 void parallel_for(int64_t n, int64_t grain, int threads, F fn) {
-  const int64_t chunks = std::min<int64_t>(std::max(threads, 1), (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
+  const int64_t chunks =
+      std::min<int64_t>(std::max(threads, 1), (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
   if (chunks <= 1) {
     if (n > 0) fn(int64_t(0), n);
     return;

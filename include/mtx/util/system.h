@@ -15,9 +15,9 @@ struct RuntimeInfo {
   std::string torch_version;  // e.g. "1.13.1"
   std::string blas;           // e.g. "OpenBLAS 0.3.21 (openmp)" or "reference BLAS (/usr/lib/.../blas/libblas.so.3)"
   bool blas_is_reference = false;
-  CudaInfo cuda;               // compiled in, devices, runtime version
-  int threads = 0;            // torch intra-op threads
-  std::string allocator;      // "tcmalloc" (linked into mtx) or "glibc malloc"
+  CudaInfo cuda;          // compiled in, devices, runtime version
+  int threads = 0;        // torch intra-op threads
+  std::string allocator;  // "tcmalloc" (linked into mtx) or "glibc malloc"
 };
 
 RuntimeInfo runtime_info();

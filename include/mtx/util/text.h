@@ -8,13 +8,13 @@
 
 namespace mtx::text {
 
-std::u32string to_u32(std::string_view utf8);   // invalid bytes become U+FFFD
+std::u32string to_u32(std::string_view utf8);  // invalid bytes become U+FFFD
 std::string to_utf8(std::u32string_view text);
 
 bool is_space(char32_t c);                       // Python's str.isspace()
 std::u32string lower(std::u32string_view text);  // str.lower(): full case mapping, final sigma
 std::u32string rstrip(std::u32string_view text);
-std::vector<std::u32string> split(std::u32string_view text);  // str.split()
+std::vector<std::u32string> split(std::u32string_view text);          // str.split()
 std::u32string join_words(const std::vector<std::u32string>& words);  // ' '.join(words)
 
 // Unicode general-category tests (Python regex's \p{N}, \p{P}, \p{S}).
