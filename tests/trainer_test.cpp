@@ -15,6 +15,7 @@
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/faults.h"
+#include "mtx/util/system.h"
 #include "test_utils.h"
 
 namespace fs = std::filesystem;
@@ -613,4 +614,30 @@ TEST(Trainer, NanValidationLossIsNotBestAndResumeWorks) {
   const auto best = train::load_checkpoint(tmp / "run" / "best.pt");
   EXPECT_TRUE(std::isfinite(best.state.best_metric));
   EXPECT_NE(best.state.best_step, 4);
+}
+
+// A fixed run -- dropout, validations, step checkpoints, a stop and a resume -- ends with weights pinned in
+// tests/fixtures/trainer_weights.json, per LibTorch version and BLAS kernels (the float results depend on
+// both): a change to the training loop that changes what it computes fails here. A platform with no pinned
+// value skips, printing the value to pin.
+TEST(Trainer, FixedRunEndsWithThePinnedWeights) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.validate_every = 4;
+  c.train.keep_last = 2;
+  c.train.max_steps = 10;
+  train::run_training(c, tmp / "run");
+  c.train.max_steps = 20;
+  train::run_training(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt"));
+  const auto last = train::load_checkpoint(tmp / "run" / "last.pt");
+  ASSERT_EQ(last.state.step, 20);
+
+  const mtx::RuntimeInfo info = mtx::runtime_info();
+  const std::string platform = info.torch_version + " " + info.blas.substr(0, info.blas.find(" (/"));
+  const auto pinned =
+      nlohmann::json::parse(mtx::read_file(fs::path(MTX_SOURCE_DIR) / "tests" / "fixtures" / "trainer_weights.json"));
+  if (!pinned.contains(platform)) {
+    GTEST_SKIP() << "no pinned weights for '" << platform << "'; this run ended with " << last.weights_sha256;
+  }
+  EXPECT_EQ(last.weights_sha256, pinned[platform].get<std::string>()) << platform;
 }
