@@ -70,15 +70,15 @@ TEST(Schedule, CosineAndLinearDecayToMinLrAtTheBudgetsEnd) {
   c.max_steps = 1000;
   c.schedule = cfg::Schedule::cosine;
   const LrSchedule cosine(c, 256);
-  EXPECT_NEAR(cosine.lr(5), 0.5 * (1e-4 + 1.9e-3 * 0.5 * (1 + std::cos(M_PI * 0.005))), 1e-15);  // warming up
-  EXPECT_NEAR(cosine.lr(500), 1e-4 + 1.9e-3 * 0.5, 1e-15);                                       // half-way
-  EXPECT_NEAR(cosine.lr(1000), 1e-4, 1e-15);                                                     // the end
-  EXPECT_NEAR(cosine.lr(250), 1e-4 + 1.9e-3 * 0.5 * (1 + std::cos(M_PI / 4)), 1e-15);
+  EXPECT_NEAR(cosine.lr(5), 0.5 * (1e-4 + 1.9e-3 * 0.5 * (1 + std::cos(M_PI * 0.004))), 1e-15);  // warming up
+  EXPECT_NEAR(cosine.lr(501), 1e-4 + 1.9e-3 * 0.5, 1e-15);                                       // half-way
+  EXPECT_NEAR(cosine.lr(1001), 1e-4, 1e-15);                                                     // the end
+  EXPECT_NEAR(cosine.lr(251), 1e-4 + 1.9e-3 * 0.5 * (1 + std::cos(M_PI / 4)), 1e-15);
   EXPECT_GT(cosine.lr(10), cosine.lr(11));  // decays from the end of the warm-up on
   c.schedule = cfg::Schedule::linear;
   const LrSchedule linear(c, 256);
-  EXPECT_NEAR(linear.lr(250), 1e-4 + 1.9e-3 * 0.75, 1e-15);
-  EXPECT_NEAR(linear.lr(1000), 1e-4, 1e-15);
+  EXPECT_NEAR(linear.lr(251), 1e-4 + 1.9e-3 * 0.75, 1e-15);
+  EXPECT_NEAR(linear.lr(1001), 1e-4, 1e-15);
   EXPECT_NEAR(linear.lr(2000), 1e-4, 1e-15);  // past the budget (a resumed run with more steps): min_lr
 
   // A wall-clock budget: the share of max_minutes spent, or of max_steps when that is further on.
@@ -118,10 +118,32 @@ TEST(Schedule, CooldownTakesAnyScheduleLinearlyToZeroOverTheBudgetsLastShare) {
   c.max_minutes = 0;
   c.max_steps = 1000;
   c.cooldown = 0.5;
-  EXPECT_NEAR(LrSchedule(c, 256).lr(750), noam.lr(750) * 0.5, 1e-15);
-  EXPECT_EQ(LrSchedule(c, 256).lr(500), noam.lr(500));
+  EXPECT_NEAR(LrSchedule(c, 256).lr(751), noam.lr(751) * 0.5, 1e-15);
+  EXPECT_EQ(LrSchedule(c, 256).lr(501), noam.lr(501));
   c.schedule = cfg::Schedule::constant;
   c.lr = 1e-3;
   c.warmup_steps = 0;
-  EXPECT_NEAR(LrSchedule(c, 256).lr(900), 2e-4, 1e-15);
+  EXPECT_NEAR(LrSchedule(c, 256).lr(901), 2e-4, 1e-15);
+}
+
+// Update number s takes the rate at its start (s - 1 updates done): the last update of a step budget still
+// learns, under a cool-down and under cosine/linear decay to zero; the first update past the budget would not.
+TEST(Schedule, TheLastUpdateOfAStepBudgetLearns) {
+  cfg::TrainConfig c;
+  c.max_steps = 100;
+  c.warmup_steps = 0;
+  c.lr = 1e-3;
+  c.min_lr = 0;
+  for (const auto schedule : {cfg::Schedule::constant, cfg::Schedule::cosine, cfg::Schedule::linear}) {
+    c.schedule = schedule;
+    c.cooldown = schedule == cfg::Schedule::constant ? 0.25 : 0;
+    const LrSchedule s(c, 256);
+    EXPECT_EQ(s.lr(1), 1e-3) << cfg::to_string(schedule);  // the first update: the full rate
+    EXPECT_GT(s.lr(100), 0) << cfg::to_string(schedule);   // the last one
+    EXPECT_GT(s.lr(99), s.lr(100)) << cfg::to_string(schedule);
+    EXPECT_NEAR(s.lr(101), 0, 1e-18) << cfg::to_string(schedule);
+  }
+  c.schedule = cfg::Schedule::constant;
+  c.cooldown = 0.25;
+  EXPECT_NEAR(LrSchedule(c, 256).lr(100), 1e-3 * 0.01 / 0.25, 1e-15);  // 1 of the cool-down's 25 updates to go
 }

@@ -19,8 +19,9 @@ double LrSchedule::progress(int64_t step, double elapsed_s) const {
 double LrSchedule::lr(int64_t step, int64_t epoch, double elapsed_s) const {
   const double rate = base_lr(step, epoch, elapsed_s);
   if (config_.cooldown <= 0) return rate;
-  // The cool-down: the last `cooldown` share of the budget scales the rate linearly down to zero.
-  const double left = 1 - progress(step, elapsed_s);  // share of the budget still to go
+  // The cool-down: the last `cooldown` share of the budget scales the rate linearly down to zero, which the
+  // first update past the budget would reach.
+  const double left = 1 - progress(step - 1, elapsed_s);  // share of the budget still to go as update `step` starts
   return left < config_.cooldown ? rate * left / config_.cooldown : rate;
 }
 
@@ -44,8 +45,9 @@ double LrSchedule::base_lr(int64_t step, int64_t epoch, double elapsed_s) const 
       return config_.lr * warm;
     case config::Schedule::cosine:
     case config::Schedule::linear: {
-      // The decay spans the whole budget and multiplies the warm-up ramp (a short warm-up barely meets it).
-      const double p = progress(step, elapsed_s);
+      // The decay spans the whole budget and multiplies the warm-up ramp (a short warm-up barely meets it);
+      // update `step` takes the rate at its start, when step - 1 updates are done.
+      const double p = progress(step - 1, elapsed_s);
       const double shape = config_.schedule == config::Schedule::cosine ? 0.5 * (1 + std::cos(M_PI * p)) : 1 - p;
       return warm * (config_.min_lr + (config_.lr - config_.min_lr) * shape);
     }

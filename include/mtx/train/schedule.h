@@ -20,8 +20,10 @@ class LrSchedule {
   // decay_steps 0 decays once per finished epoch, as the LM tutorial's StepLR), `elapsed_s` seconds into
   // the run (resumed parts included; only cosine, linear and the cool-down read it, when max_minutes is set).
   double lr(int64_t step, int64_t epoch = 1, double elapsed_s = 0) const;
-  // cosine, linear: how much of the budget is spent, in [0, 1] (the larger of the steps' and the
-  // minutes' share).
+  // cosine, linear, cool-down: how much of the budget is spent after `step` updates, `elapsed_s` into the
+  // run, in [0, 1] (the larger of the steps' and the minutes' share). Update number `step` takes its rate at
+  // progress(step - 1, its start time): the last update of a step budget still learns; the rate reaches
+  // min_lr (cosine, linear) or zero (cool-down) after it.
   double progress(int64_t step, double elapsed_s) const;
   // Reduce-on-plateau: reports a validation loss (lower is better); other schedules ignore it.
   void on_validation(double loss);
