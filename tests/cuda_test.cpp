@@ -87,7 +87,7 @@ TEST(Cuda, OneTrainingUpdateEqualsTheCpuUpdate) {
   for (const auto& [device, dir] : {std::pair{config::Device::cpu, "cpu"}, std::pair{config::Device::cuda, "cuda"}}) {
     config::Config c = toy_on(tmp, device);
     c.train.max_steps = 1;
-    train::run_training(c, tmp / dir);
+    mtx::test::train_run(c, tmp / dir);
   }
   auto cpu = train::load_checkpoint(tmp / "cpu" / "last.pt");
   auto cuda = train::load_checkpoint(tmp / "cuda" / "last.pt");
@@ -108,7 +108,7 @@ TEST(Cuda, GreedyTranslationsEqualTheCpuOnes) {
   test::TempDir tmp;
   config::Config c = toy_on(tmp, config::Device::cpu);
   c.train.max_steps = 30;  // a model that has learned something: outputs are not all one token
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   auto on_cpu = train::load_checkpoint(tmp / "run" / "last.pt", kCpu);
   auto on_cuda = train::load_checkpoint(tmp / "run" / "last.pt", kCuda);
   ASSERT_TRUE(on_cuda.model->parameters().front().is_cuda());
@@ -130,10 +130,10 @@ TEST(Cuda, CheckpointsMoveBetweenCpuAndCuda) {
   test::TempDir tmp;
   config::Config gpu = toy_on(tmp, config::Device::cuda);
   gpu.train.max_steps = 3;
-  train::run_training(gpu, tmp / "gpu");
+  mtx::test::train_run(gpu, tmp / "gpu");
   config::Config cpu = toy_on(tmp, config::Device::cpu);
   cpu.train.max_steps = 3;
-  train::run_training(cpu, tmp / "cpu");
+  mtx::test::train_run(cpu, tmp / "cpu");
 
   // Written on CUDA, read on the CPU (and the reverse): the same weights wherever they land.
   auto g_cpu = train::load_checkpoint(tmp / "gpu" / "last.pt", kCpu);
@@ -150,11 +150,11 @@ TEST(Cuda, CheckpointsMoveBetweenCpuAndCuda) {
   config::Config more = gpu;
   more.train.max_steps = 5;
   more.train.device = config::Device::cpu;
-  EXPECT_EQ(train::run_training(more, tmp / "gpu", train::load_checkpoint(tmp / "gpu" / "last.pt")).steps, 5);
+  EXPECT_EQ(mtx::test::train_run(more, tmp / "gpu", train::load_checkpoint(tmp / "gpu" / "last.pt")).steps, 5);
   more = cpu;
   more.train.max_steps = 5;
   more.train.device = config::Device::cuda;
-  EXPECT_EQ(train::run_training(more, tmp / "cpu", train::load_checkpoint(tmp / "cpu" / "last.pt", kCuda)).steps, 5);
+  EXPECT_EQ(mtx::test::train_run(more, tmp / "cpu", train::load_checkpoint(tmp / "cpu" / "last.pt", kCuda)).steps, 5);
   auto a = train::load_checkpoint(tmp / "gpu" / "last.pt"), b = train::load_checkpoint(tmp / "cpu" / "last.pt");
   EXPECT_EQ(a.state.step, 5);
   EXPECT_LT(max_param_diff(a.model, b.model), 1e-3)
@@ -168,7 +168,7 @@ TEST(Cuda, Bf16AutocastTrainingRunsAndItsLossFalls) {
   c.train.bf16 = true;
   c.train.max_epochs = 4;
   c.train.log_every = 1;
-  const train::TrainSummary s = train::run_training(c, tmp / "run");
+  const train::TrainSummary s = mtx::test::train_run(c, tmp / "run");
   EXPECT_EQ(s.stop_reason, "max_epochs");
   std::ifstream in(tmp / "run" / "metrics.jsonl");
   std::vector<double> val;

@@ -304,7 +304,7 @@ TEST(LanguageModel, ConfigRejectsTranslationOnlySettings) {
 TEST(LanguageModel, TrainsWithCheckpointsMetricsAndExactResume) {
   test::TempDir tmp;
   config::Config c = lm_setup(tmp);
-  const train::TrainSummary whole = train::run_training(c, tmp / "one");
+  const train::TrainSummary whole = mtx::test::train_run(c, tmp / "one");
   EXPECT_EQ(whole.stop_reason, "max_epochs");
   for (const char* f : {"best.pt", "last.pt", "config.json", "metrics.jsonl", "curve.svg"}) {
     EXPECT_TRUE(fs::exists(tmp / "one" / f)) << f;
@@ -325,9 +325,9 @@ TEST(LanguageModel, TrainsWithCheckpointsMetricsAndExactResume) {
 
   // One epoch, then resumed to two: the same weights as two in one run.
   c.train.max_epochs = 1;
-  train::run_training(c, tmp / "two");
+  mtx::test::train_run(c, tmp / "two");
   c.train.max_epochs = 2;
-  const auto resumed = train::run_training(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
+  const auto resumed = mtx::test::train_run(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
   EXPECT_EQ(resumed.steps, whole.steps);
   const auto a = train::load_checkpoint(tmp / "one" / "last.pt");
   const auto b = train::load_checkpoint(tmp / "two" / "last.pt");

@@ -73,6 +73,11 @@ bool have_multi30k() {
   return true;
 }
 
+mtx::train::TrainSummary train_run(const mtx::config::Config& config, const std::filesystem::path& run_dir,
+                                   std::optional<mtx::train::CheckpointContent> resume) {
+  return mtx::train::Trainer(mtx::train::RunSettings{config, run_dir, std::move(resume)}).run();
+}
+
 mtx::config::Config toy_setup(const TempDir& tmp) {
   const char* de[] = {"ein Hund läuft", "zwei Männer spielen Fußball", "eine Frau liest ein Buch",
                       "Kinder spielen im Park", "ein Mann fährt Fahrrad"};

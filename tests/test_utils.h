@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mtx/config/config.h"
+#include "mtx/train/trainer.h"
 
 namespace mtx::test {
 
@@ -42,6 +44,11 @@ CommandResult run_mtx(const std::string& args, const std::string& env = "");
 // A small German/English corpus under tmp/data (gzip train of 301 pairs, one dropped by the length
 // filter; plain val of 20) and a config for it with a tiny model and its cache under tmp/cache.
 mtx::config::Config toy_setup(const TempDir& tmp);
+
+// Trains `config` into `run_dir` as a new run, or with `resume` (the run's last.pt) continues it with
+// `config`'s settings as given (without train::resume_run's checks of what a resume may change).
+mtx::train::TrainSummary train_run(const mtx::config::Config& config, const std::filesystem::path& run_dir,
+                                   std::optional<mtx::train::CheckpointContent> resume = std::nullopt);
 
 // The message of the E that `fn` throws ("" when it throws none). Every mtx error at a config or
 // I/O boundary must be one line and exit with code 2; this checks both.

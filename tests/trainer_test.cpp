@@ -64,12 +64,12 @@ TEST(Trainer, ResumeContinuesBitwiseIdentically) {
   c.train.validate_every = 7;
 
   c.train.max_steps = 24;
-  train::run_training(c, tmp / "one");
+  mtx::test::train_run(c, tmp / "one");
 
   c.train.max_steps = 11;
-  train::run_training(c, tmp / "two");
+  mtx::test::train_run(c, tmp / "two");
   c.train.max_steps = 24;
-  train::run_training(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
+  mtx::test::train_run(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
 
   auto a = train::load_checkpoint(tmp / "one" / "last.pt");
   auto b = train::load_checkpoint(tmp / "two" / "last.pt");
@@ -85,7 +85,7 @@ TEST(Trainer, RunDirectoryHoldsCheckpointsMetricsAndCurve) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);
   c.train.max_epochs = 3;
-  const train::TrainSummary s = train::run_training(c, tmp / "run");
+  const train::TrainSummary s = mtx::test::train_run(c, tmp / "run");
   EXPECT_EQ(s.stop_reason, "max_epochs");
   for (const char* f : {"best.pt", "last.pt", "config.json", "metrics.jsonl", "curve.svg"}) {
     EXPECT_TRUE(fs::exists(tmp / "run" / f)) << f;
@@ -132,7 +132,7 @@ TEST(Trainer, EarlyStoppingHonoursPatience) {
   c.train.schedule = mtx::config::Schedule::constant;
   c.train.lr = 0.05;  // far too high: validation stops improving quickly
   c.train.warmup_steps = 0;
-  const train::TrainSummary s = train::run_training(c, tmp / "run");
+  const train::TrainSummary s = mtx::test::train_run(c, tmp / "run");
   EXPECT_EQ(s.stop_reason, "early_stopping");
   EXPECT_LT(s.epoch, 50);
 }
@@ -146,7 +146,7 @@ TEST(Trainer, BestCheckpointCanBeChosenByValidationBleu) {
   c.train.lr = 0.003;
   c.train.warmup_steps = 0;
   c.train.best_metric = mtx::config::BestMetric::bleu;
-  const train::TrainSummary s = train::run_training(c, tmp / "run");
+  const train::TrainSummary s = mtx::test::train_run(c, tmp / "run");
   std::ifstream in(tmp / "run" / "metrics.jsonl");
   double best_bleu = -1;
   int64_t best_step = -1;
@@ -183,7 +183,7 @@ TEST(Trainer, NonFiniteLossesAreSkippedThenStop) {
   c.train.max_bad_steps = 3;
   c.train.max_steps = 50;
   try {
-    train::run_training(c, tmp / "run");
+    mtx::test::train_run(c, tmp / "run");
     FAIL() << "expected the run to stop";
   } catch (const mtx::Error& e) {
     EXPECT_NE(std::string(e.what()).find("3 non-finite updates in a row"), std::string::npos) << e.what();
@@ -195,7 +195,7 @@ TEST(Checkpoint, NonFiniteWeightsAreNeverWritten) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);
   c.train.max_steps = 2;
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   auto ckpt = train::load_checkpoint(tmp / "run" / "last.pt");
   const std::string before = mtx::read_file(tmp / "run" / "last.pt");
   {
@@ -212,7 +212,7 @@ TEST(Checkpoint, RoundTripKeepsWeightsAndTokenizerAndRejectsGarbage) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);
   c.train.max_steps = 3;
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   auto a = train::load_checkpoint(tmp / "run" / "last.pt");
   train::save_checkpoint(tmp / "copy.pt", a.config, *a.tokenizer, a.model, nullptr, a.state);
   auto b = train::load_checkpoint(tmp / "copy.pt");
@@ -232,7 +232,7 @@ TEST(Checkpoint, EveryFlippedByteIsRefusedOrChangesNothing) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);
   c.train.max_steps = 2;
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   const fs::path good_path = tmp / "run" / "last.pt";
   const std::string good = mtx::read_file(good_path);
   const auto ref = train::load_checkpoint(good_path);
@@ -301,7 +301,7 @@ TEST(Checkpoint, AveragingGivesTheElementwiseMeanAndRefusesOtherModels) {
   c.train.validate_every = 3;
   c.train.keep_last = 2;
   c.train.average_last = 2;
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   ASSERT_TRUE(fs::exists(tmp / "run" / "step-3.pt"));
   ASSERT_TRUE(fs::exists(tmp / "run" / "step-6.pt"));
   ASSERT_TRUE(fs::exists(tmp / "run" / "avg.pt")) << "train.average_last writes avg.pt";
@@ -323,7 +323,7 @@ TEST(Checkpoint, AveragingGivesTheElementwiseMeanAndRefusesOtherModels) {
   mtx::config::Config other = toy_training(tmp2);
   other.model.ffn_dim = 48;
   other.train.max_steps = 1;
-  train::run_training(other, tmp2 / "run");
+  mtx::test::train_run(other, tmp2 / "run");
   const std::string msg = mtx::test::boundary_error<mtx::DataError>([&] {
     train::average_checkpoints({tmp / "run" / "step-6.pt", tmp2 / "run" / "last.pt"}, tmp / "bad.pt");
   });
@@ -341,7 +341,7 @@ TEST(Checkpoint, AverageChosenOnValidationIsTheBestOfTheLastK) {
   c.train.keep_last = 4;
   c.train.average_last = 4;
   c.train.average_choose = true;
-  const train::TrainSummary summary = train::run_training(c, tmp / "run");
+  const train::TrainSummary summary = mtx::test::train_run(c, tmp / "run");
   std::map<int64_t, double> loss_by_k;
   double loss_at_12 = std::numeric_limits<double>::quiet_NaN();
   std::ifstream in(tmp / "run" / "metrics.jsonl");
@@ -420,11 +420,11 @@ TEST(Trainer, ResumingAfterMaxEpochsTrainsTheMissingEpochsOnly) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);
   c.train.max_epochs = 4;
-  const auto whole = train::run_training(c, tmp / "one");
+  const auto whole = mtx::test::train_run(c, tmp / "one");
   c.train.max_epochs = 2;
-  train::run_training(c, tmp / "two");
+  mtx::test::train_run(c, tmp / "two");
   c.train.max_epochs = 4;
-  const auto resumed = train::run_training(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
+  const auto resumed = mtx::test::train_run(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
   EXPECT_EQ(resumed.steps, whole.steps) << "4 epochs in one run and 2 + resume to 4 train as many updates";
   EXPECT_EQ(resumed.stop_reason, "max_epochs");
   EXPECT_EQ(valid_rows(tmp / "two"), valid_rows(tmp / "one"))
@@ -443,12 +443,12 @@ TEST(Trainer, StopBetweenValidationsLeavesTheRunAsAnUnbrokenOne) {
   c.train.keep_last = 6;
   c.train.average_last = 3;
   c.train.max_steps = 14;
-  train::run_training(c, tmp / "one");
+  mtx::test::train_run(c, tmp / "one");
   c.train.max_steps = 6;  // 6 is no validation point: a stop (signal, time) lands between two
-  train::run_training(c, tmp / "two");
+  mtx::test::train_run(c, tmp / "two");
   EXPECT_EQ(step_files(tmp / "two"), std::vector<std::string>{"step-4.pt"}) << "a stop adds no step checkpoint";
   c.train.max_steps = 14;
-  train::run_training(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
+  mtx::test::train_run(c, tmp / "two", train::load_checkpoint(tmp / "two" / "last.pt"));
   EXPECT_EQ(step_files(tmp / "two"), step_files(tmp / "one"));
   EXPECT_EQ(valid_rows(tmp / "two"), valid_rows(tmp / "one"))
       << describe(valid_rows(tmp / "two")) << "vs " << describe(valid_rows(tmp / "one"));
@@ -470,7 +470,7 @@ TEST(Trainer, AScheduleThatEndsAtTheBudgetCountsTheFinalValidation) {
   c.train.max_steps = 10;  // validations at 4 and 8; the budget ends at 10, between two
   c.train.schedule = mtx::config::Schedule::cosine;
   c.train.lr = 0.003;
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   // The annealed model at the end is validated as a scheduled point: a step checkpoint, a "valid" row, and
   // best.pt / avg.pt choose among 4, 8 and 10.
   EXPECT_EQ(step_files(tmp / "run"), (std::vector<std::string>{"step-10.pt", "step-4.pt", "step-8.pt"}));
@@ -494,11 +494,11 @@ TEST(Trainer, AScheduleThatEndsAtTheBudgetCountsTheFinalValidation) {
   EXPECT_EQ(best.state.step, best_step);
   // The same stop under a schedule that goes on past it stays a report (see the test above).
   c.train.schedule = mtx::config::Schedule::noam;
-  train::run_training(c, tmp / "noam");
+  mtx::test::train_run(c, tmp / "noam");
   EXPECT_EQ(step_files(tmp / "noam"), (std::vector<std::string>{"step-4.pt", "step-8.pt"}));
   // Unless a cool-down takes that schedule to zero at the budget's end: then the stop is its end too.
   c.train.cooldown = 0.3;
-  train::run_training(c, tmp / "noam-cooled");
+  mtx::test::train_run(c, tmp / "noam-cooled");
   EXPECT_EQ(step_files(tmp / "noam-cooled"), (std::vector<std::string>{"step-10.pt", "step-4.pt", "step-8.pt"}));
 }
 
@@ -509,7 +509,7 @@ TEST(Trainer, AnUpdateIsValidatedOnceWhenAnEpochEndsOnIt) {
   mtx::config::Config c = toy_training(tmp);
   c.train.max_epochs = 3;
   c.train.validate_every = 9;  // the toy epoch is 27 updates
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   const auto rows = valid_rows(tmp / "run");
   ASSERT_EQ(rows.size(), 9u) << describe(rows);
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -524,13 +524,13 @@ TEST(Trainer, CheckpointsAndMetricsAreReplacedAtomically) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);
   c.train.max_epochs = 1;
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   const std::string best_before = mtx::read_file(tmp / "run" / "best.pt");
   const std::string metrics_before = mtx::read_file(tmp / "run" / "metrics.jsonl");
   std::ifstream best_reader(tmp / "run" / "best.pt", std::ios::binary);
   std::ifstream metrics_reader(tmp / "run" / "metrics.jsonl", std::ios::binary);
   c.train.max_epochs = 3;
-  train::run_training(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt"));
+  mtx::test::train_run(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt"));
   ASSERT_NE(mtx::read_file(tmp / "run" / "best.pt"), best_before) << "the toy model improves: best.pt is replaced";
   std::ostringstream best_seen, metrics_seen;
   best_seen << best_reader.rdbuf();
@@ -551,7 +551,7 @@ TEST(Trainer, NonFiniteGradientsAreSkippedWithoutClipping) {
   c.train.max_steps = 6;
   {
     Faults faults("nonfinite_grad@3");
-    const auto s = train::run_training(c, tmp / "run");
+    const auto s = mtx::test::train_run(c, tmp / "run");
     EXPECT_EQ(s.steps, 6);
   }
   auto last = train::load_checkpoint(tmp / "run" / "last.pt");
@@ -568,7 +568,7 @@ TEST(Trainer, StrayStepLikeFilesAreLeftAlone) {
   c.train.keep_last = 1;
   c.train.average_last = 2;
   for (const char* f : {"step-best.pt", "step-.pt", "step-12abc.pt"}) mtx::test::write_text(tmp / "run" / f, "mine");
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   for (const char* f : {"step-best.pt", "step-.pt", "step-12abc.pt"}) EXPECT_TRUE(fs::exists(tmp / "run" / f)) << f;
   EXPECT_TRUE(fs::exists(tmp / "run" / "step-4.pt"));
   EXPECT_FALSE(fs::exists(tmp / "run" / "step-2.pt")) << "keep_last = 1";
@@ -581,16 +581,16 @@ TEST(Trainer, AnEmptyTrainingSetIsAnErrorNotALoop) {
   c.data.filter_max_tokens = 1;  // every toy pair is longer
   c.train.max_steps = 10;
   c.train.max_minutes = 0.05;  // bounds the old endless loop to 3 seconds
-  const std::string msg = mtx::test::boundary_error<mtx::DataError>([&] { train::run_training(c, tmp / "run"); });
+  const std::string msg = mtx::test::boundary_error<mtx::DataError>([&] { mtx::test::train_run(c, tmp / "run"); });
   EXPECT_NE(msg.find("no training pairs"), std::string::npos) << msg;
   EXPECT_NE(msg.find("data.filter_max_tokens"), std::string::npos) << msg;
 
   // With the tokenizer given (a resumed run), where the old code looped over empty epochs.
   mtx::config::Config ok = toy_training(tmp);
   ok.train.max_steps = 2;
-  train::run_training(ok, tmp / "resumed");
+  mtx::test::train_run(ok, tmp / "resumed");
   const std::string msg2 = mtx::test::boundary_error<mtx::DataError>(
-      [&] { train::run_training(c, tmp / "resumed", train::load_checkpoint(tmp / "resumed" / "last.pt")); });
+      [&] { mtx::test::train_run(c, tmp / "resumed", train::load_checkpoint(tmp / "resumed" / "last.pt")); });
   EXPECT_NE(msg2.find("no training pairs"), std::string::npos) << msg2;
 }
 
@@ -602,10 +602,10 @@ TEST(Trainer, NanValidationLossIsNotBestAndResumeWorks) {
   c.train.max_steps = 4;
   {
     Faults faults("nan_val_loss@4");
-    train::run_training(c, tmp / "run");
+    mtx::test::train_run(c, tmp / "run");
   }
   c.train.max_steps = 8;
-  EXPECT_NO_THROW(train::run_training(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt")));
+  EXPECT_NO_THROW(mtx::test::train_run(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt")));
   const auto rows = valid_rows(tmp / "run");
   ASSERT_GE(rows.size(), 2u) << describe(rows);
   EXPECT_EQ(rows[0].step, 4);
@@ -626,9 +626,9 @@ TEST(Trainer, FixedRunEndsWithThePinnedWeights) {
   c.train.validate_every = 4;
   c.train.keep_last = 2;
   c.train.max_steps = 10;
-  train::run_training(c, tmp / "run");
+  mtx::test::train_run(c, tmp / "run");
   c.train.max_steps = 20;
-  train::run_training(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt"));
+  mtx::test::train_run(c, tmp / "run", train::load_checkpoint(tmp / "run" / "last.pt"));
   const auto last = train::load_checkpoint(tmp / "run" / "last.pt");
   ASSERT_EQ(last.state.step, 20);
 
@@ -640,4 +640,88 @@ TEST(Trainer, FixedRunEndsWithThePinnedWeights) {
     GTEST_SKIP() << "no pinned weights for '" << platform << "'; this run ended with " << last.weights_sha256;
   }
   EXPECT_EQ(last.weights_sha256, pinned[platform].get<std::string>()) << platform;
+}
+
+// A run's settings are resolved once: the config file with --set for a new run; for a resume, the run's own
+// settings with the overrides on top, refusing what a resume may not change.
+TEST(Settings, ResolveRunReadsTheFileOrTheRunAndRefusesWhatMayNotChange) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 3;
+  mtx::config::write_resolved(c, tmp / "toy.json");
+  train::RunRequest fresh{tmp / "toy.json", {"train.max_steps=2"}, tmp / "run", {}};
+  const train::RunSettings s = train::resolve_run(fresh);
+  EXPECT_EQ(s.config.train.max_steps, 2);
+  EXPECT_EQ(s.run_dir, tmp / "run");
+  EXPECT_FALSE(s.resume);
+  mtx::test::train_run(s.config, s.run_dir);
+  EXPECT_NE(mtx::test::boundary_error<mtx::ConfigError>([&] { train::resolve_run(fresh); }).find("--resume"),
+            std::string::npos)
+      << "a directory holding a run is not started afresh";
+
+  train::RunRequest resume{{}, {"train.max_steps=5"}, {}, tmp / "run"};
+  const train::RunSettings r = train::resolve_run(resume);
+  ASSERT_TRUE(r.resume);
+  EXPECT_EQ(r.resume->state.step, 2);
+  EXPECT_EQ(r.config.train.max_steps, 5);
+  EXPECT_EQ(r.config.model.d_model, c.model.d_model);
+
+  resume.overrides = {"model.d_model=64"};
+  const std::string changed = mtx::test::boundary_error<mtx::ConfigError>([&] { train::resolve_run(resume); });
+  EXPECT_NE(changed.find("model.d_model: 32 vs 64"), std::string::npos) << changed;
+  resume.overrides = {};
+  resume.config_file = tmp / "other.json";
+  mtx::config::Config other = c;
+  other.model.ffn_dim = 128;
+  mtx::config::write_resolved(other, resume.config_file);
+  const std::string file = mtx::test::boundary_error<mtx::ConfigError>([&] { train::resolve_run(resume); });
+  EXPECT_NE(file.find("model.ffn_dim"), std::string::npos) << file;
+  EXPECT_NE(mtx::test::boundary_error<mtx::DataError>([&] {
+              train::resolve_run({{}, {}, {}, tmp / "nothing"});
+            }).find("not a run directory"),
+            std::string::npos);
+}
+
+// A resume keeps the learning-rate schedule: where the schedule decays over the budget (cosine, linear, a
+// cool-down), a changed max_steps or max_minutes is refused with what to do instead; elsewhere it is a longer
+// or shorter run of the same schedule.
+TEST(Settings, AResumeMayNotChangeTheBudgetADecayingScheduleFollows) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 2;
+  c.train.schedule = mtx::config::Schedule::cosine;
+  c.train.lr = 1e-3;
+  mtx::test::train_run(c, tmp / "cosine");
+  auto longer = c;
+  longer.train.max_steps = 4;
+  const auto ckpt = [&](const char* run) { return train::load_checkpoint(tmp / run / "last.pt"); };
+  const std::string msg =
+      mtx::test::boundary_error<mtx::ConfigError>([&] { train::resume_run(ckpt("cosine"), longer, tmp / "cosine"); });
+  EXPECT_NE(msg.find("cosine schedule"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.max_steps 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("new run"), std::string::npos) << msg;
+  auto timed = c;
+  timed.train.max_minutes = 5;
+  EXPECT_FALSE(mtx::test::boundary_error<mtx::ConfigError>([&] {
+                 train::resume_run(ckpt("cosine"), timed, tmp / "cosine");
+               }).empty());
+  auto epochs = c;
+  epochs.train.max_epochs = 3;  // not a budget the schedule reads
+  EXPECT_TRUE(train::resume_run(ckpt("cosine"), epochs, tmp / "cosine").resume.has_value());
+
+  c.train.schedule = mtx::config::Schedule::noam;
+  c.train.cooldown = 0.5;
+  mtx::test::train_run(c, tmp / "cooldown");
+  longer = c;
+  longer.train.max_steps = 4;
+  EXPECT_NE(mtx::test::boundary_error<mtx::ConfigError>([&] {
+              train::resume_run(ckpt("cooldown"), longer, tmp / "cooldown");
+            }).find("with a cool-down"),
+            std::string::npos);
+  c.train.cooldown = 0;
+  mtx::test::train_run(c, tmp / "noam");
+  longer = c;
+  longer.train.max_steps = 4;
+  train::RunSettings ok = train::resume_run(ckpt("noam"), longer, tmp / "noam");
+  EXPECT_EQ(train::Trainer(std::move(ok)).run().steps, 4) << "Noam without a cool-down does not read the budget";
 }

@@ -7,12 +7,10 @@
 #include "mtx/config/config.h"
 #include "mtx/train/dist.h"
 #include "mtx/train/launch.h"
+#include "mtx/train/settings.h"
 #include "mtx/train/trainer.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
-#include "mtx/util/strings.h"
-
-namespace fs = std::filesystem;
 
 namespace mtx::cli {
 
@@ -25,13 +23,6 @@ struct TrainArgs {
 
 namespace {
 
-// On resume only the stop criteria and the device may change (a run moves between CPU and GPU machines;
-// it continues exactly only on the device it was saved on), the collectives' timeout and bucket size, and
-// train.accum_steps as long as it times the number of ranks stays what it was (the trainer checks that).
-const std::vector<std::string> kResumable = {"train.max_steps",  "train.max_epochs",     "train.max_minutes",
-                                             "train.device",     "train.dist_timeout_s", "train.dist_bucket_mb",
-                                             "train.accum_steps"};
-
 // First SIGINT/SIGTERM: finish the update, save, exit 130/143. A second one: leave at once.
 void on_signal(int sig) {
   static std::atomic<int> received{0};
@@ -41,25 +32,19 @@ void on_signal(int sig) {
 
 int exit_code_for(int sig) { return sig == SIGINT ? kExitInterrupted : sig == SIGTERM ? kExitTerminated : 128 + sig; }
 
-// --nproc N: this command again in N ranks (without --nproc), with the config's collective timeout.
+train::RunRequest request_of(const TrainArgs& args) {
+  return {args.config.config, args.config.overrides, args.out, args.resume};
+}
+
+// --nproc N: this command again in N ranks (without --nproc), with the run's collective timeout.
 int launch_ranks(const TrainArgs& args) {
   if (train::dist::env_from_environment()) {
     throw ConfigError(
         "--nproc: this process is already a rank (WORLD_SIZE is set); launch with --nproc or torchrun, not both");
   }
-  config::Config cfg;
-  if (!args.resume.empty()) {
-    const fs::path last = fs::path(args.resume) / "last.pt";
-    if (!fs::exists(last)) throw DataError("--resume: '" + last.string() + "' not found (not a run directory?)");
-    nlohmann::json doc = config::to_json(train::load_checkpoint(last).config);
-    for (const auto& o : args.config.overrides) config::apply_override(doc, o);
-    cfg = config::from_json(doc);
-  } else {
-    cfg = config::load(args.config.config, args.config.overrides);  // checked here, before any rank starts
-  }
   train::LaunchOptions o;
   o.nproc = args.nproc;
-  o.timeout_s = cfg.train.dist_timeout_s;
+  o.timeout_s = train::resolve_run(request_of(args)).config.train.dist_timeout_s;  // checked before any rank starts
   const auto& all = program_args();
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i] == "--nproc") {
@@ -76,39 +61,7 @@ int run_train(const TrainArgs& args) {
   if (args.nproc > 1) return launch_ranks(args);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  train::TrainSummary summary;
-  if (!args.resume.empty()) {
-    const fs::path dir = args.resume;
-    const fs::path last = dir / "last.pt";
-    if (!fs::exists(last)) throw DataError("--resume: '" + last.string() + "' not found (not a run directory?)");
-    train::CheckpointContent ckpt = train::load_checkpoint(last);
-    // The run's own config, with --set applied on top; --config, if given, must describe the same run.
-    nlohmann::json doc = config::to_json(ckpt.config);
-    for (const auto& o : args.config.overrides) config::apply_override(doc, o);
-    const config::Config cfg = config::from_json(doc);
-    std::vector<std::string> changed;
-    auto collect = [&](const config::Config& requested) {
-      for (const auto& d : config::differences(ckpt.config, requested)) {
-        const std::string key = d.substr(0, d.find(':'));
-        if (std::find(kResumable.begin(), kResumable.end(), key) == kResumable.end()) changed.push_back(d);
-      }
-    };
-    collect(cfg);
-    if (!args.config.config.empty()) collect(config::load(args.config.config, args.config.overrides));
-    if (!changed.empty()) {
-      throw ConfigError("--resume " + dir.string() + ": only " + join(kResumable, ", ") +
-                        " may change on resume; checkpoint vs requested: " + join(changed, "; "));
-    }
-    summary = train::run_training(cfg, dir, std::move(ckpt));
-  } else {
-    const config::Config cfg = config::load(args.config.config, args.config.overrides);
-    const fs::path out = args.out.empty() ? fs::path("runs") / fs::path(args.config.config).stem() : fs::path(args.out);
-    if (fs::exists(out / "last.pt")) {
-      throw ConfigError("--out " + out.string() + " already holds a run (last.pt): continue it with --resume " +
-                        out.string() + " or choose another --out");
-    }
-    summary = train::run_training(cfg, out);
-  }
+  const train::TrainSummary summary = train::Trainer(train::resolve_run(request_of(args))).run();
   return summary.signal ? exit_code_for(summary.signal) : 0;
 }
 

@@ -26,6 +26,12 @@ std::string Scheduler::stop_reason(double elapsed_s, int signal) const {
   return "";
 }
 
+bool Scheduler::stop_ends_schedule(const std::string& reason) const {
+  return (reason == "max_steps" || reason == "max_minutes") &&
+         (config_.schedule == config::Schedule::cosine || config_.schedule == config::Schedule::linear ||
+          config_.cooldown > 0);
+}
+
 void Scheduler::on_update(int64_t tokens, double nll_sum) {
   ++state_.step;
   state_.tgt_tokens += tokens;

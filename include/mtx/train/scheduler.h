@@ -27,6 +27,11 @@ class Scheduler {
   // "signal"), or "" to go on. `elapsed_s` counts the earlier parts of a resumed run.
   std::string stop_reason(double elapsed_s, int signal) const;
 
+  // Whether a stop for `reason` is the learning-rate schedule's own end: a step or time budget that cosine,
+  // linear or a cool-down decays over. Its validation then counts (best.pt, avg.pt see the annealed model);
+  // any other stop's validation is a report, so that a resumed run decides as an unbroken one.
+  bool stop_ends_schedule(const std::string& reason) const;
+
   // Learning rate of the next update, `elapsed_s` into the run (resumed parts included).
   double next_lr(double elapsed_s) const { return schedule_.lr(state_.step + 1, state_.epoch, elapsed_s); }
   // An update was applied: `tokens` target tokens, `nll_sum` their summed negative log-likelihood.
