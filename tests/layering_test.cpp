@@ -1,12 +1,14 @@
-// The architecture's one-way arrows (../shared/DESIGN.md), checked on the sources: inference -- decode/,
-// bundle/, and the CLI paths that translate, score, generate or draw from a model -- never includes train/,
-// directly or through any header it includes.
+// The architecture's rules, read from docs/design.md's `layers` block and checked on the sources: which
+// areas each area may include, the inference code that never reaches train/ (directly or through any header
+// it includes), and the areas that include no LibTorch header.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,16 +18,43 @@ namespace {
 
 const fs::path kRoot = MTX_SOURCE_DIR;
 
-// The mtx headers a file includes ("mtx/..." only), as paths under include/.
-std::vector<std::string> mtx_includes(const fs::path& file) {
-  static const std::regex include(R"re(^\s*#\s*include\s*"(mtx/[^"]+)")re");
+// docs/design.md's ```layers block: "name: word word ..." per line, '#' comments.
+std::map<std::string, std::vector<std::string>> design_rules() {
+  std::ifstream in(kRoot / "docs" / "design.md");
+  std::map<std::string, std::vector<std::string>> rules;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!inside) {
+      inside = line.rfind("```layers", 0) == 0;
+      continue;
+    }
+    if (line.rfind("```", 0) == 0) break;
+    line = line.substr(0, line.find('#'));
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::istringstream words(line.substr(colon + 1));
+    std::string name = line.substr(0, colon);
+    name.erase(0, name.find_first_not_of(' '));
+    auto& list = rules[name];
+    for (std::string w; words >> w;) list.push_back(w);
+  }
+  return rules;
+}
+
+std::vector<std::string> included(const fs::path& file, const std::regex& pattern) {
   std::vector<std::string> out;
   std::ifstream in(file);
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, include)) out.push_back(m[1]);
+    if (std::regex_search(line, m, pattern)) out.push_back(m[1]);
   }
   return out;
+}
+
+// The mtx headers a file includes ("mtx/..." only), as paths under include/.
+std::vector<std::string> mtx_includes(const fs::path& file) {
+  static const std::regex include(R"re(^\s*#\s*include\s*"(mtx/[^"]+)")re");
+  return included(file, include);
 }
 
 // Every mtx header reachable from `file`, each with the chain that reaches it.
@@ -45,30 +74,85 @@ std::vector<std::pair<std::string, std::string>> closure(const fs::path& file) {
   return reached;
 }
 
-std::vector<fs::path> inference_sources() {
+// The sources of an area: include/mtx/<area>/ and src/<area>/, recursively.
+std::vector<fs::path> area_files(const std::string& area) {
   std::vector<fs::path> files;
-  for (const char* dir :
-       {"include/mtx/decode", "src/decode", "include/mtx/bundle", "src/bundle", "include/mtx/serve", "src/serve"}) {
-    if (!fs::exists(kRoot / dir)) continue;
-    for (const auto& e : fs::directory_iterator(kRoot / dir)) files.push_back(e.path());
-  }
-  for (const char* cli : {"cmd_translate.cpp", "cmd_eval.cpp", "cmd_generate.cpp", "cmd_plot.cpp", "cmd_serve.cpp",
-                          "cmd_export.cpp", "cmd_quantize.cpp"}) {
-    if (fs::exists(kRoot / "src/cli" / cli)) files.push_back(kRoot / "src/cli" / cli);
+  for (const fs::path& dir : {kRoot / "include" / "mtx" / area, kRoot / "src" / area}) {
+    if (!fs::exists(dir)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (e.is_regular_file()) files.push_back(e.path());
+    }
   }
   return files;
 }
 
+// An `inference:` entry: an area, or one file under the root.
+std::vector<fs::path> entry_files(const std::string& entry) {
+  if (entry.find('/') != std::string::npos) {
+    return fs::exists(kRoot / entry) ? std::vector<fs::path>{kRoot / entry} : std::vector<fs::path>{};
+  }
+  return area_files(entry);
+}
+
 }  // namespace
 
-TEST(Layering, InferenceNeverIncludesTrain) {
-  const auto files = inference_sources();
-  ASSERT_GE(files.size(), 8u) << "the inference sources moved: update this test";
-  for (const auto& f : files) {
-    for (const auto& [header, chain] : closure(f)) {
-      EXPECT_NE(header.rfind("mtx/train/", 0), 0u) << chain;
+TEST(Layering, DesignDeclaresEveryArea) {
+  const auto rules = design_rules();
+  ASSERT_TRUE(rules.count("inference") && rules.count("no-torch")) << "docs/design.md has no complete layers block";
+  for (const fs::path& dir : {kRoot / "include" / "mtx", kRoot / "src"}) {
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.is_directory()) EXPECT_TRUE(rules.count(e.path().filename().string())) << e.path() << ": not in design.md";
     }
   }
+}
+
+TEST(Layering, AreasIncludeOnlyWhatDesignAllows) {
+  static const std::regex area_of(R"re(^mtx/([a-z_0-9]+)/)re");
+  int checked = 0;
+  for (const auto& [area, allowed] : design_rules()) {
+    if (area == "inference" || area == "no-torch") continue;
+    const std::set<std::string> ok(allowed.begin(), allowed.end());
+    for (const auto& file : area_files(area)) {
+      for (const std::string& h : mtx_includes(file)) {
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(h, m, area_of)) << file << ": " << h;
+        ++checked;
+        EXPECT_TRUE(m[1] == area || ok.count(m[1])) << file.lexically_relative(kRoot) << " includes " << h
+                                                    << ", but docs/design.md does not let " << area << " use " << m[1];
+      }
+    }
+  }
+  EXPECT_GT(checked, 100) << "the sources moved: update this test";
+}
+
+TEST(Layering, InferenceNeverIncludesTrain) {
+  auto rules = design_rules();
+  std::vector<fs::path> files;
+  for (const auto& entry : rules["inference"]) {
+    const auto more = entry_files(entry);
+    files.insert(files.end(), more.begin(), more.end());
+  }
+  ASSERT_GE(files.size(), 8u) << "the inference sources moved: update docs/design.md";
+  for (const auto& f : files) {
+    for (const auto& [header, chain] : closure(f)) EXPECT_NE(header.rfind("mtx/train/", 0), 0u) << chain;
+  }
+}
+
+TEST(Layering, NoTorchAreasIncludeNoLibTorchHeader) {
+  static const std::regex system_include(R"re(^\s*#\s*include\s*<([^>]+)>)re");
+  auto rules = design_rules();
+  int files = 0;
+  for (const auto& area : rules["no-torch"]) {
+    for (const auto& file : area_files(area)) {
+      ++files;
+      for (const std::string& h : included(file, system_include)) {
+        for (const char* torch : {"torch/", "ATen/", "c10/"}) {
+          EXPECT_NE(h.rfind(torch, 0), 0u) << file.lexically_relative(kRoot) << " includes <" << h << ">";
+        }
+      }
+    }
+  }
+  EXPECT_GT(files, 0);
 }
 
 TEST(Layering, TheCheckSeesIncludesThroughHeaders) {
