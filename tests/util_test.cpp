@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <fstream>
+#include <thread>
 
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/cpus.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
 #include "mtx/util/random.h"
@@ -122,4 +125,53 @@ TEST(BlasCore, FallbackKernelsAreReplacedByTheCpusOwnFamily) {
   knl.avx512f = true;
   EXPECT_EQ(mtx::better_blas_core("Prescott", knl), "Haswell");
   EXPECT_EQ(mtx::better_blas_core("Haswell", knl), "");
+}
+
+// Threads follow the CPUs the process may use: the cgroup quota (v1 and v2, the tightest level of the
+// process's cgroup and its ancestors) and the affinity mask, not the host's core count.
+TEST(Cpus, CgroupQuotasAreReadAsCpus) {
+  EXPECT_EQ(mtx::cgroup_v2_cpus("max 100000\n"), 0);
+  EXPECT_EQ(mtx::cgroup_v2_cpus("150000 100000\n"), 1.5);
+  EXPECT_EQ(mtx::cgroup_v2_cpus("garbage"), 0);
+  EXPECT_EQ(mtx::cgroup_v1_cpus("-1\n", "100000\n"), 0);
+  EXPECT_EQ(mtx::cgroup_v1_cpus("200000\n", "100000\n"), 2);
+  EXPECT_EQ(mtx::cgroup_v1_cpus("", ""), 0);
+
+  mtx::test::TempDir tmp;
+  const auto root = tmp / "cgroup";
+  // v1: a container's cgroup under docker/, whose own quota (1.5 CPUs) is looser than docker/'s (1 CPU).
+  mtx::test::write_text(root / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_quota_us", "150000\n");
+  mtx::test::write_text(root / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_period_us", "100000\n");
+  mtx::test::write_text(root / "cpu,cpuacct" / "docker" / "cpu.cfs_quota_us", "100000\n");
+  mtx::test::write_text(root / "cpu,cpuacct" / "docker" / "cpu.cfs_period_us", "100000\n");
+  mtx::test::write_text(root / "cpu,cpuacct" / "cpu.cfs_quota_us", "-1\n");
+  mtx::test::write_text(root / "cpu,cpuacct" / "cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(mtx::cgroup_cpu_limit("12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n", root), 1);
+  EXPECT_EQ(mtx::cgroup_cpu_limit("12:memory:/docker/abc\n", root), 0) << "no cpu controller listed";
+  // v2: the unified hierarchy, a 3-CPU slice under an unlimited root.
+  const auto v2 = tmp / "v2";
+  mtx::test::write_text(v2 / "cpu.max", "max 100000\n");
+  mtx::test::write_text(v2 / "user.slice" / "cpu.max", "300000 100000\n");
+  mtx::test::write_text(v2 / "user.slice" / "session" / "cpu.max", "max 100000\n");
+  EXPECT_EQ(mtx::cgroup_cpu_limit("0::/user.slice/session\n", v2), 3);
+  // Inside a container the listed path is not under the mount: the mount's own (root) quota applies.
+  mtx::test::write_text(v2 / "cpu.max", "250000 100000\n");
+  EXPECT_EQ(mtx::cgroup_cpu_limit("0::/../elsewhere\n", v2), 2.5);
+}
+
+TEST(Cpus, UsableCpusFollowTheAffinityMask) {
+  const int all = mtx::usable_cpus();
+  EXPECT_GE(all, 1);
+  EXPECT_LE(all, int(std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_EQ(mtx::resolve_threads(0), all);
+  EXPECT_EQ(mtx::resolve_threads(3), 3);
+  int pinned = 0;
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // this thread only
+    pinned = mtx::usable_cpus();
+  }).join();
+  EXPECT_EQ(pinned, 1);
 }

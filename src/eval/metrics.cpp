@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "mtx/eval/internal.h"
+#include "mtx/util/cpus.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/parallel.h"
 #include "mtx/util/random.h"
@@ -20,7 +21,7 @@ namespace {
 // fn(begin, end) over chunks on one thread per core (the metrics library stays free of torch).
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F fn) {
-  mtx::parallel_for(n, grain, int(std::max(1u, std::thread::hardware_concurrency())), fn);
+  mtx::parallel_for(n, grain, usable_cpus(), fn);
 }
 
 // ROUGE-N / ROUGE-L F1 per segment (13a tokens, lowercased), averaged over segments.

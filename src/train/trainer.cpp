@@ -16,6 +16,7 @@
 #include "mtx/train/loss.h"
 #include "mtx/train/scheduler.h"
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/cpus.h"
 #include "mtx/util/device.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/faults.h"
@@ -154,8 +155,7 @@ Trainer::Trainer(RunSettings settings)
         std::make_unique<dist::Group>(*denv, device_, std::chrono::milliseconds(int64_t(tc_.dist_timeout_s * 1000)));
   }
   // train.threads 0 (all cores): the ranks on this machine share them.
-  set_threads(tc_.threads == 0 && denv ? std::max(1, int(std::thread::hardware_concurrency()) / denv->local_world_size)
-                                       : tc_.threads);
+  set_threads(tc_.threads == 0 && denv ? std::max(1, usable_cpus() / denv->local_world_size) : tc_.threads);
   rank_ = group_ ? group_->rank() : 0;
   world_ = group_ ? group_->size() : 1;
   writer_ = rank_ == 0;

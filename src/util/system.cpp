@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "mtx/util/cpus.h"
 #include "mtx/util/logging.h"
 
 namespace fs = std::filesystem;
@@ -94,8 +95,8 @@ const BlasInfo& blas_info() {
 std::string better_blas_core(const std::string& chosen_core, const CpuFeatures& cpu) {
   const std::string chosen = lower(chosen_core);
   const bool avx512 = cpu.avx512f && cpu.avx512bw && cpu.avx512dq && cpu.avx512vl && cpu.avx2 && cpu.fma;
-  // AVX2 kernels ("Haswell", "Zen") on a CPU with AVX-512: on a 2-core AMD EPYC (family 26) SkylakeX's trained
-  // 1.65x faster than Haswell's.
+  // AVX2 kernels ("Haswell", "Zen") on a CPU with AVX-512: SkylakeX's are the wider ones (docs/building.md
+  // has the measurement).
   if (avx512 && (chosen == "haswell" || chosen == "zen")) return "SkylakeX";
   // The generic fallbacks of OpenBLAS's DYNAMIC_ARCH build for an unrecognised x86-64 model.
   if (chosen != "prescott" && chosen != "core2" && chosen != "nehalem" && chosen != "katmai") return "";
@@ -174,9 +175,7 @@ void warn_if_slow_blas() {
   });
 }
 
-int resolve_threads(int threads) {
-  return threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
-}
+int resolve_threads(int threads) { return threads > 0 ? threads : usable_cpus(); }
 
 void set_threads(int threads) {
   // Explicit even for 0: Debian's LibTorch otherwise starts with OpenMP's default, which can be 1.

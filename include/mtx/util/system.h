@@ -24,8 +24,8 @@ RuntimeInfo runtime_info();
 
 // OpenBLAS (Debian bookworm's 0.3.21) picks its kernels from the CPU's model number; on CPUs it does not
 // know, such as virtual "Intel(R) Xeon(R) Processor" models, it falls back to its Prescott (SSE3) kernels,
-// which make training ~3.5x slower. The choice is made when the library loads, so only OPENBLAS_CORETYPE
-// in the environment of a new process can change it.
+// which make training several times slower (docs/building.md). The choice is made when the library loads, so only
+// OPENBLAS_CORETYPE in the environment of a new process can change it.
 //
 // The core to ask for instead, given the core OpenBLAS chose (openblas_get_corename(), any case) and the
 // instruction sets the CPU and OS offer; "" when nothing should change (a recognised core, or no better
@@ -49,7 +49,7 @@ void select_blas_kernels(char** argv);
 // OpenBLAS kernels narrower than the CPU's because OPENBLAS_CORETYPE was set outside mtx.
 void warn_if_slow_blas();
 
-// A thread-count setting resolved: 0 means one per core.
+// A thread-count setting resolved: 0 means one per usable CPU (util/cpus.h).
 int resolve_threads(int threads);
 
 // Sets torch's intra-op threads (0 = one per core) and, the first time, warns as warn_if_slow_blas().
