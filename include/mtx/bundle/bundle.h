@@ -47,7 +47,7 @@ std::vector<Bundle> load_ensemble(const std::vector<std::filesystem::path>& path
 
 // int8 inference (model/linear.h): every Linear of the layers, and the output projection with `output`.
 struct Int8Options {
-  bool output = true;  // the output projection too (measured: see docs/results.md)
+  bool output = true;  // the output projection too (tied or not)
 };
 // Quantizes a loaded bundle's model for CPU inference (eval mode; its weights_sha256 is updated to the
 // dequantized weights). Throws ConfigError when the model is not on the CPU or LibTorch has no int8 engine.

@@ -1,7 +1,6 @@
 // Dropout for training. On CPU, torch's bernoulli_ draws every mask element serially from one
-// mt19937 (measured ~20 ms per [4096, 256] activation on this machine: ~8% of a training step);
-// mtx instead takes one 64-bit seed per call from torch's default CPU generator (so torch::manual_seed
-// and the checkpointed RNG state still make runs exactly reproducible) and derives each element's
+// mt19937, on one core; mtx instead takes one 64-bit seed per call from torch's default CPU generator (so
+// torch::manual_seed and the checkpointed RNG state still make runs exactly reproducible) and derives each element's
 // keep/drop decision from a counter-based hash of (seed, element index), in parallel. The result does
 // not depend on the thread count. Other devices use torch::dropout.
 #pragma once

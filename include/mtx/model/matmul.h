@@ -1,8 +1,7 @@
 // Batched matrix multiply for attention, parallel over the batch on CPU.
 //
 // LibTorch 1.13's CPU bmm multiplies the small per-head matrices of attention (e.g. [17 x 32] x [32 x 17])
-// one after another on a single core: measured 25 ms for one attention forward + backward on a 4096-token
-// batch, ~17% of a training step. batched_matmul splits the batch across torch's intra-op threads (each
+// one after another on a single core. batched_matmul splits the batch across torch's intra-op threads (each
 // thread runs the same bmm kernel on its slice, so results are bitwise those of torch::matmul) and does
 // the same in its backward. Elsewhere (CUDA, other dtypes, tiny batches) it is torch::matmul.
 #pragma once
