@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mtx/util/cpu_isa.h"
 #include "mtx/util/device.h"
 #include "mtx/util/system.h"
 #include "test_utils.h"
@@ -43,6 +44,29 @@ TEST(Cli, VersionNamesTorchBlasAndCuda) {
   EXPECT_NE(r.output.find("LibTorch "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("BLAS: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("CUDA: "), std::string::npos) << r.output;
+}
+
+// The CPU ISA line names the level the kernels run at; MTX_CPU_ISA narrows it (and says so), an unknown name is
+// a one-line error listing the levels.
+TEST(Cli, VersionNamesTheCpuIsaAndMtxCpuIsaCapsIt) {
+  const Result r = run_mtx("--version", "env -u MTX_CPU_ISA");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string detected = mtx::cpu::name(mtx::cpu::detected());
+  EXPECT_NE(r.output.find("CPU ISA: " + detected + "\n"), std::string::npos) << r.output;
+  const Result generic = run_mtx("--version", "MTX_CPU_ISA=generic");
+  ASSERT_EQ(generic.code, 0) << generic.output;
+  EXPECT_NE(generic.output.find("CPU ISA: generic"), std::string::npos) << generic.output;
+  EXPECT_NE(generic.output.find("float on the BLAS"), std::string::npos) << generic.output;
+  if (mtx::cpu::detected() != mtx::cpu::Isa::generic) {
+    EXPECT_NE(generic.output.find("capped by MTX_CPU_ISA; detected " + detected), std::string::npos) << generic.output;
+  }
+  const Result info = run_mtx("info", "MTX_CPU_ISA=generic");
+  EXPECT_NE(info.output.find("\"cpu_isa\": \"generic\""), std::string::npos) << info.output;
+  const Result bad = run_mtx("--version", "MTX_CPU_ISA=avx9000");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("MTX_CPU_ISA: unknown instruction-set level 'avx9000'; use one of generic, neon, avx2"),
+            std::string::npos)
+      << bad.output;
 }
 
 // The CUDA line says what this build has: "not compiled" (Debian's LibTorch), "compiled (CUDA x.y), no device"

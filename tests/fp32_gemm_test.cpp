@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "mtx/model/linear.h"
+#include "mtx/util/cpu_isa.h"
 
 using namespace mtx;
 
@@ -85,4 +86,22 @@ TEST(Fp32Gemm, LinearRunsOnThePackUntilItsWeightChanges) {
   }
   EXPECT_TRUE(torch::allclose(packed_output(), torch::matmul(x, lin->weight.t()).detach(), 1e-4, 1e-5))
       << "after a load";
+}
+
+// The float kernel runs at the avx512 level and wider: a narrower level (MTX_CPU_ISA, or cpu::ScopedIsa here)
+// sends packed layers back to the BLAS at their next call, with the BLAS's numbers.
+TEST(Fp32Gemm, ANarrowerIsaRunsTheBlas) {
+  if (!mtx::cpu::runs(mtx::cpu::Isa::avx512, mtx::cpu_features())) GTEST_SKIP() << "no AVX-512 here";
+  mtx::cpu::ScopedIsa avx512(mtx::cpu::Isa::avx512);
+  if (!model::fp32::PackedLinear::available()) GTEST_SKIP() << "MTX_FP32_GEMM=blas";
+  torch::manual_seed(3);
+  model::Linear layer(48, 40);
+  layer->pack_fp32();
+  const torch::Tensor x = torch::randn({5, 48});  // [5, in]
+  torch::NoGradGuard no_grad;
+  const torch::Tensor packed = layer->forward(x);
+  EXPECT_TRUE(torch::equal(packed, model::fp32::reference_linear(layer->weight.detach(), layer->bias.detach(), x)));
+  mtx::cpu::ScopedIsa avx2(mtx::cpu::Isa::avx2);
+  EXPECT_FALSE(model::fp32::PackedLinear::available());
+  EXPECT_TRUE(torch::equal(layer->forward(x), torch::nn::functional::linear(x, layer->weight, layer->bias)));
 }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/cpu_isa.h"
 #include "mtx/util/cpus.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
@@ -174,4 +175,52 @@ TEST(Cpus, UsableCpusFollowTheAffinityMask) {
     pinned = mtx::usable_cpus();
   }).join();
   EXPECT_EQ(pinned, 1);
+}
+
+// The instruction-set level: the widest that the CPU runs under the cap; the levels are not a chain (AVX-VNNI
+// CPUs without AVX-512, AVX-512 VNNI CPUs without AVX-VNNI).
+TEST(CpuIsa, TheWidestLevelTheCpuRunsUnderTheCap) {
+  using mtx::cpu::Isa;
+  mtx::CpuFeatures zen3;
+  zen3.avx = zen3.avx2 = zen3.fma = true;
+  mtx::CpuFeatures alder_lake = zen3;
+  alder_lake.avx_vnni = true;
+  mtx::CpuFeatures ice_lake = zen3;
+  ice_lake.avx512f = ice_lake.avx512bw = ice_lake.avx512dq = ice_lake.avx512vl = ice_lake.avx512vnni = true;
+  mtx::CpuFeatures sapphire_rapids = ice_lake;
+  sapphire_rapids.avx_vnni = true;
+  mtx::CpuFeatures knights = zen3;
+  knights.avx512f = true;  // AVX-512F without BW/DQ/VL: not the avx512 level
+
+  EXPECT_EQ(mtx::cpu::best(mtx::CpuFeatures{}), Isa::generic);
+  EXPECT_EQ(mtx::cpu::best(zen3), Isa::avx2);
+  EXPECT_EQ(mtx::cpu::best(alder_lake), Isa::avx_vnni);
+  EXPECT_EQ(mtx::cpu::best(ice_lake), Isa::avx512_vnni);
+  EXPECT_EQ(mtx::cpu::best(knights), Isa::avx2);
+  EXPECT_EQ(mtx::cpu::best(ice_lake, Isa::avx_vnni), Isa::avx2) << "Ice Lake has no AVX-VNNI";
+  EXPECT_EQ(mtx::cpu::best(sapphire_rapids, Isa::avx_vnni), Isa::avx_vnni);
+  EXPECT_EQ(mtx::cpu::best(sapphire_rapids, Isa::avx512), Isa::avx512);
+  EXPECT_EQ(mtx::cpu::best(zen3, Isa::avx512_vnni), Isa::avx2);
+  EXPECT_EQ(mtx::cpu::best(sapphire_rapids, Isa::generic), Isa::generic);
+
+  EXPECT_EQ(mtx::cpu::parse("AVX2"), Isa::avx2);
+  EXPECT_EQ(mtx::cpu::parse("avx512-vnni"), Isa::avx512_vnni);
+  EXPECT_EQ(mtx::cpu::parse("avx512_vnni"), Isa::avx512_vnni);
+  EXPECT_FALSE(mtx::cpu::parse("sse4"));
+  for (const Isa isa : mtx::cpu::runnable()) EXPECT_TRUE(mtx::cpu::runs(isa, mtx::cpu_features()));
+  EXPECT_EQ(mtx::cpu::runnable().back(), mtx::cpu::detected());
+}
+
+TEST(CpuIsa, ScopedIsaChoosesTheLevelInsideTheProcess) {
+  using mtx::cpu::Isa;
+  const Isa before = mtx::cpu::isa();
+  {
+    mtx::cpu::ScopedIsa generic(Isa::generic);
+    EXPECT_EQ(mtx::cpu::isa(), Isa::generic);
+  }
+  EXPECT_EQ(mtx::cpu::isa(), before);
+  for (const Isa isa : {Isa::generic, Isa::neon, Isa::avx2, Isa::avx_vnni, Isa::avx512, Isa::avx512_vnni}) {
+    if (mtx::cpu::runs(isa, mtx::cpu_features())) continue;
+    EXPECT_THROW(mtx::cpu::ScopedIsa{isa}, mtx::Error) << mtx::cpu::name(isa) << " does not run here";
+  }
 }

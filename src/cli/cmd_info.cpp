@@ -65,6 +65,8 @@ int run_info(const InfoArgs& args) {
                         {"allocator", r.allocator},
                         {"fp32_kernel", model::fp32::PackedLinear::available() ? "avx512" : "blas"},
                         {"int8_engine", model::int8::engine()},
+                        {"cpu_isa", cpu::name(cpu::isa())},
+                        {"cpu_isa_detected", cpu::name(cpu::detected())},
                         {"cuda_compiled", r.cuda.compiled},
                         {"cuda_runtime", r.cuda.runtime},
                         {"cuda_available", r.cuda.devices > 0},

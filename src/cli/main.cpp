@@ -25,6 +25,11 @@ std::string version_text() {
   s += std::string("CPU inference: float on ") +
        (mtx::model::fp32::PackedLinear::available() ? "mtx's AVX-512 kernel (packed weights)" : "the BLAS") +
        ", int8 on " + (mtx::model::int8::engine().empty() ? "nothing (no engine)" : mtx::model::int8::engine()) + "\n";
+  s += std::string("CPU ISA: ") + mtx::cpu::name(mtx::cpu::isa()) +
+       (mtx::cpu::capped()
+            ? std::string(" (capped by MTX_CPU_ISA; detected ") + mtx::cpu::name(mtx::cpu::detected()) + ")"
+            : std::string()) +
+       "\n";
   s += "CUDA: " + mtx::cuda_summary(r.cuda) + "\n";
   s += "threads: " + std::to_string(r.threads) + "\n";
   return s;

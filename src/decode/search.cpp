@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "mtx/util/cpu_isa.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/system.h"
 
@@ -126,8 +127,7 @@ __attribute__((target("avx512f"))) void row_top_avx512(const float* x, int64_t n
 }
 
 void row_top(const float* x, int64_t n, int64_t m, Entry* out) {
-  static const bool avx512 = cpu_features().avx512f;
-  if (avx512)
+  if (cpu::isa() >= cpu::Isa::avx512)
     row_top_avx512(x, n, m, out);
   else
     row_top_scalar(x, n, m, out);

@@ -15,6 +15,7 @@
 #define MTX_AVX512 __attribute__((target("avx512f")))
 #endif
 
+#include "mtx/util/cpu_isa.h"
 #include "mtx/util/system.h"
 
 namespace mtx::model::fp32 {
@@ -148,11 +149,11 @@ bool PackedLinear::available() {
 #else
   constexpr bool kernel_built = false;
 #endif
-  static const bool yes = [] {
-    const char* wanted = std::getenv("MTX_FP32_GEMM");
-    return kernel_built && cpu_features().avx512f && (!wanted || !*wanted || std::string(wanted) == "avx512");
+  static const bool wanted = [] {
+    const char* env = std::getenv("MTX_FP32_GEMM");
+    return !env || !*env || std::string(env) == "avx512";
   }();
-  return yes;
+  return kernel_built && wanted && cpu::isa() >= cpu::Isa::avx512;
 }
 
 PackedLinear::PackedLinear(const torch::Tensor& w_in, const torch::Tensor& bias) {
@@ -211,7 +212,8 @@ bool TrackedLinear::current(const torch::Tensor& w, const torch::Tensor& bias) c
 }
 
 bool TrackedLinear::runs(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) const {
-  return !torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat && current(w, bias);
+  return !torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
+         current(w, bias) && PackedLinear::available();
 }
 
 void TrackedLinear::pack(const torch::Tensor& w, const torch::Tensor& bias) {

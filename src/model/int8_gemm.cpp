@@ -16,6 +16,7 @@
 #endif
 
 #include "mtx/model/linear.h"
+#include "mtx/util/cpu_isa.h"
 #include "mtx/util/system.h"
 
 namespace mtx::model::int8 {
@@ -155,10 +156,7 @@ MTX_VNNI void gemm_panels(const uint8_t* u, int64_t rows, int64_t in_pad, const 
 
 #pragma GCC diagnostic pop
 
-bool cpu_has_vnni() {
-  const CpuFeatures f = cpu_features();
-  return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
-}
+bool cpu_has_vnni() { return cpu::isa() == cpu::Isa::avx512_vnni; }
 
 #else
 
@@ -214,11 +212,11 @@ torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, 
 }
 
 bool VnniLinear::available() {
-  static const bool yes = [] {
-    const char* wanted = std::getenv("MTX_INT8_ENGINE");
-    return cpu_has_vnni() && (!wanted || !*wanted || std::string(wanted) == "avx512-vnni");
+  static const bool wanted = [] {
+    const char* env = std::getenv("MTX_INT8_ENGINE");
+    return !env || !*env || std::string(env) == "avx512-vnni";
   }();
-  return yes;
+  return wanted && cpu_has_vnni();
 }
 
 VnniLinear::VnniLinear(const Weight& weight, const torch::Tensor& bias) {

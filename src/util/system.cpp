@@ -106,23 +106,6 @@ std::string better_blas_core(const std::string& chosen_core, const CpuFeatures& 
   return "";
 }
 
-CpuFeatures cpu_features() {
-  CpuFeatures f;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  // libgcc's checks include the OS's support (XCR0) for the AVX and AVX-512 register state.
-  __builtin_cpu_init();
-  f.avx = __builtin_cpu_supports("avx");
-  f.avx2 = __builtin_cpu_supports("avx2");
-  f.fma = __builtin_cpu_supports("fma");
-  f.avx512f = __builtin_cpu_supports("avx512f");
-  f.avx512bw = __builtin_cpu_supports("avx512bw");
-  f.avx512dq = __builtin_cpu_supports("avx512dq");
-  f.avx512vl = __builtin_cpu_supports("avx512vl");
-  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
-#endif
-  return f;
-}
-
 void select_blas_kernels(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("MTX_BLAS_CORE")) return;
   using CoreFn = char* (*)();

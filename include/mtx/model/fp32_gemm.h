@@ -18,8 +18,9 @@ torch::Tensor reference_linear(const torch::Tensor& w, const torch::Tensor& bias
 
 class PackedLinear {
  public:
-  // This CPU runs AVX-512F and MTX_FP32_GEMM is unset or "avx512" ("blas" keeps LibTorch's BLAS: for tests and
-  // comparisons).
+  // The kernels run at the avx512 level or wider (util/cpu_isa.h) and MTX_FP32_GEMM is unset or "avx512"
+  // ("blas" keeps LibTorch's BLAS: for tests and comparisons). Asked at every use: a narrower level chosen later
+  // (cpu::ScopedIsa) sends layers back to the BLAS.
   static bool available();
 
   PackedLinear() = default;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "mtx/util/cpu_isa.h"
 #include "mtx/util/device.h"
 
 namespace mtx {
@@ -31,12 +32,7 @@ RuntimeInfo runtime_info();
 // instruction sets the CPU and OS offer; "" when nothing should change (a recognised core, or no better
 // kernels for this CPU). The generic fallbacks (Prescott, ...) are replaced by the CPU's family, and the AVX2
 // kernels (Haswell, Zen) by SkylakeX's where the CPU has AVX-512.
-struct CpuFeatures {
-  bool avx = false, avx2 = false, fma = false;
-  bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false, avx512vnni = false;
-};
 std::string better_blas_core(const std::string& chosen_core, const CpuFeatures& cpu);
-CpuFeatures cpu_features();
 
 // Called first thing in main(): when torch's BLAS is OpenBLAS running its fallback kernels and neither
 // OPENBLAS_CORETYPE nor MTX_BLAS_CORE is set, re-executes this program (same arguments, same open files)
