@@ -3,11 +3,58 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mtx/config/config.h"
 #include "mtx/model/attention.h"
 
 using namespace mtx::model;
+namespace config = mtx::config;
 
 namespace {
+
+// Every option, by name, as text: two option sets compare field by field and a difference is named.
+std::vector<std::pair<std::string, std::string>> fields(const TransformerOptions& o) {
+  const auto text = [](auto v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  return {{"src_vocab", text(o.src_vocab())},
+          {"tgt_vocab", text(o.tgt_vocab())},
+          {"d_model", text(o.d_model())},
+          {"heads", text(o.heads())},
+          {"encoder_layers", text(o.encoder_layers())},
+          {"decoder_layers", text(o.decoder_layers())},
+          {"ffn_dim", text(o.ffn_dim())},
+          {"dropout", text(o.dropout())},
+          {"attention_dropout", text(o.attention_dropout())},
+          {"activation_dropout", text(o.activation_dropout())},
+          {"max_len", text(o.max_len())},
+          {"pre_norm", text(o.pre_norm())},
+          {"learned_positions", text(o.learned_positions())},
+          {"gelu", text(o.gelu())},
+          {"kaiming_init", text(o.kaiming_init())},
+          {"uniform_embeddings", text(o.uniform_embeddings())},
+          {"decoder_only", text(o.decoder_only())},
+          {"tie_output", text(o.tie_output())},
+          {"share_embeddings", text(o.share_embeddings())},
+          {"pad_id", text(o.pad_id())},
+          {"use_sdpa", text(o.use_sdpa())}};
+}
+
+// The names of the fields where a and b differ.
+std::vector<std::string> differing(const TransformerOptions& a, const TransformerOptions& b) {
+  std::vector<std::string> out;
+  const auto fa = fields(a), fb = fields(b);
+  for (size_t i = 0; i < fa.size(); ++i) {
+    if (fa[i].second != fb[i].second) out.push_back(fa[i].first + ": " + fa[i].second + " vs " + fb[i].second);
+  }
+  return out;
+}
 
 TransformerOptions small(bool pre_norm, bool learned, bool shared) {
   return TransformerOptions(50, 50)
@@ -23,6 +70,63 @@ TransformerOptions small(bool pre_norm, bool learned, bool shared) {
 }
 
 }  // namespace
+
+// The module options take their defaults from the config section: a config left at its defaults builds the
+// model a TransformerOptions left at its defaults builds.
+TEST(Transformer, OptionsDefaultsAreTheConfigDefaults) {
+  for (const auto& [src, tgt] : {std::pair<int64_t, int64_t>{100, 100}, {100, 120}}) {
+    const TransformerOptions defaults(src, tgt);
+    EXPECT_EQ(differing(options_from_config(config::ModelConfig{}, src, tgt, 0), defaults), std::vector<std::string>{})
+        << src << " -> " << tgt;
+    EXPECT_EQ(defaults.share_embeddings(), config::ModelConfig{}.share_embeddings && src == tgt);
+  }
+  const TransformerOptions t(1, 1);
+  const LayerOptions layer(1, 1, 1);
+  EXPECT_EQ(layer.dropout(), t.dropout());
+  EXPECT_EQ(layer.attention_dropout(), t.attention_dropout());
+  EXPECT_EQ(layer.activation_dropout(), t.activation_dropout());
+  EXPECT_EQ(layer.pre_norm(), t.pre_norm());
+  EXPECT_EQ(layer.gelu(), t.gelu());
+  EXPECT_EQ(layer.use_sdpa(), t.use_sdpa());
+  EXPECT_EQ(AttentionOptions(1, 1).dropout(), t.attention_dropout());
+  EXPECT_EQ(AttentionOptions(1, 1).use_sdpa(), t.use_sdpa());
+}
+
+// ... and every setting of the section reaches the options (a missed one would hide behind equal defaults).
+TEST(Transformer, EveryModelSettingReachesTheOptions) {
+  config::ModelConfig c;
+  c.d_model = 64;
+  c.heads = 2;
+  c.encoder_layers = 1;
+  c.decoder_layers = 3;
+  c.ffn_dim = 96;
+  c.dropout = 0.3;
+  c.attention_dropout = 0.2;
+  c.activation_dropout = 0.15;
+  c.max_len = 40;
+  c.norm = c.norm == config::Norm::pre ? config::Norm::post : config::Norm::pre;
+  c.positions = c.positions == config::Positions::learned ? config::Positions::sinusoidal : config::Positions::learned;
+  c.activation = c.activation == config::Activation::gelu ? config::Activation::relu : config::Activation::gelu;
+  c.init = config::Init::kaiming;
+  c.tie_output = !c.tie_output;
+  c.share_embeddings = !c.share_embeddings;
+  const TransformerOptions defaults(100, 100);
+  const auto changed = [&](const config::ModelConfig& m, config::Task task) {
+    std::vector<std::string> names;
+    for (const auto& d : differing(options_from_config(m, 100, 100, 3, task), defaults)) {
+      names.push_back(d.substr(0, d.find(':')));
+    }
+    return names;
+  };
+  EXPECT_EQ(
+      changed(c, config::Task::lm),
+      (std::vector<std::string>{"d_model", "heads", "encoder_layers", "decoder_layers", "ffn_dim", "dropout",
+                                "attention_dropout", "activation_dropout", "max_len", "pre_norm", "learned_positions",
+                                "gelu", "kaiming_init", "decoder_only", "tie_output", "share_embeddings", "pad_id"}));
+  config::ModelConfig uniform;
+  uniform.init = config::Init::uniform;
+  EXPECT_EQ(changed(uniform, config::Task::translation), (std::vector<std::string>{"uniform_embeddings", "pad_id"}));
+}
 
 TEST(Transformer, StepByStepDecodingEqualsTheTeacherForcedPass) {
   for (bool pre : {false, true}) {

@@ -7,6 +7,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include "mtx/config/config.h"
 #include "mtx/model/linear.h"
 
 namespace mtx::model {
@@ -26,7 +27,7 @@ struct AttentionOptions {
   AttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(int64_t, heads);
-  TORCH_ARG(double, dropout) = 0.0;  // on the attention weights
+  TORCH_ARG(double, dropout) = config::ModelConfig{}.attention_dropout;  // on the attention weights
   TORCH_ARG(bool, use_sdpa) = true;
 };
 

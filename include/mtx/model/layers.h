@@ -9,21 +9,23 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include "mtx/config/config.h"
 #include "mtx/model/attention.h"
 #include "mtx/model/linear.h"
 
 namespace mtx::model {
 
+// The defaults are config::ModelConfig's, as TransformerOptions' are.
 struct LayerOptions {
   LayerOptions(int64_t d_model, int64_t heads, int64_t ffn_dim) : d_model_(d_model), heads_(heads), ffn_dim_(ffn_dim) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(int64_t, heads);
   TORCH_ARG(int64_t, ffn_dim);
-  TORCH_ARG(double, dropout) = 0.1;             // on each residual branch
-  TORCH_ARG(double, attention_dropout) = 0.0;   // on attention weights
-  TORCH_ARG(double, activation_dropout) = 0.0;  // after the feed-forward activation
-  TORCH_ARG(bool, pre_norm) = false;
-  TORCH_ARG(bool, gelu) = false;  // false: relu
+  TORCH_ARG(double, dropout) = config::ModelConfig{}.dropout;                        // on each residual branch
+  TORCH_ARG(double, attention_dropout) = config::ModelConfig{}.attention_dropout;    // on attention weights
+  TORCH_ARG(double, activation_dropout) = config::ModelConfig{}.activation_dropout;  // after the FFN activation
+  TORCH_ARG(bool, pre_norm) = config::ModelConfig{}.norm == config::Norm::pre;
+  TORCH_ARG(bool, gelu) = config::ModelConfig{}.activation == config::Activation::gelu;  // false: relu
   TORCH_ARG(bool, use_sdpa) = true;
 };
 
