@@ -3,13 +3,16 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <memory>
 #include <sstream>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include "mtx/config/config.h"
 #include "mtx/model/attention.h"
+#include "mtx/model/int8_gemm.h"
 
 using namespace mtx::model;
 namespace config = mtx::config;
@@ -67,6 +70,16 @@ TransformerOptions small(bool pre_norm, bool learned, bool shared) {
       .pre_norm(pre_norm)
       .learned_positions(learned)
       .share_embeddings(shared);
+}
+
+// Parameters and buffers of `a` and `b`: the same names, equal values.
+void expect_equal_state(torch::nn::Module& a, torch::nn::Module& b) {
+  for (const bool params : {true, false}) {
+    const auto ta = params ? a.named_parameters() : a.named_buffers();
+    const auto tb = params ? b.named_parameters() : b.named_buffers();
+    ASSERT_EQ(ta.keys(), tb.keys());
+    for (const auto& item : ta) EXPECT_TRUE(torch::equal(item.value(), tb[item.key()])) << item.key();
+  }
 }
 
 }  // namespace
@@ -277,4 +290,116 @@ TEST(Transformer, EncodingIsBitIdenticalAloneAndInAPaddedBatch) {
   const Memory both = model->encode(batch);  // [2, 48, 64]
   const torch::Tensor a = one.states[0], b = both.states[0].narrow(0, 0, 5);
   EXPECT_TRUE(torch::equal(a, b)) << "max diff " << (a - b).abs().max().item<float>();
+}
+
+// clone() (Cloneable, as LibTorch's modules are): the same parameters and buffers under the same names, its own
+// copies of them, the same submodule types (mtx's Linear included), the same output -- for every arrangement.
+TEST(Transformer, CloneIsAnEqualIndependentCopy) {
+  struct Case {
+    const char* name;
+    TransformerOptions options;
+  };
+  const std::vector<Case> cases = {
+      {"post-norm, separate embeddings", small(false, false, false)},
+      {"pre-norm, shared embeddings, tied", small(true, false, true)},
+      {"pre-norm, learned positions, gelu, untied", small(true, true, false).gelu(true).tie_output(false)},
+      {"post-norm, shared embeddings, untied", small(false, false, true).tie_output(false)},
+      {"decoder-only", small(false, true, false).decoder_only(true).tie_output(false)},
+      {"decoder-only, pre-norm, tied", small(true, false, false).decoder_only(true)},
+  };
+  const torch::Tensor src = torch::tensor({5, 6, 7, 8, 3, 9, 10, 3, 0, 0}, torch::kLong).view({2, 5});
+  const torch::Tensor tgt = torch::tensor({2, 11, 12, 13, 2, 15, 0, 0}, torch::kLong).view({2, 4});
+  const torch::Tensor all = torch::ones({2, 4}, torch::kBool);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    torch::manual_seed(5);
+    Transformer model(c.options);
+    model->eval();
+    torch::manual_seed(6);
+    const torch::Tensor next_draw = torch::rand({4}, torch::kDouble);
+    torch::manual_seed(6);
+    Transformer copy(std::dynamic_pointer_cast<TransformerImpl>(model->clone()));
+    ASSERT_TRUE(copy);
+    EXPECT_TRUE(torch::equal(torch::rand({4}, torch::kDouble), next_draw)) << "clone() leaves the generator as it was";
+    EXPECT_EQ(differing(copy->options, model->options), std::vector<std::string>{});
+    EXPECT_FALSE(copy->is_training());
+    expect_equal_state(*copy, *model);
+    const auto mine = copy->named_modules(), theirs = model->named_modules();
+    ASSERT_EQ(mine.keys(), theirs.keys());
+    for (const auto& item : mine) {
+      const auto& original = *theirs[item.key()];
+      EXPECT_EQ(typeid(*item.value()), typeid(original)) << item.key();
+      EXPECT_NE(item.value().get(), &original) << item.key();
+    }
+    if (c.options.share_embeddings() && !c.options.decoder_only()) {
+      EXPECT_EQ(copy->src_embed.get(), copy->tgt_embed.get()) << "the copy's embeddings are still one";
+    }
+    {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor got =
+          c.options.decoder_only() ? copy->logits_at(torch::Tensor(), tgt, all) : copy->forward(src, tgt);
+      const torch::Tensor want =
+          c.options.decoder_only() ? model->logits_at(torch::Tensor(), tgt, all) : model->forward(src, tgt);
+      EXPECT_TRUE(torch::equal(got, want)) << (got - want).abs().max().item<float>();
+      // Independent: changing every tensor of the copy leaves the original's.
+      for (auto& p : copy->parameters()) p.add_(1);
+      for (auto& b : copy->buffers()) b.add_(1);
+    }
+    const auto before = model->named_parameters(), after = copy->named_parameters();
+    for (const auto& item : before) EXPECT_FALSE(torch::equal(item.value(), after[item.key()])) << item.key();
+    const auto before_buffers = model->named_buffers(), after_buffers = copy->named_buffers();
+    for (const auto& item : before_buffers) {
+      EXPECT_FALSE(torch::equal(item.value(), after_buffers[item.key()])) << item.key();
+    }
+  }
+}
+
+TEST(Transformer, ResetBuildsANewModelNotOverABuiltOne) {
+  torch::manual_seed(4);
+  Transformer model(small(false, false, true));
+  torch::manual_seed(4);
+  Transformer same(small(false, false, true));
+  expect_equal_state(*model, *same);
+  EXPECT_THROW(model->reset(), c10::Error);
+  expect_equal_state(*model, *same);
+  model->eval();
+  same->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor src = torch::tensor({{5, 6, 7, 3}}, torch::kLong), tgt = torch::tensor({{2, 8, 9}}, torch::kLong);
+  EXPECT_TRUE(torch::equal(model->forward(src, tgt), same->forward(src, tgt))) << "the refused reset() left it whole";
+}
+
+TEST(Transformer, CloneOfAFloatLinearIsOursAndAnInt8ModelRefusesIt) {
+  torch::manual_seed(2);
+  Linear linear(8, 6);
+  const auto copy = std::dynamic_pointer_cast<LinearImpl>(linear->clone());
+  ASSERT_TRUE(copy) << "clone() gives an mtx::model::Linear";
+  EXPECT_TRUE(torch::equal(copy->weight, linear->weight));
+  EXPECT_TRUE(torch::equal(copy->bias, linear->bias));
+  EXPECT_NE(copy->weight.data_ptr(), linear->weight.data_ptr());
+  EXPECT_EQ(copy->named_parameters().keys(), linear->named_parameters().keys());
+  if (mtx::model::int8::engine().empty()) GTEST_SKIP() << "this LibTorch has no quantized CPU engine";
+  Transformer model(small(false, false, true));
+  model->eval();
+  model->quantize_int8(true);
+  EXPECT_THROW(model->clone(), c10::Error);
+  EXPECT_THROW(model->encoder[0]->as<EncoderLayer>()->ffn->fc1->clone(), c10::Error);
+}
+
+TEST(Transformer, PrettyPrintNamesEveryOptionAndTheLayers) {
+  Transformer model(small(true, false, true));
+  std::ostringstream text;
+  text << *model;
+  const std::string s = text.str();
+  EXPECT_NE(s.find("mtx::model::Transformer(src_vocab=50, tgt_vocab=50, d_model=32, heads=4, encoder_layers=2, "
+                   "decoder_layers=2, ffn_dim=64, dropout=0.1"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("pre_norm=true"), std::string::npos) << s;
+  EXPECT_NE(s.find("share_embeddings=true"), std::string::npos) << s;
+  for (const char* part : {"mtx::model::EncoderLayer(d_model=32, heads=4, ffn_dim=64", "mtx::model::DecoderLayer(",
+                           "mtx::model::SelfAttention(", "mtx::model::CrossAttention(", "mtx::model::FeedForward(",
+                           "mtx::model::PositionalEncoding(max_len=32, d_model=32, learned=false)"}) {
+    EXPECT_NE(s.find(part), std::string::npos) << part << " in\n" << s;
+  }
 }

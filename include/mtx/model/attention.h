@@ -3,9 +3,12 @@
 // LibTorch >= 2.0 runs scaled_dot_product_attention; 1.x runs the explicit path (same numbers).
 #pragma once
 
+#include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
+
+#include <ostream>
 
 #include "mtx/config/config.h"
 #include "mtx/model/linear.h"
@@ -44,9 +47,12 @@ struct SelfKV {
   void reorder(const torch::Tensor& indices);  // composes with a pending reorder
 };
 
-class SelfAttentionImpl : public torch::nn::Module {
+// Cloneable (reset() builds the projections, as the constructor does; clone() is a deep copy).
+class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
   explicit SelfAttentionImpl(const AttentionOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
   // x [b, t, d], mask [b|1, 1, t, t] -> [b, t, d]. With `cache`, x holds the new step(s) only: their
   // K/V are appended and the queries attend to everything cached (mask may then be undefined).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache = nullptr);
@@ -59,9 +65,12 @@ class SelfAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SelfAttention);
 
-class CrossAttentionImpl : public torch::nn::Module {
+// Cloneable (reset() builds the projections, as the constructor does; clone() is a deep copy).
+class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
  public:
   explicit CrossAttentionImpl(const AttentionOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
   // Encoder output [b, s, d] -> K, V [b, h, s, hd]: computed once per batch when decoding.
   SelfKV project_memory(const torch::Tensor& memory);
   // x [b, t, d] attends to projected memory; mask [b, 1, 1, s] -> [b, t, d].

@@ -3,12 +3,15 @@
 // incremental step over a cache for search and sampling (which live in decode/).
 #pragma once
 
+#include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include <memory>
+#include <ostream>
 #include <vector>
 
 #include "mtx/config/config.h"
@@ -85,9 +88,21 @@ struct DecoderCache {
   void reorder(const torch::Tensor& indices, bool same_memory = false);
 };
 
-class TransformerImpl : public torch::nn::Module {
+// Cloneable, as LibTorch's modules are: clone() is a deep copy -- parameters, buffers and submodules of its own,
+// its embeddings shared within it where the original's are -- and not packed (pack_fp32() it to use mtx's float
+// kernel). It leaves LibTorch's CPU generator as it found it (dropout and batch order draw from it). A model
+// holding int8 weights refuses it: clone the float model, then quantize the copy.
+class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
+
+  // Builds the submodules from `options` and initialises them (reset_parameters), drawing the same random
+  // numbers in the same order for the same options. Run by the constructor, and by clone() on a copy whose
+  // parameters, buffers and submodules it cleared (on a built model it throws: the names are taken).
+  void reset() override;
+  std::shared_ptr<torch::nn::Module> clone(const c10::optional<torch::Device>& device = c10::nullopt) const override;
+  // "mtx::model::Transformer(src_vocab=.., tgt_vocab=.., d_model=.., ...)": every option.
+  void pretty_print(std::ostream& stream) const override;
 
   Memory encode(const torch::Tensor& src);  // src [batch, src_len] -> memory
   // Teacher-forced decoder: tgt_in [batch, tgt_len] -> logits [batch, tgt_len, tgt_vocab].
