@@ -3,11 +3,61 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <memory>
+#include <sstream>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "mtx/config/config.h"
 #include "mtx/model/attention.h"
+#include "mtx/model/int8_gemm.h"
 
 using namespace mtx::model;
+namespace config = mtx::config;
 
 namespace {
+
+// Every option, by name, as text: two option sets compare field by field and a difference is named.
+std::vector<std::pair<std::string, std::string>> fields(const TransformerOptions& o) {
+  const auto text = [](auto v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  return {{"src_vocab", text(o.src_vocab())},
+          {"tgt_vocab", text(o.tgt_vocab())},
+          {"d_model", text(o.d_model())},
+          {"heads", text(o.heads())},
+          {"encoder_layers", text(o.encoder_layers())},
+          {"decoder_layers", text(o.decoder_layers())},
+          {"ffn_dim", text(o.ffn_dim())},
+          {"dropout", text(o.dropout())},
+          {"attention_dropout", text(o.attention_dropout())},
+          {"activation_dropout", text(o.activation_dropout())},
+          {"max_len", text(o.max_len())},
+          {"pre_norm", text(o.pre_norm())},
+          {"learned_positions", text(o.learned_positions())},
+          {"gelu", text(o.gelu())},
+          {"kaiming_init", text(o.kaiming_init())},
+          {"uniform_embeddings", text(o.uniform_embeddings())},
+          {"decoder_only", text(o.decoder_only())},
+          {"tie_output", text(o.tie_output())},
+          {"share_embeddings", text(o.share_embeddings())},
+          {"pad_id", text(o.pad_id())},
+          {"use_sdpa", text(o.use_sdpa())}};
+}
+
+// The names of the fields where a and b differ.
+std::vector<std::string> differing(const TransformerOptions& a, const TransformerOptions& b) {
+  std::vector<std::string> out;
+  const auto fa = fields(a), fb = fields(b);
+  for (size_t i = 0; i < fa.size(); ++i) {
+    if (fa[i].second != fb[i].second) out.push_back(fa[i].first + ": " + fa[i].second + " vs " + fb[i].second);
+  }
+  return out;
+}
 
 TransformerOptions small(bool pre_norm, bool learned, bool shared) {
   return TransformerOptions(50, 50)
@@ -22,7 +72,74 @@ TransformerOptions small(bool pre_norm, bool learned, bool shared) {
       .share_embeddings(shared);
 }
 
+// Parameters and buffers of `a` and `b`: the same names, equal values.
+void expect_equal_state(torch::nn::Module& a, torch::nn::Module& b) {
+  for (const bool params : {true, false}) {
+    const auto ta = params ? a.named_parameters() : a.named_buffers();
+    const auto tb = params ? b.named_parameters() : b.named_buffers();
+    ASSERT_EQ(ta.keys(), tb.keys());
+    for (const auto& item : ta) EXPECT_TRUE(torch::equal(item.value(), tb[item.key()])) << item.key();
+  }
+}
+
 }  // namespace
+
+// The module options take their defaults from the config section: a config left at its defaults builds the
+// model a TransformerOptions left at its defaults builds.
+TEST(Transformer, OptionsDefaultsAreTheConfigDefaults) {
+  for (const auto& [src, tgt] : {std::pair<int64_t, int64_t>{100, 100}, {100, 120}}) {
+    const TransformerOptions defaults(src, tgt);
+    EXPECT_EQ(differing(options_from_config(config::ModelConfig{}, src, tgt, 0), defaults), std::vector<std::string>{})
+        << src << " -> " << tgt;
+    EXPECT_EQ(defaults.share_embeddings(), config::ModelConfig{}.share_embeddings && src == tgt);
+  }
+  const TransformerOptions t(1, 1);
+  const LayerOptions layer(1, 1, 1);
+  EXPECT_EQ(layer.dropout(), t.dropout());
+  EXPECT_EQ(layer.attention_dropout(), t.attention_dropout());
+  EXPECT_EQ(layer.activation_dropout(), t.activation_dropout());
+  EXPECT_EQ(layer.pre_norm(), t.pre_norm());
+  EXPECT_EQ(layer.gelu(), t.gelu());
+  EXPECT_EQ(layer.use_sdpa(), t.use_sdpa());
+  EXPECT_EQ(AttentionOptions(1, 1).dropout(), t.attention_dropout());
+  EXPECT_EQ(AttentionOptions(1, 1).use_sdpa(), t.use_sdpa());
+}
+
+// ... and every setting of the section reaches the options (a missed one would hide behind equal defaults).
+TEST(Transformer, EveryModelSettingReachesTheOptions) {
+  config::ModelConfig c;
+  c.d_model = 64;
+  c.heads = 2;
+  c.encoder_layers = 1;
+  c.decoder_layers = 3;
+  c.ffn_dim = 96;
+  c.dropout = 0.3;
+  c.attention_dropout = 0.2;
+  c.activation_dropout = 0.15;
+  c.max_len = 40;
+  c.norm = c.norm == config::Norm::pre ? config::Norm::post : config::Norm::pre;
+  c.positions = c.positions == config::Positions::learned ? config::Positions::sinusoidal : config::Positions::learned;
+  c.activation = c.activation == config::Activation::gelu ? config::Activation::relu : config::Activation::gelu;
+  c.init = config::Init::kaiming;
+  c.tie_output = !c.tie_output;
+  c.share_embeddings = !c.share_embeddings;
+  const TransformerOptions defaults(100, 100);
+  const auto changed = [&](const config::ModelConfig& m, config::Task task) {
+    std::vector<std::string> names;
+    for (const auto& d : differing(options_from_config(m, 100, 100, 3, task), defaults)) {
+      names.push_back(d.substr(0, d.find(':')));
+    }
+    return names;
+  };
+  EXPECT_EQ(
+      changed(c, config::Task::lm),
+      (std::vector<std::string>{"d_model", "heads", "encoder_layers", "decoder_layers", "ffn_dim", "dropout",
+                                "attention_dropout", "activation_dropout", "max_len", "pre_norm", "learned_positions",
+                                "gelu", "kaiming_init", "decoder_only", "tie_output", "share_embeddings", "pad_id"}));
+  config::ModelConfig uniform;
+  uniform.init = config::Init::uniform;
+  EXPECT_EQ(changed(uniform, config::Task::translation), (std::vector<std::string>{"uniform_embeddings", "pad_id"}));
+}
 
 TEST(Transformer, StepByStepDecodingEqualsTheTeacherForcedPass) {
   for (bool pre : {false, true}) {
@@ -173,4 +290,116 @@ TEST(Transformer, EncodingIsBitIdenticalAloneAndInAPaddedBatch) {
   const Memory both = model->encode(batch);  // [2, 48, 64]
   const torch::Tensor a = one.states[0], b = both.states[0].narrow(0, 0, 5);
   EXPECT_TRUE(torch::equal(a, b)) << "max diff " << (a - b).abs().max().item<float>();
+}
+
+// clone() (Cloneable, as LibTorch's modules are): the same parameters and buffers under the same names, its own
+// copies of them, the same submodule types (mtx's Linear included), the same output -- for every arrangement.
+TEST(Transformer, CloneIsAnEqualIndependentCopy) {
+  struct Case {
+    const char* name;
+    TransformerOptions options;
+  };
+  const std::vector<Case> cases = {
+      {"post-norm, separate embeddings", small(false, false, false)},
+      {"pre-norm, shared embeddings, tied", small(true, false, true)},
+      {"pre-norm, learned positions, gelu, untied", small(true, true, false).gelu(true).tie_output(false)},
+      {"post-norm, shared embeddings, untied", small(false, false, true).tie_output(false)},
+      {"decoder-only", small(false, true, false).decoder_only(true).tie_output(false)},
+      {"decoder-only, pre-norm, tied", small(true, false, false).decoder_only(true)},
+  };
+  const torch::Tensor src = torch::tensor({5, 6, 7, 8, 3, 9, 10, 3, 0, 0}, torch::kLong).view({2, 5});
+  const torch::Tensor tgt = torch::tensor({2, 11, 12, 13, 2, 15, 0, 0}, torch::kLong).view({2, 4});
+  const torch::Tensor all = torch::ones({2, 4}, torch::kBool);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    torch::manual_seed(5);
+    Transformer model(c.options);
+    model->eval();
+    torch::manual_seed(6);
+    const torch::Tensor next_draw = torch::rand({4}, torch::kDouble);
+    torch::manual_seed(6);
+    Transformer copy(std::dynamic_pointer_cast<TransformerImpl>(model->clone()));
+    ASSERT_TRUE(copy);
+    EXPECT_TRUE(torch::equal(torch::rand({4}, torch::kDouble), next_draw)) << "clone() leaves the generator as it was";
+    EXPECT_EQ(differing(copy->options, model->options), std::vector<std::string>{});
+    EXPECT_FALSE(copy->is_training());
+    expect_equal_state(*copy, *model);
+    const auto mine = copy->named_modules(), theirs = model->named_modules();
+    ASSERT_EQ(mine.keys(), theirs.keys());
+    for (const auto& item : mine) {
+      const auto& original = *theirs[item.key()];
+      EXPECT_EQ(typeid(*item.value()), typeid(original)) << item.key();
+      EXPECT_NE(item.value().get(), &original) << item.key();
+    }
+    if (c.options.share_embeddings() && !c.options.decoder_only()) {
+      EXPECT_EQ(copy->src_embed.get(), copy->tgt_embed.get()) << "the copy's embeddings are still one";
+    }
+    {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor got =
+          c.options.decoder_only() ? copy->logits_at(torch::Tensor(), tgt, all) : copy->forward(src, tgt);
+      const torch::Tensor want =
+          c.options.decoder_only() ? model->logits_at(torch::Tensor(), tgt, all) : model->forward(src, tgt);
+      EXPECT_TRUE(torch::equal(got, want)) << (got - want).abs().max().item<float>();
+      // Independent: changing every tensor of the copy leaves the original's.
+      for (auto& p : copy->parameters()) p.add_(1);
+      for (auto& b : copy->buffers()) b.add_(1);
+    }
+    const auto before = model->named_parameters(), after = copy->named_parameters();
+    for (const auto& item : before) EXPECT_FALSE(torch::equal(item.value(), after[item.key()])) << item.key();
+    const auto before_buffers = model->named_buffers(), after_buffers = copy->named_buffers();
+    for (const auto& item : before_buffers) {
+      EXPECT_FALSE(torch::equal(item.value(), after_buffers[item.key()])) << item.key();
+    }
+  }
+}
+
+TEST(Transformer, ResetBuildsANewModelNotOverABuiltOne) {
+  torch::manual_seed(4);
+  Transformer model(small(false, false, true));
+  torch::manual_seed(4);
+  Transformer same(small(false, false, true));
+  expect_equal_state(*model, *same);
+  EXPECT_THROW(model->reset(), c10::Error);
+  expect_equal_state(*model, *same);
+  model->eval();
+  same->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor src = torch::tensor({{5, 6, 7, 3}}, torch::kLong), tgt = torch::tensor({{2, 8, 9}}, torch::kLong);
+  EXPECT_TRUE(torch::equal(model->forward(src, tgt), same->forward(src, tgt))) << "the refused reset() left it whole";
+}
+
+TEST(Transformer, CloneOfAFloatLinearIsOursAndAnInt8ModelRefusesIt) {
+  torch::manual_seed(2);
+  Linear linear(8, 6);
+  const auto copy = std::dynamic_pointer_cast<LinearImpl>(linear->clone());
+  ASSERT_TRUE(copy) << "clone() gives an mtx::model::Linear";
+  EXPECT_TRUE(torch::equal(copy->weight, linear->weight));
+  EXPECT_TRUE(torch::equal(copy->bias, linear->bias));
+  EXPECT_NE(copy->weight.data_ptr(), linear->weight.data_ptr());
+  EXPECT_EQ(copy->named_parameters().keys(), linear->named_parameters().keys());
+  if (mtx::model::int8::engine().empty()) GTEST_SKIP() << "this LibTorch has no quantized CPU engine";
+  Transformer model(small(false, false, true));
+  model->eval();
+  model->quantize_int8(true);
+  EXPECT_THROW(model->clone(), c10::Error);
+  EXPECT_THROW(model->encoder[0]->as<EncoderLayer>()->ffn->fc1->clone(), c10::Error);
+}
+
+TEST(Transformer, PrettyPrintNamesEveryOptionAndTheLayers) {
+  Transformer model(small(true, false, true));
+  std::ostringstream text;
+  text << *model;
+  const std::string s = text.str();
+  EXPECT_NE(s.find("mtx::model::Transformer(src_vocab=50, tgt_vocab=50, d_model=32, heads=4, encoder_layers=2, "
+                   "decoder_layers=2, ffn_dim=64, dropout=0.1"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("pre_norm=true"), std::string::npos) << s;
+  EXPECT_NE(s.find("share_embeddings=true"), std::string::npos) << s;
+  for (const char* part : {"mtx::model::EncoderLayer(d_model=32, heads=4, ffn_dim=64", "mtx::model::DecoderLayer(",
+                           "mtx::model::SelfAttention(", "mtx::model::CrossAttention(", "mtx::model::FeedForward(",
+                           "mtx::model::PositionalEncoding(max_len=32, d_model=32, learned=false)"}) {
+    EXPECT_NE(s.find(part), std::string::npos) << part << " in\n" << s;
+  }
 }

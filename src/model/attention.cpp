@@ -202,10 +202,19 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
   return batched_matmul(weights, v);  // [b, h, tq, hd]
 }
 
-SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& o) : options(o) {
+SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& o) : options(o) { reset(); }
+
+void SelfAttentionImpl::reset() {
+  const AttentionOptions& o = options;
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " is not divisible by heads ", o.heads());
+  weights = torch::Tensor();
   qkv = register_module("qkv", Linear(o.d_model(), 3 * o.d_model()));
   out = register_module("out", Linear(o.d_model(), o.d_model()));
+}
+
+void SelfAttentionImpl::pretty_print(std::ostream& stream) const {
+  stream << "mtx::model::SelfAttention(d_model=" << options.d_model() << ", heads=" << options.heads()
+         << ", dropout=" << options.dropout() << ")";
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache) {
@@ -227,11 +236,20 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   return out->forward(merge_heads(y));                                   // [b, t, d]
 }
 
-CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) {
+CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) { reset(); }
+
+void CrossAttentionImpl::reset() {
+  const AttentionOptions& o = options;
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " is not divisible by heads ", o.heads());
+  weights = torch::Tensor();
   q = register_module("q", Linear(o.d_model(), o.d_model()));
   kv = register_module("kv", Linear(o.d_model(), 2 * o.d_model()));
   out = register_module("out", Linear(o.d_model(), o.d_model()));
+}
+
+void CrossAttentionImpl::pretty_print(std::ostream& stream) const {
+  stream << "mtx::model::CrossAttention(d_model=" << options.d_model() << ", heads=" << options.heads()
+         << ", dropout=" << options.dropout() << ")";
 }
 
 SelfKV CrossAttentionImpl::project_memory(const torch::Tensor& memory) {

@@ -15,10 +15,21 @@ AttentionOptions attention_options(const LayerOptions& o) {
 
 torch::nn::LayerNorm layer_norm(int64_t d) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})); }
 
+void print_layer_options(std::ostream& stream, const LayerOptions& o) {
+  stream << "d_model=" << o.d_model() << ", heads=" << o.heads() << ", ffn_dim=" << o.ffn_dim()
+         << ", dropout=" << o.dropout() << ", attention_dropout=" << o.attention_dropout()
+         << ", activation_dropout=" << o.activation_dropout() << ", norm=" << (o.pre_norm() ? "pre" : "post")
+         << ", activation=" << (o.gelu() ? "gelu" : "relu");
+}
+
 }  // namespace
 
-PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model, bool learned_)
-    : max_len(max_len_), learned(learned_) {
+PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model_, bool learned_)
+    : max_len(max_len_), d_model(d_model_), learned(learned_) {
+  reset();
+}
+
+void PositionalEncodingImpl::reset() {
   if (learned) {
     embedding = register_module("embedding", torch::nn::Embedding(max_len, d_model));
     return;
@@ -33,6 +44,11 @@ PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model
   table = register_buffer("table", t);
 }
 
+void PositionalEncodingImpl::pretty_print(std::ostream& stream) const {
+  stream << "mtx::model::PositionalEncoding(max_len=" << max_len << ", d_model=" << d_model
+         << ", learned=" << (learned ? "true" : "false") << ")";
+}
+
 torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t offset) {
   const int64_t t = x.size(1);
   TORCH_CHECK(offset + t <= max_len, "sequence of ", offset + t, " positions exceeds model.max_len ", max_len);
@@ -43,9 +59,17 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
   return x + table.narrow(0, offset, t).unsqueeze(0).to(x.scalar_type());  // [b, t, d]
 }
 
-FeedForwardImpl::FeedForwardImpl(const LayerOptions& o) : options(o) {
-  fc1 = register_module("fc1", Linear(o.d_model(), o.ffn_dim()));
-  fc2 = register_module("fc2", Linear(o.ffn_dim(), o.d_model()));
+FeedForwardImpl::FeedForwardImpl(const LayerOptions& o) : options(o) { reset(); }
+
+void FeedForwardImpl::reset() {
+  fc1 = register_module("fc1", Linear(options.d_model(), options.ffn_dim()));
+  fc2 = register_module("fc2", Linear(options.ffn_dim(), options.d_model()));
+}
+
+void FeedForwardImpl::pretty_print(std::ostream& stream) const {
+  stream << "mtx::model::FeedForward(d_model=" << options.d_model() << ", ffn_dim=" << options.ffn_dim()
+         << ", activation=" << (options.gelu() ? "gelu" : "relu")
+         << ", activation_dropout=" << options.activation_dropout() << ")";
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
@@ -55,11 +79,19 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   return fc2->forward(h);  // [b, t, d]
 }
 
-EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) {
-  self_attn = register_module("self_attn", SelfAttention(attention_options(o)));
-  ffn = register_module("ffn", FeedForward(o));
-  norm1 = register_module("norm1", layer_norm(o.d_model()));
-  norm2 = register_module("norm2", layer_norm(o.d_model()));
+EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) { reset(); }
+
+void EncoderLayerImpl::reset() {
+  self_attn = register_module("self_attn", SelfAttention(attention_options(options)));
+  ffn = register_module("ffn", FeedForward(options));
+  norm1 = register_module("norm1", layer_norm(options.d_model()));
+  norm2 = register_module("norm2", layer_norm(options.d_model()));
+}
+
+void EncoderLayerImpl::pretty_print(std::ostream& stream) const {
+  stream << "mtx::model::EncoderLayer(";
+  print_layer_options(stream, options);
+  stream << ")";
 }
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache) {
@@ -73,13 +105,21 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   return norm2->forward(h + model::dropout(ffn->forward(h), p, train));
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& o) : options(o) {
-  self_attn = register_module("self_attn", SelfAttention(attention_options(o)));
-  cross_attn = register_module("cross_attn", CrossAttention(attention_options(o)));
-  ffn = register_module("ffn", FeedForward(o));
-  norm1 = register_module("norm1", layer_norm(o.d_model()));
-  norm2 = register_module("norm2", layer_norm(o.d_model()));
-  norm3 = register_module("norm3", layer_norm(o.d_model()));
+DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& o) : options(o) { reset(); }
+
+void DecoderLayerImpl::reset() {
+  self_attn = register_module("self_attn", SelfAttention(attention_options(options)));
+  cross_attn = register_module("cross_attn", CrossAttention(attention_options(options)));
+  ffn = register_module("ffn", FeedForward(options));
+  norm1 = register_module("norm1", layer_norm(options.d_model()));
+  norm2 = register_module("norm2", layer_norm(options.d_model()));
+  norm3 = register_module("norm3", layer_norm(options.d_model()));
+}
+
+void DecoderLayerImpl::pretty_print(std::ostream& stream) const {
+  stream << "mtx::model::DecoderLayer(";
+  print_layer_options(stream, options);
+  stream << ")";
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& self_mask, const SelfKV& memory_kv,

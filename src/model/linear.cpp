@@ -143,6 +143,16 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features)
     : torch::nn::LinearImpl(torch::nn::LinearOptions(in_features, out_features)) {}
 
+std::shared_ptr<torch::nn::Module> LinearImpl::clone(const c10::optional<torch::Device>& device) const {
+  TORCH_CHECK(!is_int8(), "clone: this Linear holds int8 weights; clone the float model, then quantize the clone");
+  // torch::nn::LinearImpl's clone copies the parameters into a torch::nn::LinearImpl: moved into one of ours.
+  auto base = std::dynamic_pointer_cast<torch::nn::LinearImpl>(torch::nn::LinearImpl::clone(device));
+  auto copy = std::make_shared<LinearImpl>(*this);
+  static_cast<torch::nn::LinearImpl&>(*copy) = std::move(*base);
+  copy->fp32_ = fp32::TrackedLinear();
+  return copy;
+}
+
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   if (int8_.defined()) return int8_.forward(x);
   if (fp32_.runs(x, weight, bias)) return fp32_.packed().forward(x);  // [.., out]

@@ -1,8 +1,10 @@
 #include "mtx/model/transformer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <mutex>
 
 #include "mtx/model/dropout.h"
 #include "mtx/model/masks.h"
@@ -51,10 +53,27 @@ void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
   }
 }
 
-TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {
+TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) { reset(); }
+
+void TransformerImpl::reset() {
+  const TransformerOptions& o = options;
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " not divisible by heads ", o.heads());
   TORCH_CHECK(!o.share_embeddings() || o.src_vocab() == o.tgt_vocab(), "shared embeddings need one vocabulary, got ",
               o.src_vocab(), " and ", o.tgt_vocab());
+  TORCH_CHECK(children().empty(), "reset: the model is built already (it builds a new one, or a cleared copy)");
+  // A copy being cloned holds the original's submodules and inference state until here.
+  src_embed = nullptr;
+  tgt_embed = nullptr;
+  positions = nullptr;
+  encoder = nullptr;
+  decoder = nullptr;
+  encoder_norm = nullptr;
+  decoder_norm = nullptr;
+  output = nullptr;
+  int8_ = false;
+  int8_output_ = false;
+  tied_output_int8_ = int8::PackedLinear();
+  tied_output_fp32_ = fp32::TrackedLinear();
   if (o.decoder_only()) {
     tgt_embed = register_module(
         "tgt_embed",
@@ -93,6 +112,36 @@ TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) {
   }
   if (!o.tie_output()) output = register_module("output", Linear(o.d_model(), o.tgt_vocab()));
   reset_parameters();
+}
+
+std::shared_ptr<torch::nn::Module> TransformerImpl::clone(const c10::optional<torch::Device>& device) const {
+  TORCH_CHECK(!int8_, "clone: this model holds int8 weights; clone the float model, then quantize the clone");
+  // reset() initialises the copy before its weights are overwritten: the generator it drew from is put back.
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  torch::Tensor state;
+  {
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    state = cpu.get_state();
+  }
+  std::shared_ptr<torch::nn::Module> copy = torch::nn::Cloneable<TransformerImpl>::clone(device);
+  std::lock_guard<std::mutex> lock(cpu.mutex());
+  cpu.set_state(state);
+  return copy;
+}
+
+void TransformerImpl::pretty_print(std::ostream& stream) const {
+  const TransformerOptions& o = options;
+  const auto flag = [](bool on) { return on ? "true" : "false"; };
+  stream << "mtx::model::Transformer(src_vocab=" << o.src_vocab() << ", tgt_vocab=" << o.tgt_vocab()
+         << ", d_model=" << o.d_model() << ", heads=" << o.heads() << ", encoder_layers=" << o.encoder_layers()
+         << ", decoder_layers=" << o.decoder_layers() << ", ffn_dim=" << o.ffn_dim() << ", dropout=" << o.dropout()
+         << ", attention_dropout=" << o.attention_dropout() << ", activation_dropout=" << o.activation_dropout()
+         << ", max_len=" << o.max_len() << ", pre_norm=" << flag(o.pre_norm())
+         << ", learned_positions=" << flag(o.learned_positions()) << ", gelu=" << flag(o.gelu())
+         << ", kaiming_init=" << flag(o.kaiming_init()) << ", uniform_embeddings=" << flag(o.uniform_embeddings())
+         << ", decoder_only=" << flag(o.decoder_only()) << ", tie_output=" << flag(o.tie_output())
+         << ", share_embeddings=" << flag(o.share_embeddings()) << ", pad_id=" << o.pad_id()
+         << ", use_sdpa=" << flag(o.use_sdpa()) << (int8_ ? ", int8" : "") << ")";
 }
 
 void TransformerImpl::reset_parameters() {

@@ -10,18 +10,21 @@
 #include <functional>
 #include <vector>
 
+#include "mtx/config/config.h"
+
 namespace mtx::decode {
 
+// The defaults are config::DecodeConfig's, written once in config/config.h.
 struct SearchOptions {
-  int beam = 5;        // hypotheses kept per sentence (1 = greedy)
-  double alpha = 0.6;  // GNMT length normalisation exponent (0 = raw log-probability)
-  int nbest = 1;       // hypotheses returned per sentence (<= beam)
-  int min_len = 0;     // tokens generated before EOS may be chosen (the length limit wins over it)
+  int beam = config::DecodeConfig{}.beam;        // hypotheses kept per sentence (1 = greedy)
+  double alpha = config::DecodeConfig{}.alpha;   // GNMT length normalisation exponent (0 = raw log-probability)
+  int nbest = config::DecodeConfig{}.nbest;      // hypotheses returned per sentence (<= beam)
+  int min_len = config::DecodeConfig{}.min_len;  // tokens generated before EOS may be chosen (the length limit wins)
   // When a sentence's search ends. false: once `beam` hypotheses have finished (fairseq's and
   // CTranslate2's rule; under length normalisation a live hypothesis could still have won). true: only
   // when no live hypothesis can beat the beam-th finished one (its log-probability over the length
   // penalty at its length limit is the bound): exact under the scoring, slower.
-  bool exact_stop = false;
+  bool exact_stop = config::DecodeConfig{}.exact_stop;
 };
 
 // Throws ConfigError naming the offending option.

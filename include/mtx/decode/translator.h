@@ -13,11 +13,14 @@
 
 namespace mtx::decode {
 
+// The defaults are config::DecodeConfig's (workers has no config key): options_from_config(DecodeConfig{})
+// equals TranslateOptions{} field by field.
 struct TranslateOptions {
-  SearchOptions search;    // beam, alpha, nbest, min_len
-  double max_len_a = 1.2;  // output limit: a * source_length + b tokens (and the model's max_len)
-  int max_len_b = 10;
-  int batch_tokens = 4096;  // sentences per batch x longest source (padding included)
+  SearchOptions search;  // beam, alpha, nbest, min_len, exact_stop
+  // Output limit: a * source_length + b tokens (and the model's max_len).
+  double max_len_a = config::DecodeConfig{}.max_len_a;
+  int max_len_b = config::DecodeConfig{}.max_len_b;
+  int batch_tokens = config::DecodeConfig{}.batch_tokens;  // sentences per batch x longest source (padding included)
   // Searches run at once on the CPU, each on one thread (at most the thread count at once); each batch is dealt
   // out among them sentence by sentence (CTranslate2's inter_threads). 0: one per thread -- on a 2-core machine
   // 1.9x the tokens/s of one search on both threads at beam 5; a single sentence still gets every thread.

@@ -3,10 +3,14 @@
 // LibTorch >= 2.0 runs scaled_dot_product_attention; 1.x runs the explicit path (same numbers).
 #pragma once
 
+#include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <ostream>
+
+#include "mtx/config/config.h"
 #include "mtx/model/linear.h"
 
 namespace mtx::model {
@@ -26,7 +30,7 @@ struct AttentionOptions {
   AttentionOptions(int64_t d_model, int64_t heads) : d_model_(d_model), heads_(heads) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(int64_t, heads);
-  TORCH_ARG(double, dropout) = 0.0;  // on the attention weights
+  TORCH_ARG(double, dropout) = config::ModelConfig{}.attention_dropout;  // on the attention weights
   TORCH_ARG(bool, use_sdpa) = true;
 };
 
@@ -43,9 +47,12 @@ struct SelfKV {
   void reorder(const torch::Tensor& indices);  // composes with a pending reorder
 };
 
-class SelfAttentionImpl : public torch::nn::Module {
+// Cloneable (reset() builds the projections, as the constructor does; clone() is a deep copy).
+class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
  public:
   explicit SelfAttentionImpl(const AttentionOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
   // x [b, t, d], mask [b|1, 1, t, t] -> [b, t, d]. With `cache`, x holds the new step(s) only: their
   // K/V are appended and the queries attend to everything cached (mask may then be undefined).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache = nullptr);
@@ -58,9 +65,12 @@ class SelfAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SelfAttention);
 
-class CrossAttentionImpl : public torch::nn::Module {
+// Cloneable (reset() builds the projections, as the constructor does; clone() is a deep copy).
+class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
  public:
   explicit CrossAttentionImpl(const AttentionOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
   // Encoder output [b, s, d] -> K, V [b, h, s, hd]: computed once per batch when decoding.
   SelfKV project_memory(const torch::Tensor& memory);
   // x [b, t, d] attends to projected memory; mask [b, 1, 1, s] -> [b, t, d].

@@ -10,6 +10,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <memory>
 #include <string>
 
 #include "mtx/model/fp32_gemm.h"
@@ -52,9 +53,12 @@ class PackedLinear {
 
 }  // namespace int8
 
+// Cloneable through torch::nn::LinearImpl (a module holding one is cloned as LibTorch's are): clone() gives an
+// mtx::model::Linear with its own copy of the float weight and bias, not packed; an int8 layer refuses it.
 class LinearImpl : public torch::nn::LinearImpl {
  public:
   LinearImpl(int64_t in_features, int64_t out_features);
+  std::shared_ptr<torch::nn::Module> clone(const c10::optional<torch::Device>& device = c10::nullopt) const override;
   torch::Tensor forward(const torch::Tensor& x);  // [.., in] -> [.., out]: int8 once quantized, else float
 
   // Packs the float weight for mtx's AVX-512 kernel (fp32_gemm.h), where the CPU runs it: inference without

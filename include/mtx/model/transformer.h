@@ -3,12 +3,15 @@
 // incremental step over a cache for search and sampling (which live in decode/).
 #pragma once
 
+#include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
+#include <memory>
+#include <ostream>
 #include <vector>
 
 #include "mtx/config/config.h"
@@ -17,29 +20,41 @@
 
 namespace mtx::model {
 
+// Each default is config::ModelConfig's (the task's: translation), written once in config/config.h; the
+// vocabulary sizes and pad_id come from the tokenizer. options_from_config(ModelConfig{}, src, tgt, 0) equals
+// TransformerOptions(src, tgt) field by field.
 struct TransformerOptions {
-  TransformerOptions(int64_t src_vocab, int64_t tgt_vocab) : src_vocab_(src_vocab), tgt_vocab_(tgt_vocab) {}
+  TransformerOptions(int64_t src_vocab, int64_t tgt_vocab)
+      : src_vocab_(src_vocab),
+        tgt_vocab_(tgt_vocab),
+        share_embeddings_(config::ModelConfig{}.share_embeddings && src_vocab == tgt_vocab) {}
   TORCH_ARG(int64_t, src_vocab);
   TORCH_ARG(int64_t, tgt_vocab);
-  TORCH_ARG(int64_t, d_model) = 512;
-  TORCH_ARG(int64_t, heads) = 8;
-  TORCH_ARG(int64_t, encoder_layers) = 6;
-  TORCH_ARG(int64_t, decoder_layers) = 6;
-  TORCH_ARG(int64_t, ffn_dim) = 2048;
-  TORCH_ARG(double, dropout) = 0.1;
-  TORCH_ARG(double, attention_dropout) = 0.0;
-  TORCH_ARG(double, activation_dropout) = 0.0;
-  TORCH_ARG(int64_t, max_len) = 256;
-  TORCH_ARG(bool, pre_norm) = false;            // pre-norm with final LayerNorms; false: post-norm
-  TORCH_ARG(bool, learned_positions) = false;   // false: sinusoidal
-  TORCH_ARG(bool, gelu) = false;                // false: relu
-  TORCH_ARG(bool, kaiming_init) = false;        // false: xavier-uniform
-  TORCH_ARG(bool, uniform_embeddings) = false;  // embeddings and output U(-0.1, 0.1), output bias 0 (LM tutorial)
+  TORCH_ARG(int64_t, d_model) = config::ModelConfig{}.d_model;
+  TORCH_ARG(int64_t, heads) = config::ModelConfig{}.heads;
+  TORCH_ARG(int64_t, encoder_layers) = config::ModelConfig{}.encoder_layers;
+  TORCH_ARG(int64_t, decoder_layers) = config::ModelConfig{}.decoder_layers;
+  TORCH_ARG(int64_t, ffn_dim) = config::ModelConfig{}.ffn_dim;
+  TORCH_ARG(double, dropout) = config::ModelConfig{}.dropout;
+  TORCH_ARG(double, attention_dropout) = config::ModelConfig{}.attention_dropout;
+  TORCH_ARG(double, activation_dropout) = config::ModelConfig{}.activation_dropout;
+  TORCH_ARG(int64_t, max_len) = config::ModelConfig{}.max_len;
+  // pre-norm with final LayerNorms; false: post-norm
+  TORCH_ARG(bool, pre_norm) = config::ModelConfig{}.norm == config::Norm::pre;
+  // false: sinusoidal
+  TORCH_ARG(bool, learned_positions) = config::ModelConfig{}.positions == config::Positions::learned;
+  TORCH_ARG(bool, gelu) = config::ModelConfig{}.activation == config::Activation::gelu;  // false: relu
+  // false: xavier-uniform (or uniform_embeddings)
+  TORCH_ARG(bool, kaiming_init) = config::ModelConfig{}.init == config::Init::kaiming;
+  // embeddings and output U(-0.1, 0.1), output bias 0, the other matrices xavier (LM tutorial)
+  TORCH_ARG(bool, uniform_embeddings) = config::ModelConfig{}.init == config::Init::uniform;
   // A language model: encoder layers under a causal mask over tgt_embed (no source side, no decoder
   // stack, no cross-attention); the tutorial's TransformerEncoder with its square subsequent mask.
-  TORCH_ARG(bool, decoder_only) = false;
-  TORCH_ARG(bool, tie_output) = true;         // output projection = target embedding
-  TORCH_ARG(bool, share_embeddings) = false;  // one embedding for source and target (joint vocabulary)
+  TORCH_ARG(bool, decoder_only) = config::Config{}.task == config::Task::lm;
+  TORCH_ARG(bool, tie_output) = config::ModelConfig{}.tie_output;  // output projection = target embedding
+  // One embedding for source and target; needs src_vocab == tgt_vocab. Default: the config's where the two
+  // vocabularies are one size (a joint vocabulary), false otherwise -- as options_from_config decides.
+  TORCH_ARG(bool, share_embeddings);
   TORCH_ARG(int64_t, pad_id) = 0;
   TORCH_ARG(bool, use_sdpa) = true;  // scaled_dot_product_attention when LibTorch has it
 };
@@ -73,9 +88,21 @@ struct DecoderCache {
   void reorder(const torch::Tensor& indices, bool same_memory = false);
 };
 
-class TransformerImpl : public torch::nn::Module {
+// Cloneable, as LibTorch's modules are: clone() is a deep copy -- parameters, buffers and submodules of its own,
+// its embeddings shared within it where the original's are -- and not packed (pack_fp32() it to use mtx's float
+// kernel). It leaves LibTorch's CPU generator as it found it (dropout and batch order draw from it). A model
+// holding int8 weights refuses it: clone the float model, then quantize the copy.
+class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
+
+  // Builds the submodules from `options` and initialises them (reset_parameters), drawing the same random
+  // numbers in the same order for the same options. Run by the constructor, and by clone() on a copy whose
+  // parameters, buffers and submodules it cleared (on a built model it throws: the names are taken).
+  void reset() override;
+  std::shared_ptr<torch::nn::Module> clone(const c10::optional<torch::Device>& device = c10::nullopt) const override;
+  // "mtx::model::Transformer(src_vocab=.., tgt_vocab=.., d_model=.., ...)": every option.
+  void pretty_print(std::ostream& stream) const override;
 
   Memory encode(const torch::Tensor& src);  // src [batch, src_len] -> memory
   // Teacher-forced decoder: tgt_in [batch, tgt_len] -> logits [batch, tgt_len, tgt_vocab].
