@@ -22,8 +22,8 @@ struct TranslateOptions {
   int max_len_b = config::DecodeConfig{}.max_len_b;
   int batch_tokens = config::DecodeConfig{}.batch_tokens;  // sentences per batch x longest source (padding included)
   // Searches run at once on the CPU, each on one thread (at most the thread count at once); each batch is dealt
-  // out among them sentence by sentence (CTranslate2's inter_threads). 0: one per thread -- on a 2-core machine
-  // 1.9x the tokens/s of one search on both threads at beam 5; a single sentence still gets every thread.
+  // out among them sentence by sentence (CTranslate2's inter_threads). 0: one per thread (docs/translating.md
+  // has the throughput of both); a single sentence still gets every thread.
   // 1: one search uses every thread. The translations are the same either way.
   int workers = 0;
 };
