@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "mtx/eval/report.h"
 #include "mtx/util/errors.h"
 
 using namespace mtx::eval;
@@ -336,4 +337,37 @@ TEST(EvalErrors, MismatchedLineCountsAreDataErrors) {
   BleuOptions o;
   o.smooth_method = "laplace";
   EXPECT_THROW(make_bleu(o), mtx::ConfigError);
+}
+
+TEST(EvalReport, WritesEachSystemsScoresAndRefusesBadOptions) {
+  const Streams refs = {{"the cat sat on the mat", "a dog runs"}};
+  const std::vector<System> systems = {{"a", {"the cat sat on a mat", "a dog ran"}}, {"b", refs[0]}};
+  ReportOptions o;
+  o.metrics = {"bleu", "wer"};
+  std::ostringstream out;
+  report(o, systems, refs, out);
+  const Score bleu = corpus_score(*make_bleu({}), systems[0].hyps, refs);
+  std::vector<std::string> rows;
+  std::istringstream in(out.str());
+  for (std::string l; std::getline(in, l);) rows.push_back(l);
+  ASSERT_EQ(rows.size(), 6u) << out.str();
+  EXPECT_EQ(rows[0], "a:");
+  EXPECT_EQ(rows[1], "  BLEU|" + bleu.signature + " = " + bleu.text.substr(std::string("BLEU = ").size()));
+  EXPECT_EQ(rows[2].rfind("  WER|", 0), 0u) << rows[2];
+  EXPECT_EQ(rows[3], "b:");
+  EXPECT_EQ(rows[4].rfind("  BLEU|" + bleu.signature + " = 100.00 ", 0), 0u) << rows[4];
+
+  // Bad options and inputs (ppl is not eval/'s: decode scores it).
+  o.metrics = {"ppl"};
+  EXPECT_THROW(validate(o), mtx::ConfigError);
+  o.metrics.clear();  // mtx eval --metric ppl: no scores to write
+  EXPECT_NO_THROW(validate(o));
+  o.metrics = {"bleu"};
+  o.confidence_n = 9;
+  EXPECT_THROW(validate(o), mtx::ConfigError);
+  o.confidence_n = 1000;
+  o.paired_bs = true;
+  EXPECT_THROW(report(o, {systems[0]}, refs, out), mtx::ConfigError);
+  o.paired_bs = false;
+  EXPECT_THROW(report(o, {{"short", {"the cat"}}}, refs, out), mtx::DataError);
 }
