@@ -9,11 +9,11 @@
 
 using namespace mtx;
 
-#define MTX_REQUIRE_AVX512()                                                                   \
-  do {                                                                                         \
-    if (!model::fp32::PackedLinear::available()) {                                             \
-      GTEST_SKIP() << "this CPU has no AVX-512 (or MTX_FP32_GEMM=blas keeps LibTorch's BLAS)"; \
-    }                                                                                          \
+#define MTX_REQUIRE_KERNEL()                                                                      \
+  do {                                                                                            \
+    if (!model::fp32::PackedLinear::available()) {                                                \
+      GTEST_SKIP() << "the kernels run below avx2 (or MTX_FP32_GEMM=blas keeps LibTorch's BLAS)"; \
+    }                                                                                             \
   } while (0)
 
 // The kernel gives the reference's numbers bit for bit over the shapes its tiling has edges at: outputs not a
@@ -21,42 +21,47 @@ using namespace mtx;
 // the output between passes), rows not a multiple of its 8-row tiles; a row alone gives what it gives in a
 // batch, on one thread or two.
 TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
-  MTX_REQUIRE_AVX512();
-  torch::manual_seed(3);
-  struct Shape {
-    int64_t out, in;
-  };
+  MTX_REQUIRE_KERNEL();
   const int threads = at::get_num_threads();
-  for (const Shape s : {Shape{1, 5}, Shape{16, 16}, Shape{17, 256}, Shape{33, 257}, Shape{48, 3}, Shape{100, 600}}) {
-    const torch::Tensor w = torch::randn({s.out, s.in});  // [out, in]
-    for (const bool with_bias : {true, false}) {
-      const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
-      const model::fp32::PackedLinear layer(w, bias);
-      for (const int64_t rows : {1, 7, 8, 9, 21}) {
-        const torch::Tensor x = torch::randn({rows, s.in});                    // [rows, in]
-        const torch::Tensor want = model::fp32::reference_linear(w, bias, x);  // [rows, out]
-        for (const int t : {1, 2}) {
-          at::set_num_threads(t);
-          const torch::Tensor y = layer.forward(x);  // [rows, out]
-          ASSERT_TRUE(torch::equal(y, want))
-              << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias << ", " << t
-              << " threads: max diff " << (y - want).abs().max().item<float>();
+  for (const mtx::cpu::Isa isa : mtx::cpu::runnable()) {
+    if (isa < mtx::cpu::Isa::avx2) continue;
+    mtx::cpu::ScopedIsa level(isa);  // every kernel this CPU runs
+    const std::string kernel = model::fp32::PackedLinear::kernel();
+    torch::manual_seed(3);
+    struct Shape {
+      int64_t out, in;
+    };
+    for (const Shape s : {Shape{1, 5}, Shape{16, 16}, Shape{17, 256}, Shape{33, 257}, Shape{48, 3}, Shape{100, 600}}) {
+      const torch::Tensor w = torch::randn({s.out, s.in});  // [out, in]
+      for (const bool with_bias : {true, false}) {
+        const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
+        const model::fp32::PackedLinear layer(w, bias);
+        for (const int64_t rows : {1, 5, 7, 8, 9, 12, 21}) {
+          const torch::Tensor x = torch::randn({rows, s.in});                    // [rows, in]
+          const torch::Tensor want = model::fp32::reference_linear(w, bias, x);  // [rows, out]
+          for (const int t : {1, 2}) {
+            at::set_num_threads(t);
+            const torch::Tensor y = layer.forward(x);  // [rows, out]
+            ASSERT_TRUE(torch::equal(y, want))
+                << kernel << ": " << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias << ", " << t
+                << " threads: max diff " << (y - want).abs().max().item<float>();
+          }
+          const int64_t r = rows - 1;
+          EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], want[r])) << kernel << ": row " << r;
         }
-        const int64_t r = rows - 1;
-        EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], want[r])) << "row " << r << " alone";
       }
     }
+    at::set_num_threads(threads);
+    const model::fp32::PackedLinear layer(torch::randn({8, 12}), torch::Tensor());
+    const torch::Tensor x = torch::randn({2, 3, 12});  // leading dimensions are kept
+    EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12})))) << kernel;
   }
-  at::set_num_threads(threads);
-  const model::fp32::PackedLinear layer(torch::randn({8, 12}), torch::Tensor());
-  const torch::Tensor x = torch::randn({2, 3, 12});  // leading dimensions are kept
-  EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12}))));
 }
 
 // A packed Linear runs on the pack at inference, and never on a stale one: after an optimizer step, a load
 // (copy_) or a move of the weight, its output is the new weight's, on LibTorch's BLAS until packed again.
 TEST(Fp32Gemm, LinearRunsOnThePackUntilItsWeightChanges) {
-  MTX_REQUIRE_AVX512();
+  MTX_REQUIRE_KERNEL();
   torch::manual_seed(8);
   model::Linear lin(300, 40);
   const torch::Tensor x = torch::randn({6, 300});  // [6, in]
@@ -88,20 +93,20 @@ TEST(Fp32Gemm, LinearRunsOnThePackUntilItsWeightChanges) {
       << "after a load";
 }
 
-// The float kernel runs at the avx512 level and wider: a narrower level (MTX_CPU_ISA, or cpu::ScopedIsa here)
+// The float kernel runs at the avx2 level and wider: a narrower level (MTX_CPU_ISA, or cpu::ScopedIsa here)
 // sends packed layers back to the BLAS at their next call, with the BLAS's numbers.
 TEST(Fp32Gemm, ANarrowerIsaRunsTheBlas) {
-  if (!mtx::cpu::runs(mtx::cpu::Isa::avx512, mtx::cpu_features())) GTEST_SKIP() << "no AVX-512 here";
-  mtx::cpu::ScopedIsa avx512(mtx::cpu::Isa::avx512);
+  if (!mtx::cpu::runs(mtx::cpu::Isa::avx2, mtx::cpu_features())) GTEST_SKIP() << "no AVX2 here";
+  mtx::cpu::ScopedIsa avx2(mtx::cpu::Isa::avx2);
   if (!model::fp32::PackedLinear::available()) GTEST_SKIP() << "MTX_FP32_GEMM=blas";
   torch::manual_seed(3);
   model::Linear layer(48, 40);
   layer->pack_fp32();
   const torch::Tensor x = torch::randn({5, 48});  // [5, in]
   torch::NoGradGuard no_grad;
-  const torch::Tensor packed = layer->forward(x);
-  EXPECT_TRUE(torch::equal(packed, model::fp32::reference_linear(layer->weight.detach(), layer->bias.detach(), x)));
-  mtx::cpu::ScopedIsa avx2(mtx::cpu::Isa::avx2);
+  EXPECT_TRUE(
+      torch::equal(layer->forward(x), model::fp32::reference_linear(layer->weight.detach(), layer->bias.detach(), x)));
+  mtx::cpu::ScopedIsa generic(mtx::cpu::Isa::generic);
   EXPECT_FALSE(model::fp32::PackedLinear::available());
   EXPECT_TRUE(torch::equal(layer->forward(x), torch::nn::functional::linear(x, layer->weight, layer->bias)));
 }

@@ -11,6 +11,7 @@
 #include "mtx/data/prepare.h"
 #include "mtx/decode/translator.h"
 #include "mtx/model/int8_gemm.h"
+#include "mtx/util/cpu_isa.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
 
@@ -108,41 +109,78 @@ TEST(Int8, RowsQuantizeByTheirOwnMaximumRoundingHalfToEven) {
   EXPECT_LT(((y - ref).norm() / (ref - bias).norm()).item<double>(), 0.03);
 }
 
-// mtx's AVX-512 VNNI kernel gives the reference's numbers bit for bit, over the shapes its tiling has edges at:
-// outputs not a multiple of its 32-wide panels or 16-lane halves, inputs not a multiple of 4 or 16, rows not a
-// multiple of its 8-row tiles; rows alone give what they give in a batch.
-TEST(Int8, VnniKernelMatchesTheReferenceExactly) {
+// mtx's int8 kernels (AVX-512 VNNI; AVX2, without VNNI) give the reference's numbers bit for bit, at every level
+// this CPU runs, over the shapes their tiling has edges at: outputs not a multiple of the 32-wide panels or their
+// 16-lane halves, inputs not a multiple of 4 or 16, rows not a multiple of the 8- or 4-row tiles; rows alone give
+// what they give in a batch.
+TEST(Int8, KernelsMatchTheReferenceExactly) {
   if (!model::int8::VnniLinear::available())
-    GTEST_SKIP() << "this CPU has no AVX-512 VNNI (or MTX_INT8_ENGINE picks LibTorch's)";
-  torch::manual_seed(4);
-  struct Shape {
-    int64_t out, in;
-  };
-  for (const Shape s : {Shape{1, 5}, Shape{16, 16}, Shape{17, 64}, Shape{33, 3}, Shape{48, 256}, Shape{100, 1023}}) {
-    torch::Tensor w = torch::randn({s.out, s.in}) * 0.1;  // [out, in]
-    w[0].mul_(30);
-    const model::int8::Weight q = model::int8::quantize(w);
-    for (const bool with_bias : {true, false}) {
-      const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
-      const model::int8::VnniLinear layer(q, bias);
-      for (const int64_t rows : {1, 7, 8, 9, 33}) {
-        torch::Tensor x = torch::randn({rows, s.in}) * 2;  // [rows, in]
-        x[0].zero_();                                      // a zero row: the bias alone
-        if (rows > 2) x[2].mul_(1000);
-        const torch::Tensor y = layer.forward(x);                              // [rows, out]
-        const torch::Tensor want = model::int8::reference_linear(q, bias, x);  // [rows, out]
-        ASSERT_TRUE(torch::equal(y, want)) << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias
-                                           << ": max diff " << (y - want).abs().max().item<float>();
-        const int64_t r = rows - 1;
-        EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], y[r])) << "row " << r << " alone";
+    GTEST_SKIP() << "the kernels run below avx2 (or MTX_INT8_ENGINE picks LibTorch's)";
+  for (const cpu::Isa isa : cpu::runnable()) {
+    if (isa < cpu::Isa::avx2) continue;
+    cpu::ScopedIsa level(isa);
+    const std::string kernel = model::int8::VnniLinear::kernel();
+    torch::manual_seed(4);
+    struct Shape {
+      int64_t out, in;
+    };
+    for (const Shape s : {Shape{1, 5}, Shape{16, 16}, Shape{17, 64}, Shape{33, 3}, Shape{48, 256}, Shape{100, 1023}}) {
+      torch::Tensor w = torch::randn({s.out, s.in}) * 0.1;  // [out, in]
+      w[0].mul_(30);
+      const model::int8::Weight q = model::int8::quantize(w);
+      for (const bool with_bias : {true, false}) {
+        const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
+        const model::int8::VnniLinear layer(q, bias);
+        for (const int64_t rows : {1, 3, 7, 8, 9, 33}) {
+          torch::Tensor x = torch::randn({rows, s.in}) * 2;  // [rows, in]
+          x[0].zero_();                                      // a zero row: the bias alone
+          if (rows > 2) x[2].mul_(1000);
+          const torch::Tensor y = layer.forward(x);                              // [rows, out]
+          const torch::Tensor want = model::int8::reference_linear(q, bias, x);  // [rows, out]
+          ASSERT_TRUE(torch::equal(y, want)) << kernel << ": " << s.out << "x" << s.in << ", " << rows << " rows, bias "
+                                             << with_bias << ": max diff " << (y - want).abs().max().item<float>();
+          const int64_t r = rows - 1;
+          EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], y[r])) << kernel << ": row " << r;
+        }
       }
     }
+    // Leading dimensions are kept, and a model's int8 layers run on this kernel.
+    const model::int8::VnniLinear layer(model::int8::quantize(torch::randn({8, 12})), torch::Tensor());
+    const torch::Tensor x = torch::randn({2, 3, 12});
+    EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12})))) << kernel;
+    EXPECT_EQ(model::int8::engine(), kernel);
   }
-  // Leading dimensions are kept, and a model's int8 layers run on this kernel.
-  const model::int8::VnniLinear layer(model::int8::quantize(torch::randn({8, 12})), torch::Tensor());
-  const torch::Tensor x = torch::randn({2, 3, 12});
-  EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12}))));
-  EXPECT_EQ(model::int8::engine(), "avx512-vnni");
+}
+
+// The largest products: every activation at +-127 against weights at +-127. Without VNNI, vpmaddubsw adds pairs
+// of u8 x s8 products into int16 and saturates there; a kernel that feeds it q + 128 (up to 255) loses these
+// sums. The kernels' sums stay exact at every level.
+TEST(Int8, KernelsDoNotSaturateAtTheLargestValues) {
+  if (!model::int8::VnniLinear::available())
+    GTEST_SKIP() << "the kernels run below avx2 (or MTX_INT8_ENGINE picks LibTorch's)";
+  const int64_t in = 64;
+  torch::Tensor w = torch::full({6, in}, 1.0);  // [6, in]
+  w[1].fill_(-1.0);
+  w[2].copy_(torch::arange(in).remainder(2).mul(2).sub(1));        // +-1 alternating
+  w[3].copy_(torch::arange(in).remainder(4).lt(2).mul(2).sub(1));  // pairs of +1, pairs of -1
+  w[4].narrow(0, 0, in / 2).fill_(-1.0);
+  w[5].fill_(0.5);
+  w[5][0] = 1.0;
+  const model::int8::Weight q = model::int8::quantize(w);
+  ASSERT_EQ(q.values[0][0].item<int8_t>(), 127);
+  torch::Tensor x = torch::ones({4, in});  // [4, in]: q = +-127 throughout
+  x[1].fill_(-1.0);
+  x[2].copy_(torch::arange(in).remainder(2).mul(2).sub(1));
+  x[3].copy_(torch::arange(in).remainder(4).lt(2).mul(-2).add(1));
+  for (const cpu::Isa isa : cpu::runnable()) {
+    if (isa < cpu::Isa::avx2) continue;
+    cpu::ScopedIsa level(isa);
+    const model::int8::VnniLinear layer(q, torch::Tensor());
+    const torch::Tensor y = layer.forward(x), want = model::int8::reference_linear(q, torch::Tensor(), x);
+    EXPECT_TRUE(torch::equal(y, want)) << model::int8::VnniLinear::kernel() << ": max diff "
+                                       << (y - want).abs().max().item<float>() << "\n"
+                                       << y << want;
+  }
 }
 
 TEST(Int8, TranslationsDoNotDependOnTheBatch) {

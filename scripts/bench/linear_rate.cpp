@@ -1,5 +1,6 @@
 // GFLOP/s of a float Linear at inference on the shapes of a decoder step: LibTorch's BLAS (addmm, which packs the
-// weight on every call) against mtx's packed AVX-512 kernel (fp32_gemm.h), interleaved, best of 5 rounds each.
+// weight on every call) against mtx's packed kernel (fp32_gemm.h) at the level util/cpu_isa.h picks, interleaved,
+// best of 5 rounds each. On an AVX-512 CPU, MTX_CPU_ISA=avx2 with OPENBLAS_CORETYPE=Haswell compares both at AVX2.
 //   ninja -C build mtx_linear_rate && build/bin/mtx_linear_rate [threads]
 #include <torch/torch.h>
 
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   torch::set_num_threads(threads);
   torch::NoGradGuard no_grad;
   if (!mtx::model::fp32::PackedLinear::available()) {
-    std::printf("this CPU has no AVX-512 (or MTX_FP32_GEMM says blas): nothing to compare\n");
+    std::printf("mtx's float kernel does not run here (below avx2, or MTX_FP32_GEMM says blas): nothing to compare\n");
     return 0;
   }
   struct Shape {
@@ -36,7 +37,8 @@ int main(int argc, char** argv) {
   };
   const Shape shapes[] = {
       {"qkv", 768, 256}, {"attn out", 256, 256}, {"ffn up", 1024, 256}, {"ffn down", 256, 1024}, {"vocab", 8000, 256}};
-  std::printf("%d threads; GFLOP/s, best of 5 rounds (blas = torch::addmm, packed = mtx fp32 kernel)\n", threads);
+  std::printf("%d threads; GFLOP/s, best of 5 rounds (blas = torch::addmm, packed = mtx's %s kernel)\n", threads,
+              mtx::model::fp32::PackedLinear::kernel());
   std::printf("%-9s %6s %9s %9s %7s\n", "layer", "rows", "blas", "packed", "ratio");
   for (const Shape& s : shapes) {
     const torch::Tensor w = torch::randn({s.out, s.in}) * 0.05;  // [out, in]

@@ -58,21 +58,22 @@ int run_info(const InfoArgs& args) {
   }
   set_threads(0);
   const RuntimeInfo r = runtime_info();
-  nlohmann::json out = {{"mtx_version", r.mtx_version},
-                        {"torch_version", r.torch_version},
-                        {"blas", r.blas},
-                        {"blas_is_reference", r.blas_is_reference},
-                        {"allocator", r.allocator},
-                        {"fp32_kernel", model::fp32::PackedLinear::available() ? "avx512" : "blas"},
-                        {"int8_engine", model::int8::engine()},
-                        {"cpu_isa", cpu::name(cpu::isa())},
-                        {"cpu_isa_detected", cpu::name(cpu::detected())},
-                        {"cuda_compiled", r.cuda.compiled},
-                        {"cuda_runtime", r.cuda.runtime},
-                        {"cuda_available", r.cuda.devices > 0},
-                        {"cuda_devices", r.cuda.devices},
-                        {"threads", r.threads},
-                        {"sentencepiece_shim", tokenizer::shim_description()}};
+  nlohmann::json out = {
+      {"mtx_version", r.mtx_version},
+      {"torch_version", r.torch_version},
+      {"blas", r.blas},
+      {"blas_is_reference", r.blas_is_reference},
+      {"allocator", r.allocator},
+      {"fp32_kernel", model::fp32::PackedLinear::available() ? model::fp32::PackedLinear::kernel() : "blas"},
+      {"int8_engine", model::int8::engine()},
+      {"cpu_isa", cpu::name(cpu::isa())},
+      {"cpu_isa_detected", cpu::name(cpu::detected())},
+      {"cuda_compiled", r.cuda.compiled},
+      {"cuda_runtime", r.cuda.runtime},
+      {"cuda_available", r.cuda.devices > 0},
+      {"cuda_devices", r.cuda.devices},
+      {"threads", r.threads},
+      {"sentencepiece_shim", tokenizer::shim_description()}};
   if (cfg) {
     out["config"] = config::to_json(*cfg);
     auto split = [](const data::SplitFiles& f) {

@@ -23,7 +23,9 @@ std::string version_text() {
   s += "BLAS: " + r.blas + (r.blas_is_reference ? "  <-- slow, install libopenblas0-openmp" : "") + "\n";
   s += "allocator: " + r.allocator + "\n";
   s += std::string("CPU inference: float on ") +
-       (mtx::model::fp32::PackedLinear::available() ? "mtx's AVX-512 kernel (packed weights)" : "the BLAS") +
+       (mtx::model::fp32::PackedLinear::available()
+            ? std::string("mtx's ") + mtx::model::fp32::PackedLinear::kernel() + " kernel (packed weights)"
+            : std::string("the BLAS")) +
        ", int8 on " + (mtx::model::int8::engine().empty() ? "nothing (no engine)" : mtx::model::int8::engine()) + "\n";
   s += std::string("CPU ISA: ") + mtx::cpu::name(mtx::cpu::isa()) +
        (mtx::cpu::capped()

@@ -15,6 +15,7 @@
 #define MTX_AVX512 __attribute__((target("avx512f")))
 #endif
 
+#include "cpu/fp32_kernels.h"
 #include "mtx/util/cpu_isa.h"
 #include "mtx/util/system.h"
 
@@ -23,6 +24,7 @@ namespace {
 
 constexpr int kCols = 2;                // 16-lane vectors per row of a tile
 constexpr int64_t kPanel = 16 * kCols;  // outputs per panel
+static_assert(kPanel == kernels::kPanel, "one pack for every instruction set");
 constexpr int64_t kDepth = 256;  // k per pass: a panel's slice (256 x 32 floats, 32 KB) stays in L1 across the rows
 constexpr int kRows = 8;         // rows per tile: 16 accumulators, 2 weight vectors, 1 broadcast
 
@@ -153,11 +155,16 @@ bool PackedLinear::available() {
     const char* env = std::getenv("MTX_FP32_GEMM");
     return !env || !*env || std::string(env) == "avx512";
   }();
-  return kernel_built && wanted && cpu::isa() >= cpu::Isa::avx512;
+  return kernel_built && wanted && cpu::isa() >= cpu::Isa::avx2;
+}
+
+const char* PackedLinear::kernel() {
+  if (!available()) return "";
+  return cpu::isa() >= cpu::Isa::avx512 ? "avx512" : "avx2";
 }
 
 PackedLinear::PackedLinear(const torch::Tensor& w_in, const torch::Tensor& bias) {
-  TORCH_CHECK(available(), "fp32::PackedLinear: this CPU has no AVX-512");
+  TORCH_CHECK(available(), "fp32::PackedLinear: the kernels run below the avx2 level (util/cpu_isa.h)");
   TORCH_CHECK(w_in.dim() == 2, "fp32::PackedLinear: expected a weight [out, in], got ", w_in.sizes());
   torch::NoGradGuard no_grad;
   out_ = w_in.size(0);
@@ -188,8 +195,14 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   float* yp = y.data_ptr<float>();
   // Threads split the panels; every output is computed by one thread in one fixed order.
   const int64_t grain = std::max<int64_t>(1, 256 / n);  // at least ~256 row-panels of work per thread
-  at::parallel_for(0, out_pad_ / kPanel, grain,
-                   [&](int64_t begin, int64_t end) { gemm_panels(xp, n, in_, pp, begin, end, bp, yp, out_); });
+  const bool avx512 = std::string(kernel()) == "avx512";
+  at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t begin, int64_t end) {
+    if (avx512) {
+      gemm_panels(xp, n, in_, pp, begin, end, bp, yp, out_);
+    } else {
+      kernels::gemm_panels_avx2(xp, n, in_, pp, begin, end, bp, yp, out_);
+    }
+  });
   return y.view(shape);
 #else
   TORCH_CHECK(false, "fp32::PackedLinear: this build has no AVX-512 kernel");

@@ -15,6 +15,7 @@
 #define MTX_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #endif
 
+#include "cpu/int8_kernels.h"
 #include "mtx/model/linear.h"
 #include "mtx/util/cpu_isa.h"
 #include "mtx/util/system.h"
@@ -156,12 +157,6 @@ MTX_VNNI void gemm_panels(const uint8_t* u, int64_t rows, int64_t in_pad, const 
 
 #pragma GCC diagnostic pop
 
-bool cpu_has_vnni() { return cpu::isa() == cpu::Isa::avx512_vnni; }
-
-#else
-
-bool cpu_has_vnni() { return false; }
-
 #endif
 
 }  // namespace
@@ -211,12 +206,21 @@ torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, 
   return y.view(shape);
 }
 
+const char* VnniLinear::kernel() {
+  if (!available()) return "";
+  return cpu::isa() == cpu::Isa::avx512_vnni ? "avx512-vnni" : "avx2";
+}
+
 bool VnniLinear::available() {
   static const bool wanted = [] {
     const char* env = std::getenv("MTX_INT8_ENGINE");
     return !env || !*env || std::string(env) == "avx512-vnni";
   }();
-  return wanted && cpu_has_vnni();
+#if defined(__x86_64__)
+  return wanted && cpu::isa() >= cpu::Isa::avx2;
+#else
+  return false;
+#endif
 }
 
 VnniLinear::VnniLinear(const Weight& weight, const torch::Tensor& bias) {
@@ -245,6 +249,7 @@ VnniLinear::VnniLinear(const Weight& weight, const torch::Tensor& bias) {
     }
     cp[n] = 128 * sum;
   }
+  has_minus_128_ = (w == -128).any().item<bool>();
   scales_ = torch::zeros({out_pad_}, torch::kFloat);
   scales_.narrow(0, 0, out_).copy_(weight.scales.to(torch::kFloat));
   bias_ = torch::zeros({out_pad_}, torch::kFloat);
@@ -257,35 +262,52 @@ torch::Tensor VnniLinear::forward(const torch::Tensor& x) const {
   TORCH_CHECK(x.size(-1) == in_, "int8 linear: input has ", x.size(-1), " features, the layer takes ", in_);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = out_;
-#ifdef MTX_HAVE_VNNI_KERNEL
+#if defined(__x86_64__)
+  const std::string kernel_name = kernel();
+  TORCH_CHECK(!kernel_name.empty(), "int8: mtx's kernels do not run below the avx2 level (util/cpu_isa.h)");
   const torch::Tensor rows = x.reshape({-1, in_}).contiguous();  // [n, in]
   const int64_t n = rows.size(0);
   torch::Tensor y = torch::empty({n, out_}, x.options());  // [n, out]
   if (n == 0) return y.view(shape);
-  torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 128
-  torch::Tensor sx = torch::empty({n}, torch::kFloat);         // [n]
   const float* xp = rows.data_ptr<float>();
-  uint8_t* up = u.data_ptr<uint8_t>();
+  torch::Tensor sx = torch::empty({n}, torch::kFloat);  // [n]
   float* sxp = sx.data_ptr<float>();
-  at::parallel_for(
-      0, n, 64, [&](int64_t begin, int64_t end) { quantize_rows_avx512(xp, in_, in_, in_pad_, begin, end, up, sxp); });
-  const int64_t panels = out_pad_ / kPanel;
   const uint8_t* pp = packed_.data_ptr<uint8_t>();
-  const int32_t* cp = comp_.data_ptr<int32_t>();
   const float* swp = scales_.data_ptr<float>();
   const float* bp = bias_.data_ptr<float>();
   float* yp = y.data_ptr<float>();
+  const int64_t panels = out_pad_ / kPanel;
   // Each panel's 32 outputs are computed by one thread for every row: work splits over panels, and the
   // result does not depend on the split (exact int32 sums, one fixed epilogue per output).
   const int64_t grain = std::max<int64_t>(1, 256 / n);  // at least ~256 row-panels of work per thread
+  if (kernel_name == "avx2") {
+    TORCH_CHECK(!has_minus_128_,
+                "int8: weights of -128 (outside mtx quantize's +-127) cannot run on the avx2 kernel; quantize the "
+                "float model again with mtx quantize");
+    torch::Tensor q = torch::empty({n, in_pad_}, torch::kChar);  // [n, in_pad]
+    int8_t* qp = q.data_ptr<int8_t>();
+    at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
+      kernels::quantize_rows_avx2(xp, in_, in_, in_pad_, begin, end, qp, sxp);
+    });
+    at::parallel_for(0, panels, grain, [&](int64_t begin, int64_t end) {
+      kernels::gemm_panels_avx2(qp, n, in_pad_, pp, begin, end, swp, bp, sxp, yp, out_);
+    });
+    return y.view(shape);
+  }
+#ifdef MTX_HAVE_VNNI_KERNEL
+  torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 128
+  uint8_t* up = u.data_ptr<uint8_t>();
+  at::parallel_for(
+      0, n, 64, [&](int64_t begin, int64_t end) { quantize_rows_avx512(xp, in_, in_, in_pad_, begin, end, up, sxp); });
+  const int32_t* cp = comp_.data_ptr<int32_t>();
   at::parallel_for(0, panels, grain, [&](int64_t begin, int64_t end) {
     gemm_panels(up, n, in_pad_, pp, begin, end, cp, swp, bp, sxp, yp, out_);
   });
   return y.view(shape);
-#else
-  TORCH_CHECK(false, "int8: this build has no VNNI kernel");
-  return x;
 #endif
+#endif
+  TORCH_CHECK(false, "int8: this build has no kernel of mtx's for this CPU");
+  return x;
 }
 
 }  // namespace mtx::model::int8

@@ -70,7 +70,7 @@ const c10::OperatorHandle& linear_dynamic_op() {
 
 }  // namespace
 
-std::string engine() { return VnniLinear::available() ? "avx512-vnni" : chosen_engine().name; }
+std::string engine() { return VnniLinear::available() ? VnniLinear::kernel() : chosen_engine().name; }
 
 Weight quantize(const torch::Tensor& w) {
   TORCH_CHECK(w.dim() == 2, "int8::quantize: expected a weight [out, in], got ", w.sizes());

@@ -1,5 +1,5 @@
-// mtx's own float product for CPU inference on AVX-512: y = x . W^T + bias with W packed once, when the model is
-// set up to translate, into panels of 32 outputs (what the kernel reads, in the order it reads it). A BLAS
+// mtx's own float product for CPU inference (AVX-512 or AVX2 with FMA): y = x . W^T + bias with W packed once, when the
+// model is set up to translate, into panels of 32 outputs (what the kernel reads, in the order it reads it). A BLAS
 // sgemm packs the weight again on every call -- for a decoder step of a few rows that repacking is most of the
 // work, and for the vocabulary projection it is a pass over 8 MB per block of rows. Each output is one fused
 // multiply-add chain over k in order, so a row's result depends on that row alone (any batch, any blocking, any
@@ -18,10 +18,12 @@ torch::Tensor reference_linear(const torch::Tensor& w, const torch::Tensor& bias
 
 class PackedLinear {
  public:
-  // The kernels run at the avx512 level or wider (util/cpu_isa.h) and MTX_FP32_GEMM is unset or "avx512"
+  // The kernels run at the avx2 level or wider (util/cpu_isa.h) and MTX_FP32_GEMM is unset or "avx512"
   // ("blas" keeps LibTorch's BLAS: for tests and comparisons). Asked at every use: a narrower level chosen later
   // (cpu::ScopedIsa) sends layers back to the BLAS.
   static bool available();
+  // The kernel that forward() runs now: "avx512", "avx2", or "" where none is available.
+  static const char* kernel();
 
   PackedLinear() = default;
   PackedLinear(const torch::Tensor& w, const torch::Tensor& bias);  // w [out, in] float, bias [out] or undefined

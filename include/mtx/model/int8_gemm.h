@@ -24,9 +24,13 @@ torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, 
 
 class VnniLinear {
  public:
-  // This CPU runs AVX-512 (F, BW, VL) with VNNI, and MTX_INT8_ENGINE is unset or "avx512-vnni" ("libtorch",
-  // or one of LibTorch's quantized engines by name, picks LibTorch's instead: for tests and comparisons).
+  // The kernels run at the avx2 level or wider (util/cpu_isa.h), and MTX_INT8_ENGINE is unset or "avx512-vnni"
+  // ("libtorch", or one of LibTorch's quantized engines by name, picks LibTorch's instead: for tests and
+  // comparisons). The level is read at every call: a layer packed at one level runs at another.
   static bool available();
+  // The kernel forward() runs now: "avx512-vnni" (u8 x s8 dot products), "avx2" (the same sums from vpmaddubsw
+  // on |q| and w * sign(q), exact), or "" where none is available.
+  static const char* kernel();
 
   VnniLinear() = default;
   VnniLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
@@ -35,10 +39,11 @@ class VnniLinear {
 
  private:
   int64_t out_ = 0, in_ = 0, out_pad_ = 0, in_pad_ = 0;
-  torch::Tensor packed_;  // uint8 [out_pad * in_pad]: panels of 32 outputs, each groups of 4 inputs per output
-  torch::Tensor comp_;    // int32 [out_pad]: 128 * sum_k w[n][k] (activations go in shifted by +128, unsigned)
-  torch::Tensor scales_;  // float [out_pad]: the weight rows' scales (0 past out)
-  torch::Tensor bias_;    // float [out_pad] (zeros without a bias)
+  torch::Tensor packed_;        // uint8 [out_pad * in_pad]: panels of 32 outputs, each groups of 4 inputs per output
+  torch::Tensor comp_;          // int32 [out_pad]: 128 * sum_k w[n][k] (activations go in shifted by +128, unsigned)
+  torch::Tensor scales_;        // float [out_pad]: the weight rows' scales (0 past out)
+  torch::Tensor bias_;          // float [out_pad] (zeros without a bias)
+  bool has_minus_128_ = false;  // a weight of -128: outside the avx2 kernel's exact range
 };
 
 }  // namespace mtx::model::int8

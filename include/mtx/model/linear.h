@@ -20,7 +20,7 @@ namespace mtx::model {
 
 namespace int8 {
 
-// What int8 layers run on: "avx512-vnni" (mtx's kernel), else the quantized CPU engine ("fbgemm", "x86",
+// What int8 layers run on: "avx512-vnni" or "avx2" (mtx's kernels), else the quantized CPU engine ("fbgemm", "x86",
 // "onednn", "qnnpack") chosen once as the fastest this LibTorch has; "" when there is none (then packing throws).
 std::string engine();
 

@@ -1,0 +1,101 @@
+// The packed float GEMM on AVX2 with FMA: compiled with -mavx2 -mfma (CMakeLists.txt), called only where the
+// kernels run at the avx2 level or wider (util/cpu_isa.h). Internal linkage throughout and no library headers
+// but the intrinsics', so that no code built for AVX2 can stand in for another unit's.
+#include "fp32_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+namespace mtx::model::fp32::kernels {
+namespace {
+
+constexpr int64_t kHalf = 16;    // outputs per half panel: two 8-lane vectors
+constexpr int64_t kDepth = 256;  // k per pass: the running sums go through y between passes
+constexpr int kRows = 6;         // rows per tile: 12 accumulators, 2 weight vectors, 1 broadcast
+
+// The lanes of an 8-wide vector at output n that are real outputs (n < out).
+__m256i lanes(int64_t out, int64_t n) {
+  const int64_t left = out - n;
+  const int count = left >= 8 ? 8 : left <= 0 ? 0 : int(left);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// R rows of x (row stride in) against one half panel's k-slice [k0, k0 + depth) (row stride kPanel): the
+// running sums live in y between slices (first: start from 0; last: add the bias).
+template <int R>
+inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
+                 int64_t out, const __m256i* mask, bool first, bool last) {
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < 2; ++c) {
+      acc[r][c] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + r * out + 8 * c, mask[c]);
+    }
+  }
+  for (int64_t k = 0; k < depth; ++k) {
+    const __m256 w0 = _mm256_loadu_ps(slice + k * kPanel);
+    const __m256 w1 = _mm256_loadu_ps(slice + k * kPanel + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_broadcast_ss(x + r * in + k);
+      acc[r][0] = _mm256_fmadd_ps(a, w0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, w1, acc[r][1]);
+    }
+  }
+  for (int c = 0; c < 2; ++c) {
+    const __m256 b = _mm256_loadu_ps(bias + 8 * c);
+    for (int r = 0; r < R; ++r) {
+      _mm256_maskstore_ps(y + r * out + 8 * c, mask[c], last ? _mm256_add_ps(acc[r][c], b) : acc[r][c]);
+    }
+  }
+}
+
+template <int R>
+void tiles(const float* x, int64_t rows, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
+           int64_t out, const __m256i* mask, bool first, bool last) {
+  int64_t m = 0;
+  for (; m + R <= rows; m += R) tile<R>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, first, last);
+  const float* xm = x + m * in;
+  float* ym = y + m * out;
+  switch (rows - m) {
+    case 5:
+      tile<5>(xm, in, slice, depth, bias, ym, out, mask, first, last);
+      break;
+    case 4:
+      tile<4>(xm, in, slice, depth, bias, ym, out, mask, first, last);
+      break;
+    case 3:
+      tile<3>(xm, in, slice, depth, bias, ym, out, mask, first, last);
+      break;
+    case 2:
+      tile<2>(xm, in, slice, depth, bias, ym, out, mask, first, last);
+      break;
+    case 1:
+      tile<1>(xm, in, slice, depth, bias, ym, out, mask, first, last);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+void gemm_panels_avx2(const float* x, int64_t rows, int64_t in, const float* packed, int64_t p_begin, int64_t p_end,
+                      const float* bias, float* y, int64_t out) {
+  static_assert(kRows == 6, "tiles() covers the tails of 1 .. 5 rows");
+  for (int64_t p = p_begin; p < p_end; ++p) {
+    for (int64_t h = 0; h < kPanel / kHalf; ++h) {
+      const int64_t n0 = p * kPanel + h * kHalf;
+      if (n0 >= out) break;
+      const __m256i mask[2] = {lanes(out, n0), lanes(out, n0 + 8)};
+      const float* half = packed + p * in * kPanel + h * kHalf;
+      for (int64_t k0 = 0; k0 < in; k0 += kDepth) {
+        const int64_t depth = in - k0 < kDepth ? in - k0 : kDepth;
+        tiles<kRows>(x + k0, rows, in, half + k0 * kPanel, depth, bias + n0, y + n0, out, mask, k0 == 0,
+                     k0 + depth == in);
+      }
+    }
+  }
+}
+
+}  // namespace mtx::model::fp32::kernels
+
+#endif

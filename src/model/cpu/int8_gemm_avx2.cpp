@@ -1,0 +1,132 @@
+// The int8 GEMM on AVX2 (no VNNI): compiled with -mavx2 -mfma (CMakeLists.txt), called only where the kernels
+// run at the avx2 level or wider without avx512_vnni (util/cpu_isa.h). vpmaddubsw multiplies unsigned by signed
+// bytes and saturates pair sums at int16: it gets |q| and w * sign(q), whose pairs stay within 2 x 127 x 127.
+// Internal linkage throughout and no library headers but the intrinsics'.
+#include "int8_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+namespace mtx::model::int8::kernels {
+namespace {
+
+constexpr int64_t kPanel = 32;  // outputs per panel
+constexpr int64_t kGroup = 4;   // inputs per 32-bit lane
+constexpr int kRows = 4;        // rows per tile: 8 accumulators, 2 weight vectors, the activations and 1s
+
+__m256i lanes(int64_t out, int64_t n) {
+  const int64_t left = out - n;
+  const int count = left >= 8 ? 8 : left <= 0 ? 0 : int(left);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+int32_t load4(const int8_t* p) {
+  // Four bytes as one lane (little-endian, as the weights' groups are laid out).
+  return int32_t(uint32_t(uint8_t(p[0])) | uint32_t(uint8_t(p[1])) << 8 | uint32_t(uint8_t(p[2])) << 16 |
+                 uint32_t(uint8_t(p[3])) << 24);
+}
+
+// R rows of q against one half panel (16 outputs from n): y[r][n ..] for r < R.
+template <int R>
+inline void tile(const int8_t* q, int64_t in_pad, const uint8_t* half, int64_t groups, const float* sw,
+                 const float* bias, const float* sx, float* y, int64_t out, int64_t n) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half + g * 128));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half + g * 128 + 32));
+    for (int r = 0; r < R; ++r) {
+      const __m256i a = _mm256_set1_epi32(load4(q + r * in_pad + g * kGroup));
+      const __m256i magnitude = _mm256_abs_epi8(a);
+      acc[r][0] = _mm256_add_epi32(acc[r][0],
+                                   _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w0, a)), ones));
+      acc[r][1] = _mm256_add_epi32(acc[r][1],
+                                   _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w1, a)), ones));
+    }
+  }
+  for (int c = 0; c < 2; ++c) {
+    const int64_t nc = n + 8 * c;
+    const __m256i mask = lanes(out, nc);
+    const __m256 w_scale = _mm256_loadu_ps(sw + nc), b = _mm256_loadu_ps(bias + nc);
+    for (int r = 0; r < R; ++r) {
+      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(sx[r]), w_scale);
+      _mm256_maskstore_ps(y + r * out + nc, mask, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), scale, b));
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_rows_avx2(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
+                        int8_t* q, float* sx) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * x_stride;
+    int8_t* qr = q + r * in_pad;
+    // max(|x_k|, m) keeps m where |x_k| is NaN, as std::max(m, |x_k|) does.
+    __m256 mx = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= in; k += 8) mx = _mm256_max_ps(_mm256_andnot_ps(sign_bit, _mm256_loadu_ps(xr + k)), mx);
+    alignas(32) float m8[8];
+    _mm256_store_ps(m8, mx);
+    float maxabs = 0;
+    for (int i = 0; i < 8; ++i) maxabs = m8[i] > maxabs ? m8[i] : maxabs;
+    for (; k < in; ++k) {
+      const float v = xr[k] < 0 ? -xr[k] : xr[k];
+      maxabs = maxabs < v ? v : maxabs;
+    }
+    sx[r] = maxabs / 127.0f;
+    const float inverse = maxabs > 0 ? 127.0f / maxabs : 0.0f;
+    const __m256 inv = _mm256_set1_ps(inverse);
+    alignas(32) int32_t q8[8];
+    for (k = 0; k + 8 <= in; k += 8) {
+      // Round to nearest even; NaN converts to INT_MIN, which the clamp takes to -127.
+      const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xr + k), inv));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q8), _mm256_min_epi32(_mm256_max_epi32(v, lo), hi));
+      for (int i = 0; i < 8; ++i) qr[k + i] = int8_t(q8[i]);
+    }
+    for (; k < in; ++k) {
+      const __m256i v = _mm256_cvtps_epi32(_mm256_set1_ps(xr[k] * inverse));
+      qr[k] = int8_t(_mm256_extract_epi32(_mm256_min_epi32(_mm256_max_epi32(v, lo), hi), 0));
+    }
+    for (k = in; k < in_pad; ++k) qr[k] = 0;
+  }
+}
+
+void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed, int64_t p_begin,
+                      int64_t p_end, const float* sw, const float* bias, const float* sx, float* y, int64_t out) {
+  static_assert(kRows == 4, "the tail below covers 1 .. 3 rows");
+  const int64_t groups = in_pad / kGroup;
+  for (int64_t p = p_begin; p < p_end; ++p) {
+    for (int64_t h = 0; h < 2; ++h) {
+      const int64_t n = p * kPanel + 16 * h;
+      if (n >= out) break;
+      const uint8_t* half = packed + p * groups * 128 + 64 * h;
+      int64_t m = 0;
+      for (; m + kRows <= rows; m += kRows) {
+        tile<kRows>(q + m * in_pad, in_pad, half, groups, sw, bias, sx + m, y + m * out, out, n);
+      }
+      const int8_t* qm = q + m * in_pad;
+      float* ym = y + m * out;
+      switch (rows - m) {
+        case 3:
+          tile<3>(qm, in_pad, half, groups, sw, bias, sx + m, ym, out, n);
+          break;
+        case 2:
+          tile<2>(qm, in_pad, half, groups, sw, bias, sx + m, ym, out, n);
+          break;
+        case 1:
+          tile<1>(qm, in_pad, half, groups, sw, bias, sx + m, ym, out, n);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace mtx::model::int8::kernels
+
+#endif
