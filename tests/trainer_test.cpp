@@ -617,9 +617,9 @@ TEST(Trainer, NanValidationLossIsNotBestAndResumeWorks) {
 }
 
 // A fixed run -- dropout, validations, step checkpoints, a stop and a resume -- ends with weights pinned in
-// tests/fixtures/trainer_weights.json, per LibTorch version and BLAS kernels (the float results depend on
-// both): a change to the training loop that changes what it computes fails here. A platform with no pinned
-// value skips, printing the value to pin.
+// tests/fixtures/trainer_weights.json, per LibTorch version, BLAS kernels, CPU vendor and instruction set (the
+// float results depend on them): a change to the training loop that changes what it computes fails here. A platform
+// with no pinned value skips, printing the value to pin.
 TEST(Trainer, FixedRunEndsWithThePinnedWeights) {
   mtx::test::TempDir tmp;
   mtx::config::Config c = toy_training(tmp);
@@ -632,8 +632,15 @@ TEST(Trainer, FixedRunEndsWithThePinnedWeights) {
   const auto last = train::load_checkpoint(tmp / "run" / "last.pt");
   ASSERT_EQ(last.state.step, 20);
 
+  // The BLAS picks its kernels by CPU vendor and instruction set too (MKL does both).
   const mtx::RuntimeInfo info = mtx::runtime_info();
-  const std::string platform = info.torch_version + " " + info.blas.substr(0, info.blas.find(" (/"));
+  std::string vendor;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; vendor.empty() && std::getline(cpuinfo, line);) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  }
+  const std::string platform = info.torch_version + " " + info.blas.substr(0, info.blas.find(" (/")) + " " + vendor +
+                               " " + mtx::cpu::name(mtx::cpu::detected());
   const auto pinned =
       nlohmann::json::parse(mtx::read_file(fs::path(MTX_SOURCE_DIR) / "tests" / "fixtures" / "trainer_weights.json"));
   if (!pinned.contains(platform)) {

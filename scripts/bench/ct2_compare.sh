@@ -6,7 +6,12 @@
 # included). Prints a markdown table: generated tokens/s, sentences/s, latency at batch 1 (p50/p95 over
 # --latency sentences, beam 5 only), peak RSS, BLEU (sacreBLEU-compatible `mtx eval`, cased 13a), and how many
 # lines differ from the other toolkit's output at the same precision.
-#   scripts/bench/ct2_compare.sh CKPT [--threads 2] [--batch-tokens 4096] [--latency 200] [--rounds 3] [--workers 1] [--out DIR]
+#   scripts/bench/ct2_compare.sh CKPT [--threads 2] [--batch-tokens 4096] [--latency 200] [--rounds 3] [--workers 1]
+#                                [--isa native|avx2] [--out DIR]
+# --isa avx2: both sides capped at AVX2 (with FMA) on a wider CPU, as on a CPU without AVX-512: mtx's kernels
+# (MTX_CPU_ISA=avx2) and its BLAS (OPENBLAS_CORETYPE=Haswell; MKL_ENABLE_INSTRUCTIONS=AVX2 for the 2.x build's
+# MKL; DNNL_MAX_CPU_ISA=AVX2 for LibTorch's oneDNN int8), CTranslate2 (CT2_FORCE_CPU_ISA=AVX2, and the same MKL and
+# oneDNN caps). The table's header names what each side ran.
 # --workers N: N translations at once on both sides, threads / N threads each (mtx --workers; CTranslate2's
 # inter_threads, with batches of batch-tokens / N so that both hold the same tokens in flight); the latency column
 # is measured with one translation on all threads either way.
@@ -18,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ckpt=${1:?usage: ct2_compare.sh CKPT [--threads N] [--batch-tokens N] [--latency N] [--out DIR]}
 shift
-threads=2 batch_tokens=4096 latency=200 rounds=3 workers=1 out=""
+threads=2 batch_tokens=4096 latency=200 rounds=3 workers=1 out="" isa=native
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
@@ -27,9 +32,16 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --isa) isa=$2; shift 2 ;;
     *) echo "ct2_compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case "$isa" in
+  native) ;;
+  avx2) export MTX_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2 DNNL_MAX_CPU_ISA=AVX2 \
+               ONEDNN_MAX_CPU_ISA=AVX2 CT2_FORCE_CPU_ISA=AVX2 ;;
+  *) echo "ct2_compare.sh: --isa is native or avx2, not '$isa'" >&2; exit 2 ;;
+esac
 mtx=${MTX:-build/bin/mtx}
 data=${MTX_DATA_DIR:-data/multi30k}
 [ -x "$mtx" ] || { echo "ct2_compare.sh: $mtx not built (scripts/build.sh)" >&2; exit 1; }
@@ -81,8 +93,9 @@ done
 # What each side ran on: the CPU, mtx's BLAS (and OpenBLAS kernels), CTranslate2's GEMM backends (its verbose log).
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 blas=$("$mtx" --version 2>/dev/null | sed -n 's/^BLAS: //p' | sed 's/ (\/.*//')
+blas="$blas; $("$mtx" --version 2>/dev/null | sed -n 's/^\(CPU inference: .*\|CPU ISA: .*\)$/\1/p' | tr '\n' ';' | sed 's/;$//')"
 ct2_backend=$(CT2_VERBOSE=1 "$py" -c "import ctranslate2; ctranslate2.Translator('$out/ct2-fp32', device='cpu')" 2>&1 |
-  sed -n 's/.*\(GEMM[_A-Z0-9]* backend: [^]]*\).*/\1/p' | tr '\n' ';' | sed 's/;$//')
+  sed -n 's/.*\(GEMM[_A-Z0-9]* backend: [^]]*\|[A-Za-z ]*ISA: [^]]*\).*/\1/p' | tr '\n' ';' | sed 's/;$//')
 python3 - "$out" "$threads" "$batch_tokens" "$latency" "$alpha" "$rounds" "$workers" "$("$mtx" --version | head -1)" "$("$py" -c 'import ctranslate2; print(ctranslate2.__version__)')" "$cpu" "$blas" "$ct2_backend" <<'PY' | tee "$out/table.md"
 import json, re, sys
 import statistics

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "cpu/softmax_kernels.h"
 #include "mtx/util/cpu_isa.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/system.h"
@@ -28,48 +29,13 @@ constexpr int64_t kBlockRows = 256;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// e^x for x <= 0 (here x - max of a row), branch-free so that the loop vectorises (Cephes' expf polynomial;
-// relative error under 2e-7). Arguments below -87.3 give ~1e-38 instead of 0: nothing a sum notices.
-inline float exp_nonpositive(float x) {
-  x = x < -87.33654f ? -87.33654f : x;
-  const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;  // round(x / ln 2)
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;    // x - n ln 2, in two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.f;
-  const int32_t bits = (int32_t(n) + 127) << 23;  // 2^n
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return y * scale;
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) float row_max(const float* x, int64_t n) {
-  float lane[16];
-  for (float& l : lane) l = kNegInf;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
-  }
-  float m = kNegInf;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  for (const float l : lane) m = l > m ? l : m;
-  return m;
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) float row_sum_exp(const float* x, int64_t n, float max) {
-  float lane[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) lane[j] += exp_nonpositive(x[i + j] - max);
-  }
-  float sum = 0;
-  for (; i < n; ++i) sum += exp_nonpositive(x[i] - max);
-  for (const float l : lane) sum += l;
-  return sum;
+// The row passes for the level the kernels run at (util/cpu_isa.h).
+kernels::RowLoops row_loops() {
+#if defined(__x86_64__)
+  if (cpu::isa() >= cpu::Isa::avx512) return kernels::row_loops_avx512();
+  if (cpu::isa() >= cpu::Isa::avx2) return kernels::row_loops_avx2();
+#endif
+  return kernels::row_loops_generic();
 }
 
 struct Entry {
@@ -152,12 +118,13 @@ class CandidatePicker {
                 x.sizes(), " at row ", first_row, " of ", rows_);
     vocab_ = vocab;
     const float* base = x.data_ptr<float>();
+    const kernels::RowLoops loops = row_loops();
     at::parallel_for(0, n, 8, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t r = first_row + i;
         const float* row = base + i * vocab;
-        const float max = row_max(row, vocab);
-        const float lse = max + std::log(row_sum_exp(row, vocab, max));
+        const float max = loops.max(row, vocab);
+        const float lse = max + std::log(loops.sum_exp(row, vocab, max));
         Entry* out = top_.data() + r * held;
         if (rules_.forced[size_t(r / k_)]) {
           for (int64_t j = 0; j < held; ++j) out[j] = {kNegInf, -1};

@@ -11,9 +11,11 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/attention_kernels.h"
 #include "mtx/model/dropout.h"
 #include "mtx/model/masks.h"
 #include "mtx/model/matmul.h"
+#include "mtx/util/cpu_isa.h"
 
 namespace mtx::model {
 namespace {
@@ -30,22 +32,13 @@ torch::Tensor merge_heads(const torch::Tensor& x) {
   return x.transpose(1, 2).reshape({b, t, h * hd});
 }
 
-// A dot product of n floats; lanes of 8 so the compiler vectorises it (each lane sums in a fixed order, so the
-// result depends on the data alone).
-__attribute__((target_clones("avx512f", "avx2", "default"))) float dot(const float* a, const float* b, int64_t n) {
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) lane[j] += a[i + j] * b[i + j];
-  }
-  float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// out[0..n) += w * x[0..n)
-__attribute__((target_clones("avx512f", "avx2", "default"))) void axpy(float w, const float* x, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] += w * x[i];
+// The vector loops for the level the kernels run at (util/cpu_isa.h).
+kernels::AttentionLoops attention_loops() {
+#if defined(__x86_64__)
+  if (cpu::isa() >= cpu::Isa::avx512) return kernels::attention_loops_avx512();
+  if (cpu::isa() >= cpu::Isa::avx2) return kernels::attention_loops_avx2();
+#endif
+  return kernels::attention_loops_generic();
 }
 
 // Attention at CPU inference, per (row, head, query): scores, mask, softmax and the weighted sum of values in
@@ -86,6 +79,7 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
   float* op = out.data_ptr<float>();
   const float scale = float(1.0 / std::sqrt(double(D)));
   const int64_t grain = std::max<int64_t>(1, (B * H * Q) / (4 * at::get_num_threads()));
+  const kernels::AttentionLoops loops = attention_loops();
   at::parallel_for(0, B * H * Q, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> w(static_cast<size_t>(T));
     for (int64_t i = begin; i < end; ++i) {
@@ -98,7 +92,7 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
           w[size_t(t)] = -std::numeric_limits<float>::infinity();
           continue;
         }
-        const float s = dot(qi, kp + kb * k.stride(0) + h * k.stride(1) + t * k.stride(2), D) * scale;
+        const float s = loops.dot(qi, kp + kb * k.stride(0) + h * k.stride(1) + t * k.stride(2), D) * scale;
         w[size_t(t)] = s;
         top = std::max(top, s);
       }
@@ -113,7 +107,7 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
       }
       for (int64_t t = 0; t < T; ++t) {
         if (w[size_t(t)] == 0.0f) continue;
-        axpy(w[size_t(t)] / sum, vp + kb * v.stride(0) + h * v.stride(1) + t * v.stride(2), o, D);
+        loops.axpy(w[size_t(t)] / sum, vp + kb * v.stride(0) + h * v.stride(1) + t * v.stride(2), o, D);
       }
     }
   });

@@ -1,0 +1,21 @@
+// Search's passes over a row of logits (the maximum, the sum of exponentials), one translation unit per
+// instruction set (private to src/decode): the same plain loops compiled for each level; nothing is contracted
+// into fused multiply-adds, and each lane sums in a fixed order. No LibTorch.
+#pragma once
+
+#include <cstdint>
+
+namespace mtx::decode::kernels {
+
+struct RowLoops {
+  float (*max)(const float* x, int64_t n);                 // max of x[0..n) (-inf for n = 0)
+  float (*sum_exp)(const float* x, int64_t n, float max);  // sum of e^(x[i] - max), x[i] <= max
+};
+
+RowLoops row_loops_generic();
+#if defined(__x86_64__)
+RowLoops row_loops_avx2();
+RowLoops row_loops_avx512();
+#endif
+
+}  // namespace mtx::decode::kernels
