@@ -9,12 +9,6 @@
 #include <string>
 #include <vector>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define MTX_HAVE_AVX512_KERNEL 1
-#define MTX_AVX512 __attribute__((target("avx512f")))
-#endif
-
 #include "cpu/fp32_kernels.h"
 #include "mtx/util/cpu_isa.h"
 #include "mtx/util/system.h"
@@ -22,105 +16,9 @@
 namespace mtx::model::fp32 {
 namespace {
 
-constexpr int kCols = 2;                // 16-lane vectors per row of a tile
-constexpr int64_t kPanel = 16 * kCols;  // outputs per panel
-static_assert(kPanel == kernels::kPanel, "one pack for every instruction set");
-constexpr int64_t kDepth = 256;  // k per pass: a panel's slice (256 x 32 floats, 32 KB) stays in L1 across the rows
-constexpr int kRows = 8;         // rows per tile: 16 accumulators, 2 weight vectors, 1 broadcast
+using kernels::kPanel;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-#ifdef MTX_HAVE_AVX512_KERNEL
-
-// R rows of x (row stride in) against one panel's k-slice [k0, k0 + depth): the running sums live in y between
-// slices (first: start from 0; last: add the bias), so each output is one fma chain over k in order.
-template <int R>
-MTX_AVX512 inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
-                            int64_t out, const __mmask16* mask, bool first, bool last) {
-  __m512 acc[R][kCols];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int c = 0; c < kCols; ++c) {
-      acc[r][c] = first || !mask[c] ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask[c], y + r * out + 16 * c);
-    }
-  }
-  for (int64_t k = 0; k < depth; ++k) {
-    __m512 w[kCols];
-#pragma GCC unroll 4
-    for (int c = 0; c < kCols; ++c) w[c] = _mm512_loadu_ps(slice + k * kPanel + 16 * c);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(x[r * in + k]);
-#pragma GCC unroll 4
-      for (int c = 0; c < kCols; ++c) acc[r][c] = _mm512_fmadd_ps(a, w[c], acc[r][c]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < kCols; ++c) {
-    if (!mask[c]) continue;
-    const __m512 b = _mm512_loadu_ps(bias + 16 * c);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      _mm512_mask_storeu_ps(y + r * out + 16 * c, mask[c], last ? _mm512_add_ps(acc[r][c], b) : acc[r][c]);
-    }
-  }
-}
-
-// Panels [p_begin, p_end) for all `rows` rows of x.
-MTX_AVX512 void gemm_panels(const float* x, int64_t rows, int64_t in, const float* packed, int64_t p_begin,
-                            int64_t p_end, const float* bias, float* y, int64_t out) {
-  const auto lanes = [out](int64_t n) -> __mmask16 {
-    const int64_t left = out - n;
-    return left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1u);
-  };
-  for (int64_t p = p_begin; p < p_end; ++p) {
-    const float* panel = packed + p * in * kPanel;
-    const int64_t n0 = p * kPanel;
-    __mmask16 mask[kCols];
-    for (int c = 0; c < kCols; ++c) mask[c] = lanes(n0 + 16 * c);
-    const float* b = bias + n0;
-    for (int64_t k0 = 0; k0 < in; k0 += kDepth) {
-      const int64_t depth = std::min(kDepth, in - k0);
-      const bool first = k0 == 0, last = k0 + depth == in;
-      const float* slice = panel + k0 * kPanel;
-      int64_t m = 0;
-      for (; m + kRows <= rows; m += kRows) {
-        tile<kRows>(x + m * in + k0, in, slice, depth, b, y + m * out + n0, out, mask, first, last);
-      }
-      const float* xm = x + m * in + k0;
-      float* ym = y + m * out + n0;
-      static_assert(kRows == 8, "the tail below covers 1 .. 7 rows");
-      switch (rows - m) {
-        case 7:
-          tile<7>(xm, in, slice, depth, b, ym, out, mask, first, last);
-          break;
-        case 6:
-          tile<6>(xm, in, slice, depth, b, ym, out, mask, first, last);
-          break;
-        case 5:
-          tile<5>(xm, in, slice, depth, b, ym, out, mask, first, last);
-          break;
-        case 4:
-          tile<4>(xm, in, slice, depth, b, ym, out, mask, first, last);
-          break;
-        case 3:
-          tile<3>(xm, in, slice, depth, b, ym, out, mask, first, last);
-          break;
-        case 2:
-          tile<2>(xm, in, slice, depth, b, ym, out, mask, first, last);
-          break;
-        case 1:
-          tile<1>(xm, in, slice, depth, b, ym, out, mask, first, last);
-          break;
-        default:
-          break;
-      }
-    }
-  }
-}
-
-#endif
 
 }  // namespace
 
@@ -146,7 +44,7 @@ torch::Tensor reference_linear(const torch::Tensor& w_in, const torch::Tensor& b
 }
 
 bool PackedLinear::available() {
-#ifdef MTX_HAVE_AVX512_KERNEL
+#if defined(__x86_64__)
   constexpr bool kernel_built = true;
 #else
   constexpr bool kernel_built = false;
@@ -184,7 +82,7 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   TORCH_CHECK(x.size(-1) == in_, "linear: input has ", x.size(-1), " features, the layer takes ", in_);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = out_;
-#ifdef MTX_HAVE_AVX512_KERNEL
+#if defined(__x86_64__)
   const torch::Tensor rows = x.reshape({-1, in_}).contiguous();  // [n, in]
   const int64_t n = rows.size(0);
   torch::Tensor y = torch::empty({n, out_}, x.options());  // [n, out]
@@ -195,17 +93,12 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   float* yp = y.data_ptr<float>();
   // Threads split the panels; every output is computed by one thread in one fixed order.
   const int64_t grain = std::max<int64_t>(1, 256 / n);  // at least ~256 row-panels of work per thread
-  const bool avx512 = std::string(kernel()) == "avx512";
-  at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t begin, int64_t end) {
-    if (avx512) {
-      gemm_panels(xp, n, in_, pp, begin, end, bp, yp, out_);
-    } else {
-      kernels::gemm_panels_avx2(xp, n, in_, pp, begin, end, bp, yp, out_);
-    }
-  });
+  const auto gemm_panels = cpu::isa() >= cpu::Isa::avx512 ? kernels::gemm_panels_avx512 : kernels::gemm_panels_avx2;
+  at::parallel_for(0, out_pad_ / kPanel, grain,
+                   [&](int64_t begin, int64_t end) { gemm_panels(xp, n, in_, pp, begin, end, bp, yp, out_); });
   return y.view(shape);
 #else
-  TORCH_CHECK(false, "fp32::PackedLinear: this build has no AVX-512 kernel");
+  TORCH_CHECK(false, "fp32::PackedLinear: this build has no kernel of mtx's (x86-64 only)");
   return x;
 #endif
 }

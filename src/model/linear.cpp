@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "mtx/util/cpu_isa.h"
+
 namespace mtx::model {
 namespace int8 {
 namespace {
@@ -35,9 +37,9 @@ std::string engine_name(at::QEngine e) {
   }
 }
 
-// The first of fbgemm, x86, onednn, qnnpack this LibTorch supports (MTX_INT8_ENGINE=NAME picks another, for
-// measuring, and "libtorch" the first of them where mtx's own kernel, "avx512-vnni", would otherwise run),
-// made the process's quantized engine: prepacking follows it.
+// The first of fbgemm, x86, onednn, qnnpack this LibTorch supports (MTX_INT8_ENGINE=NAME picks another, and
+// "libtorch" the first of them, where mtx's own kernels would otherwise run: for measuring), made the process's
+// quantized engine: prepacking follows it.
 const Engine& chosen_engine() {
   static const Engine chosen = [] {
     const at::QEngine order[] = {at::QEngine::FBGEMM, at::QEngine::X86, at::QEngine::ONEDNN, at::QEngine::QNNPACK};
@@ -46,7 +48,8 @@ const Engine& chosen_engine() {
     Engine e;
     for (const at::QEngine q : order) {
       if (std::find(supported.begin(), supported.end(), q) == supported.end()) continue;
-      const bool any = !wanted || !*wanted || std::string(wanted) == "libtorch" || std::string(wanted) == "avx512-vnni";
+      const bool any = !wanted || !*wanted || std::string(wanted) == "libtorch" || std::string(wanted) == "mtx" ||
+                       std::string(wanted) == "avx512-vnni";
       if (!any && engine_name(q) != wanted) continue;
       e.engine = q;
       e.name = engine_name(q);
@@ -70,7 +73,7 @@ const c10::OperatorHandle& linear_dynamic_op() {
 
 }  // namespace
 
-std::string engine() { return VnniLinear::available() ? VnniLinear::kernel() : chosen_engine().name; }
+std::string engine() { return KernelLinear::available() ? KernelLinear::kernel() : chosen_engine().name; }
 
 Weight quantize(const torch::Tensor& w) {
   TORCH_CHECK(w.dim() == 2, "int8::quantize: expected a weight [out, in], got ", w.sizes());
@@ -89,8 +92,8 @@ torch::Tensor dequantize(const Weight& w) {
 }
 
 PackedLinear::PackedLinear(const Weight& weight, const torch::Tensor& bias) : weight_(weight) {
-  if (VnniLinear::available()) {
-    vnni_ = VnniLinear(weight, bias);
+  if (KernelLinear::available()) {
+    kernel_ = KernelLinear(weight, bias);
     return;
   }
   const Engine& e = chosen_engine();
@@ -114,7 +117,7 @@ PackedLinear::PackedLinear(const Weight& weight, const torch::Tensor& bias) : we
 
 torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   TORCH_CHECK(defined(), "int8::PackedLinear: not packed");
-  if (vnni_.defined()) return vnni_.forward(x);
+  if (kernel_.defined()) return kernel_.forward(x);
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "int8 layers run on float CPU tensors");
   torch::NoGradGuard no_grad;
   const int64_t in = weight_.values.size(1);
@@ -127,9 +130,16 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   torch::Tensor scaled = input.narrow(0, 0, n);                     // [n, in]
   at::div_out(scaled, rows, scale);
   input.narrow(0, n, 1).copy_(anchor_);
-  // Full 8-bit activations (reduce_range off). fbgemm's pre-VNNI kernels can saturate 16-bit pair sums with
-  // them in rare cases; scripts/checks/int8_bleu.sh checks the BLEU on the machine it runs on.
-  std::vector<c10::IValue> stack{input, packed_, false};
+  // x86's engines without VNNI (fbgemm, onednn) add pairs of u8 x s8 products in int16 (vpmaddubsw), which
+  // 8-bit activations can saturate: there, 7-bit activations (reduce_range), as PyTorch's own default does.
+  static const bool reduce_range = [] {
+#if defined(__x86_64__)
+    return !mtx::cpu_features().avx512vnni;
+#else
+    return false;
+#endif
+  }();
+  std::vector<c10::IValue> stack{input, packed_, reduce_range};
   linear_dynamic_op().callBoxed(&stack);
   const torch::Tensor y = stack.at(0).toTensor().narrow(0, 0, n);                     // [n, out]
   torch::Tensor out = bias_.defined() ? torch::addcmul(bias_, y, scale) : y * scale;  // [n, out]

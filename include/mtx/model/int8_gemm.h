@@ -1,8 +1,9 @@
-// mtx's own int8 product for CPU inference, on AVX-512 VNNI (vpdpbusd: 64 8-bit multiply-adds per
-// instruction): y = dequantized(quantized(x) . W^T) + bias, in two passes over the activations -- one that
-// quantizes each row of x by its own max |x| (symmetric, [-127, 127]), one GEMM whose epilogue scales back
-// and adds the bias -- where LibTorch's dynamic quantized linear takes six. The int8 products sum exactly in
-// int32, so a row's result depends on that row alone (any batch, any blocking, any thread count).
+// mtx's own int8 product for CPU inference, at every instruction-set level (util/cpu_isa.h): AVX-512 VNNI
+// (vpdpbusd), AVX2 (vpmaddubsw on |q| and w * sign(q)) and plain C++. y = dequantized(quantized(x) . W^T) + bias,
+// in two passes over the activations -- one that quantizes each row of x by its own max |x| (symmetric,
+// [-127, 127]), one GEMM whose epilogue scales back and adds the bias -- where LibTorch's dynamic quantized linear
+// takes six. The int8 products sum exactly in int32 at every level, so a row's result depends on that row alone
+// (any batch, any blocking, any thread count, any level) and equals reference_linear bit for bit.
 #pragma once
 
 #include <torch/types.h>
@@ -22,18 +23,18 @@ std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x);
 // The kernel below gives the same numbers bit for bit; this is what it is tested against.
 torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, const torch::Tensor& x);
 
-class VnniLinear {
+class KernelLinear {
  public:
-  // The kernels run at the avx2 level or wider (util/cpu_isa.h), and MTX_INT8_ENGINE is unset or "avx512-vnni"
-  // ("libtorch", or one of LibTorch's quantized engines by name, picks LibTorch's instead: for tests and
+  // Whether mtx's kernels run int8 layers: MTX_INT8_ENGINE is unset or "mtx" ("avx512-vnni" too, its old name;
+  // "libtorch", or one of LibTorch's quantized engines by name, picks LibTorch's instead: for tests and
   // comparisons). The level is read at every call: a layer packed at one level runs at another.
   static bool available();
   // The kernel forward() runs now: "avx512-vnni" (u8 x s8 dot products), "avx2" (the same sums from vpmaddubsw
-  // on |q| and w * sign(q), exact), or "" where none is available.
+  // on |q| and w * sign(q), exact), "generic" (plain C++), or "" where mtx's kernels do not run.
   static const char* kernel();
 
-  VnniLinear() = default;
-  VnniLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
+  KernelLinear() = default;
+  KernelLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
   bool defined() const { return packed_.defined(); }
   torch::Tensor forward(const torch::Tensor& x) const;  // [.., in] float -> [.., out] float
 

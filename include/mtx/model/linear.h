@@ -20,8 +20,9 @@ namespace mtx::model {
 
 namespace int8 {
 
-// What int8 layers run on: "avx512-vnni" or "avx2" (mtx's kernels), else the quantized CPU engine ("fbgemm", "x86",
-// "onednn", "qnnpack") chosen once as the fastest this LibTorch has; "" when there is none (then packing throws).
+// What int8 layers run on: "avx512-vnni", "avx2" or "generic" (mtx's kernels, the default at every level), else
+// -- where MTX_INT8_ENGINE asks for LibTorch's -- the quantized CPU engine ("fbgemm", "x86", "onednn", "qnnpack")
+// chosen once as the fastest this LibTorch has; "" when there is none (then packing throws).
 std::string engine();
 
 // Weights quantized per output row: values[r] * scales[r] ~ w[r], values in [-127, 127].
@@ -39,13 +40,13 @@ class PackedLinear {
  public:
   PackedLinear() = default;
   PackedLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
-  bool defined() const { return vnni_.defined() || !packed_.isNone(); }
+  bool defined() const { return kernel_.defined() || !packed_.isNone(); }
   torch::Tensor forward(const torch::Tensor& x) const;
   const Weight& weight() const { return weight_; }
 
  private:
-  VnniLinear vnni_;     // mtx's kernel, where the CPU runs it (then the engine's fields stay empty)
-  c10::IValue packed_;  // the engine's LinearPackedParamsBase
+  KernelLinear kernel_;  // mtx's kernel, where the CPU runs it (then the engine's fields stay empty)
+  c10::IValue packed_;   // the engine's LinearPackedParamsBase
   Weight weight_;
   torch::Tensor bias_;
   torch::Tensor anchor_;  // [1, in]: +1, -1, then zeros

@@ -6,6 +6,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "tails.h"
+
 namespace mtx::model::fp32::kernels {
 namespace {
 
@@ -53,34 +55,15 @@ void tiles(const float* x, int64_t rows, int64_t in, const float* slice, int64_t
            int64_t out, const __m256i* mask, bool first, bool last) {
   int64_t m = 0;
   for (; m + R <= rows; m += R) tile<R>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, first, last);
-  const float* xm = x + m * in;
-  float* ym = y + m * out;
-  switch (rows - m) {
-    case 5:
-      tile<5>(xm, in, slice, depth, bias, ym, out, mask, first, last);
-      break;
-    case 4:
-      tile<4>(xm, in, slice, depth, bias, ym, out, mask, first, last);
-      break;
-    case 3:
-      tile<3>(xm, in, slice, depth, bias, ym, out, mask, first, last);
-      break;
-    case 2:
-      tile<2>(xm, in, slice, depth, bias, ym, out, mask, first, last);
-      break;
-    case 1:
-      tile<1>(xm, in, slice, depth, bias, ym, out, mask, first, last);
-      break;
-    default:
-      break;
-  }
+  model::kernels::with_tail_rows<R>(rows - m, [&](auto r) {
+    tile<decltype(r)::value>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, first, last);
+  });
 }
 
 }  // namespace
 
 void gemm_panels_avx2(const float* x, int64_t rows, int64_t in, const float* packed, int64_t p_begin, int64_t p_end,
                       const float* bias, float* y, int64_t out) {
-  static_assert(kRows == 6, "tiles() covers the tails of 1 .. 5 rows");
   for (int64_t p = p_begin; p < p_end; ++p) {
     for (int64_t h = 0; h < kPanel / kHalf; ++h) {
       const int64_t n0 = p * kPanel + h * kHalf;

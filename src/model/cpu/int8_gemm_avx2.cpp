@@ -7,6 +7,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "tails.h"
+
 namespace mtx::model::int8::kernels {
 namespace {
 
@@ -97,7 +99,6 @@ void quantize_rows_avx2(const float* x, int64_t x_stride, int64_t in, int64_t in
 
 void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed, int64_t p_begin,
                       int64_t p_end, const float* sw, const float* bias, const float* sx, float* y, int64_t out) {
-  static_assert(kRows == 4, "the tail below covers 1 .. 3 rows");
   const int64_t groups = in_pad / kGroup;
   for (int64_t p = p_begin; p < p_end; ++p) {
     for (int64_t h = 0; h < 2; ++h) {
@@ -108,21 +109,9 @@ void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8
       for (; m + kRows <= rows; m += kRows) {
         tile<kRows>(q + m * in_pad, in_pad, half, groups, sw, bias, sx + m, y + m * out, out, n);
       }
-      const int8_t* qm = q + m * in_pad;
-      float* ym = y + m * out;
-      switch (rows - m) {
-        case 3:
-          tile<3>(qm, in_pad, half, groups, sw, bias, sx + m, ym, out, n);
-          break;
-        case 2:
-          tile<2>(qm, in_pad, half, groups, sw, bias, sx + m, ym, out, n);
-          break;
-        case 1:
-          tile<1>(qm, in_pad, half, groups, sw, bias, sx + m, ym, out, n);
-          break;
-        default:
-          break;
-      }
+      model::kernels::with_tail_rows<kRows>(rows - m, [&](auto r) {
+        tile<decltype(r)::value>(q + m * in_pad, in_pad, half, groups, sw, bias, sx + m, y + m * out, out, n);
+      });
     }
   }
 }
