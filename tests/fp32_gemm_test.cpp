@@ -31,7 +31,8 @@ TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
     struct Shape {
       int64_t out, in;
     };
-    for (const Shape s : {Shape{1, 5}, Shape{16, 16}, Shape{17, 256}, Shape{33, 257}, Shape{48, 3}, Shape{100, 600}}) {
+    for (const Shape s :
+         {Shape{1, 5}, Shape{16, 16}, Shape{17, 256}, Shape{33, 257}, Shape{48, 3}, Shape{100, 600}, Shape{40, 1100}}) {
       const torch::Tensor w = torch::randn({s.out, s.in});  // [out, in]
       for (const bool with_bias : {true, false}) {
         const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 
+#include "mtx/util/cpu_isa.h"
 #include "mtx/util/errors.h"
 
 using namespace mtx::decode;
@@ -299,6 +301,34 @@ TEST(BeamSearch, FusedCandidatesMatchTheTensorPath) {
           EXPECT_EQ(fi[0][0] % vocab, 3);
       }
     }
+  }
+}
+
+// The fused choice's row passes (the maximum, the sum of exponentials) are compiled per instruction set: every
+// level this CPU runs gives the same candidates bit for bit, so a translation does not depend on the machine.
+TEST(BeamSearch, FusedCandidatesAreTheSameAtEveryLevel) {
+  torch::manual_seed(8);
+  const int64_t k = 5, sentences = 3, vocab = 8003;
+  torch::Tensor logits = torch::randn({sentences * k, vocab}) * 4;  // [rows, V]
+  logits[0][5] = -200;                                              // below exp's clamp
+  logits[1].fill_(7);                                               // a flat row: every exp is 1
+  const std::vector<float> prior(static_cast<size_t>(sentences * k), -0.5f);
+  StepRules rules;
+  rules.bos = 2;
+  rules.eos = 3;
+  rules.pad = 0;
+  rules.forced = {0, 0, 0};
+  std::optional<Candidates> first;
+  for (const mtx::cpu::Isa isa : mtx::cpu::runnable()) {
+    mtx::cpu::ScopedIsa level(isa);
+    const Candidates c = best_candidates(logits, prior, k, rules, true);
+    if (!first) {
+      first = c;
+      continue;
+    }
+    EXPECT_TRUE(torch::equal(c.scores, first->scores))
+        << mtx::cpu::name(isa) << ": max diff " << (c.scores - first->scores).abs().max().item<float>();
+    EXPECT_TRUE(torch::equal(c.indices, first->indices)) << mtx::cpu::name(isa);
   }
 }
 

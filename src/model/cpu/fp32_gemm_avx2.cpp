@@ -11,9 +11,9 @@
 namespace mtx::model::fp32::kernels {
 namespace {
 
-constexpr int64_t kHalf = 16;    // outputs per half panel: two 8-lane vectors
-constexpr int64_t kDepth = 256;  // k per pass: the running sums go through y between passes
-constexpr int kRows = 6;         // rows per tile: 12 accumulators, 2 weight vectors, 1 broadcast
+constexpr int64_t kHalf = 16;     // outputs per half panel: two 8-lane vectors
+constexpr int64_t kDepth = 1024;  // k per pass, a half panel's slice held in L2; sums go through y between passes
+constexpr int kRows = 6;          // rows per tile: 12 accumulators, 2 weight vectors, 1 broadcast
 
 // The lanes of an 8-wide vector at output n that are real outputs (n < out).
 __m256i lanes(int64_t out, int64_t n) {
@@ -26,11 +26,13 @@ __m256i lanes(int64_t out, int64_t n) {
 // running sums live in y between slices (first: start from 0; last: add the bias).
 template <int R>
 inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
-                 int64_t out, const __m256i* mask, bool first, bool last) {
+                 int64_t out, const __m256i* mask, bool full, bool first, bool last) {
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < 2; ++c) {
-      acc[r][c] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + r * out + 8 * c, mask[c]);
+      acc[r][c] = first  ? _mm256_setzero_ps()
+                  : full ? _mm256_loadu_ps(y + r * out + 8 * c)
+                         : _mm256_maskload_ps(y + r * out + 8 * c, mask[c]);
     }
   }
   for (int64_t k = 0; k < depth; ++k) {
@@ -44,19 +46,23 @@ inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, 
   }
   for (int c = 0; c < 2; ++c) {
     const __m256 b = _mm256_loadu_ps(bias + 8 * c);
-    for (int r = 0; r < R; ++r) {
-      _mm256_maskstore_ps(y + r * out + 8 * c, mask[c], last ? _mm256_add_ps(acc[r][c], b) : acc[r][c]);
+    if (full) {
+      for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * out + 8 * c, last ? _mm256_add_ps(acc[r][c], b) : acc[r][c]);
+    } else {
+      for (int r = 0; r < R; ++r) {
+        _mm256_maskstore_ps(y + r * out + 8 * c, mask[c], last ? _mm256_add_ps(acc[r][c], b) : acc[r][c]);
+      }
     }
   }
 }
 
 template <int R>
 void tiles(const float* x, int64_t rows, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
-           int64_t out, const __m256i* mask, bool first, bool last) {
+           int64_t out, const __m256i* mask, bool full, bool first, bool last) {
   int64_t m = 0;
-  for (; m + R <= rows; m += R) tile<R>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, first, last);
+  for (; m + R <= rows; m += R) tile<R>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last);
   model::kernels::with_tail_rows<R>(rows - m, [&](auto r) {
-    tile<decltype(r)::value>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, first, last);
+    tile<decltype(r)::value>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last);
   });
 }
 
@@ -69,10 +75,11 @@ void gemm_panels_avx2(const float* x, int64_t rows, int64_t in, const float* pac
       const int64_t n0 = p * kPanel + h * kHalf;
       if (n0 >= out) break;
       const __m256i mask[2] = {lanes(out, n0), lanes(out, n0 + 8)};
+      const bool full = n0 + kHalf <= out;  // vmaskmovps is slow on some CPUs (AMD's): plain moves where they can
       const float* half = packed + p * in * kPanel + h * kHalf;
       for (int64_t k0 = 0; k0 < in; k0 += kDepth) {
         const int64_t depth = in - k0 < kDepth ? in - k0 : kDepth;
-        tiles<kRows>(x + k0, rows, in, half + k0 * kPanel, depth, bias + n0, y + n0, out, mask, k0 == 0,
+        tiles<kRows>(x + k0, rows, in, half + k0 * kPanel, depth, bias + n0, y + n0, out, mask, full, k0 == 0,
                      k0 + depth == in);
       }
     }
