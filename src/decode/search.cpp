@@ -119,7 +119,7 @@ class CandidatePicker {
     vocab_ = vocab;
     const float* base = x.data_ptr<float>();
     const kernels::RowLoops loops = row_loops();
-    at::parallel_for(0, n, 8, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, n, 2, [&](int64_t begin, int64_t end) {  // a row: passes over the vocabulary
       for (int64_t i = begin; i < end; ++i) {
         const int64_t r = first_row + i;
         const float* row = base + i * vocab;

@@ -78,7 +78,9 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
   const int64_t mask_rows = mask.defined() ? mask.size(0) : 0;
   float* op = out.data_ptr<float>();
   const float scale = float(1.0 / std::sqrt(double(D)));
-  const int64_t grain = std::max<int64_t>(1, (B * H * Q) / (4 * at::get_num_threads()));
+  // A thread takes at least ~2^15 key-dimension products: one sentence's few queries over a short cache stay on
+  // one thread.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, T * D));
   const kernels::AttentionLoops loops = attention_loops();
   at::parallel_for(0, B * H * Q, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> w(static_cast<size_t>(T));
@@ -132,7 +134,7 @@ torch::Tensor append_rows(const torch::Tensor& cache, const torch::Tensor& rows,
   for (int64_t i = 0; rp && i < b; ++i) {
     TORCH_CHECK(rp[i] >= 0 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
   }
-  at::parallel_for(0, b * h, std::max<int64_t>(1, (b * h) / (4 * at::get_num_threads())),
+  at::parallel_for(0, b * h, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, t * d)),  // >= 64 KB
                    [&](int64_t begin, int64_t end) {
                      for (int64_t i = begin; i < end; ++i) {
                        const int64_t row = i / h, head = i % h;

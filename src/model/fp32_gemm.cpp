@@ -91,8 +91,9 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   const float* pp = packed_.data_ptr<float>();
   const float* bp = bias_.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  // Threads split the panels; every output is computed by one thread in one fixed order.
-  const int64_t grain = std::max<int64_t>(1, 256 / n);  // at least ~256 row-panels of work per thread
+  // Threads split the panels; every output is computed by one thread in one fixed order. A thread takes at least
+  // 2^16 units of work (a panel costs in x (rows + 8): with few rows, streaming its weights dominates).
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / (in_ * (n + 8)));
   const auto gemm_panels = cpu::isa() >= cpu::Isa::avx512 ? kernels::gemm_panels_avx512 : kernels::gemm_panels_avx2;
   at::parallel_for(0, out_pad_ / kPanel, grain,
                    [&](int64_t begin, int64_t end) { gemm_panels(xp, n, in_, pp, begin, end, bp, yp, out_); });

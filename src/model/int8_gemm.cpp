@@ -145,8 +145,9 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
   float* yp = y.data_ptr<float>();
   const int64_t panels = out_pad_ / kPanel;
   // Each panel's 32 outputs are computed by one thread for every row: work splits over panels, and the
-  // result does not depend on the split (exact int32 sums, one fixed epilogue per output).
-  const int64_t grain = std::max<int64_t>(1, 256 / n);  // at least ~256 row-panels of work per thread
+  // result does not depend on the split (exact int32 sums, one fixed epilogue per output). A thread takes at least
+  // 2^16 units of work (a panel costs in x (rows + 2): its int8 weights stream in a quarter of float's time).
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / (in_pad_ * (n + 2)));
 #if defined(__x86_64__)
   if (kernel_name == "avx512-vnni") {
     torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 128
