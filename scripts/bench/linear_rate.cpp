@@ -1,6 +1,8 @@
 // GFLOP/s of a float Linear at inference on the shapes of a decoder step: LibTorch's BLAS (addmm, which packs the
 // weight on every call) against mtx's packed kernel (fp32_gemm.h) at the level util/cpu_isa.h picks, interleaved,
-// best of 5 rounds each. On an AVX-512 CPU, MTX_CPU_ISA=avx2 with OPENBLAS_CORETYPE=Haswell compares both at AVX2.
+// best of 5 rounds each; then mtx's int8 kernel (int8_gemm.h) on the same shapes, in giga multiply-adds per second
+// (GOP/s counts two per multiply-add, as for float). On an AVX-512 CPU, MTX_CPU_ISA=avx2 with OPENBLAS_CORETYPE=Haswell
+// compares both at AVX2.
 //   ninja -C build mtx_linear_rate && build/bin/mtx_linear_rate [threads]
 #include <torch/torch.h>
 
@@ -10,6 +12,8 @@
 #include <functional>
 
 #include "mtx/model/fp32_gemm.h"
+#include "mtx/model/int8_gemm.h"
+#include "mtx/model/linear.h"
 
 namespace {
 
@@ -54,6 +58,21 @@ int main(int argc, char** argv) {
       }
       std::printf("%-9s %6lld %9.1f %9.1f %6.2fx\n", s.name, static_cast<long long>(n), flops / blas / 1e9,
                   flops / mine / 1e9, blas / mine);
+    }
+  }
+  if (!mtx::model::int8::KernelLinear::available()) return 0;
+  std::printf("\nint8: GOP/s of mtx's %s kernel (quantizing the input included), best of 5 rounds\n",
+              mtx::model::int8::KernelLinear::kernel());
+  std::printf("%-9s %6s %9s\n", "layer", "rows", "int8");
+  for (const Shape& s : shapes) {
+    const mtx::model::int8::KernelLinear layer(mtx::model::int8::quantize(torch::randn({s.out, s.in})),
+                                               torch::randn({s.out}));
+    for (const int64_t n : {5, 40, 256, 1280}) {
+      const torch::Tensor x = torch::randn({n, s.in});  // [n, in]
+      const double ops = 2.0 * double(n) * double(s.out) * double(s.in);
+      double best = 1e9;
+      for (int round = 0; round < 5; ++round) best = std::min(best, seconds_per_call([&] { layer.forward(x); }, ops));
+      std::printf("%-9s %6lld %9.1f\n", s.name, static_cast<long long>(n), ops / best / 1e9);
     }
   }
   return 0;

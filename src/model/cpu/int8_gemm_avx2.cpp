@@ -14,7 +14,7 @@ namespace {
 
 constexpr int64_t kPanel = 32;  // outputs per panel
 constexpr int64_t kGroup = 4;   // inputs per 32-bit lane
-constexpr int kRows = 4;        // rows per tile: 8 accumulators, 2 weight vectors, the activations and 1s
+constexpr int kRows = 3;        // rows per tile: 6 accumulators, 2 weight vectors, the activations and 1s
 
 __m256i lanes(int64_t out, int64_t n) {
   const int64_t left = out - n;
