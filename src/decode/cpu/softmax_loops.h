@@ -45,43 +45,70 @@ float max_loop(const float* x, int64_t n) {
   return m;
 }
 
-// 16 lanes as one value, in GCC's (and clang's) vector extensions: each level compiles them to its own registers
-// (4 x SSE, 2 x AVX2, 1 x AVX-512, 4 x NEON) with the same operations per lane, so every level computes the same
-// numbers -- where the compilers' loop vectoriser gives up on the polynomial and leaves it scalar.
-typedef float Floats16 __attribute__((vector_size(64)));
-typedef int32_t Ints16 __attribute__((vector_size(64)));
+// Vectors of the level's native width in GCC's (and clang's) vector extensions -- 4 lanes (SSE, NEON), 8 (AVX2) or
+// 16 (AVX-512) -- with the same operations on every lane, so that every level computes the same numbers (the
+// compilers' loop vectoriser gives up on the polynomial and leaves it scalar; wider-than-native vector types are
+// split badly).
+#if defined(__AVX512F__)
+constexpr int kWidth = 16;
+#elif defined(__AVX__)
+constexpr int kWidth = 8;
+#else
+constexpr int kWidth = 4;
+#endif
+typedef float Floats __attribute__((vector_size(sizeof(float) * kWidth)));
+typedef int32_t Ints __attribute__((vector_size(sizeof(int32_t) * kWidth)));
+constexpr int kLanes = 16;               // the sum's lanes: the same at every level
+constexpr int kParts = kLanes / kWidth;  // vectors per 16 lanes
 
-// exp_nonpositive on each lane, operation for operation, in place (a 64-byte vector passed by value has an ABI
-// that differs between levels: never across a call).
-inline void exp_nonpositive(Floats16& x) {
-  const Ints16 low = x < -87.33654f;  // lanes of all ones where x is below the clamp
-  x = Floats16((Ints16(x) & ~low) | (Ints16(Floats16{} - 87.33654f) & low));
-  const Floats16 n = (x * 1.44269504f + 12582912.f) - 12582912.f;
-  const Floats16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  Floats16 p = Floats16{} + 1.9875691500e-4f;
+// exp_nonpositive on each lane, operation for operation, in place.
+inline void exp_nonpositive(Floats& x) {
+  const Ints low = x < -87.33654f;  // lanes of all ones where x is below the clamp
+  x = Floats((Ints(x) & ~low) | (Ints(Floats{} - 87.33654f) & low));
+  const Floats n = (x * 1.44269504f + 12582912.f) - 12582912.f;
+  const Floats r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  Floats p = Floats{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const Floats16 y = p * r * r + r + 1.f;
-  const Ints16 bits = (__builtin_convertvector(n, Ints16) + 127) << 23;  // 2^n
-  x = y * Floats16(bits);
+  const Floats y = p * r * r + r + 1.f;
+  const Ints bits = (__builtin_convertvector(n, Ints) + 127) << 23;  // 2^n
+  x = y * Floats(bits);
 }
 
+// Lane j of the sum adds e^(x[i] - max) for i = j mod 16 in order; the tail past the last 16 goes first, then the
+// lanes in order.
 float sum_exp_loop(const float* x, int64_t n, float max) {
-  Floats16 lanes = {};
+  constexpr int kBlocks = 4;  // 16-wide blocks per pass: independent polynomial chains for the pipelines
+  Floats lanes[kParts] = {};
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    Floats16 v;
-    std::memcpy(&v, x + i, sizeof v);
-    v -= max;
-    exp_nonpositive(v);
-    lanes += v;
+  for (; i + kBlocks * kLanes <= n; i += kBlocks * kLanes) {
+    for (int b = 0; b < kBlocks; ++b) {
+      for (int p = 0; p < kParts; ++p) {
+        Floats e;
+        std::memcpy(&e, x + i + b * kLanes + p * kWidth, sizeof e);
+        e -= max;
+        exp_nonpositive(e);
+        lanes[p] += e;
+      }
+    }
+  }
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int p = 0; p < kParts; ++p) {
+      Floats e;
+      std::memcpy(&e, x + i + p * kWidth, sizeof e);
+      e -= max;
+      exp_nonpositive(e);
+      lanes[p] += e;
+    }
   }
   float sum = 0;
   for (; i < n; ++i) sum += exp_nonpositive(x[i] - max);
-  for (int j = 0; j < 16; ++j) sum += lanes[j];
+  for (int p = 0; p < kParts; ++p) {
+    for (int j = 0; j < kWidth; ++j) sum += lanes[p][j];
+  }
   return sum;
 }
 
