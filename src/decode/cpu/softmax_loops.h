@@ -32,19 +32,6 @@ inline float exp_nonpositive(float x) {
   return y * scale;
 }
 
-float max_loop(const float* x, int64_t n) {
-  float lane[16];
-  for (float& l : lane) l = kNegInf;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
-  }
-  float m = kNegInf;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  for (const float l : lane) m = l > m ? l : m;
-  return m;
-}
-
 // Vectors of the level's native width in GCC's (and clang's) vector extensions -- 4 lanes (SSE, NEON), 8 (AVX2) or
 // 16 (AVX-512) -- with the same operations on every lane, so that every level computes the same numbers (the
 // compilers' loop vectoriser gives up on the polynomial and leaves it scalar; wider-than-native vector types are
@@ -76,6 +63,27 @@ inline void exp_nonpositive(Floats& x) {
   const Floats y = p * r * r + r + 1.f;
   const Ints bits = (__builtin_convertvector(n, Ints) + 127) << 23;  // 2^n
   x = y * Floats(bits);
+}
+
+// Lane j holds the largest x[i] for i = j mod 16 (a NaN never replaces a lane); the tail, then the lanes.
+float max_loop(const float* x, int64_t n) {
+  Floats lanes[kParts];
+  for (Floats& l : lanes) l = Floats{} + kNegInf;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int p = 0; p < kParts; ++p) {
+      Floats v;
+      std::memcpy(&v, x + i + p * kWidth, sizeof v);
+      const Ints greater = v > lanes[p];
+      lanes[p] = Floats((Ints(v) & greater) | (Ints(lanes[p]) & ~greater));
+    }
+  }
+  float m = kNegInf;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int p = 0; p < kParts; ++p) {
+    for (int j = 0; j < kWidth; ++j) m = lanes[p][j] > m ? lanes[p][j] : m;
+  }
+  return m;
 }
 
 // Lane j of the sum adds e^(x[i] - max) for i = j mod 16 in order; the tail past the last 16 goes first, then the
