@@ -11,10 +11,6 @@
 #include <limits>
 #include <numeric>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "cpu/softmax_kernels.h"
 #include "mtx/util/cpu_isa.h"
 #include "mtx/util/errors.h"
@@ -38,69 +34,11 @@ kernels::RowLoops row_loops() {
   return kernels::row_loops_generic();
 }
 
-struct Entry {
-  float value;
-  int64_t index;
-};
+using Entry = kernels::TopEntry;
 // Best first; equal values: the lower index first (a deterministic order).
 inline bool better(const Entry& a, const Entry& b) {
   return a.value > b.value || (a.value == b.value && a.index < b.index);
 }
-
-// The m largest entries of x[0..n) (NaN never), best first, into out (size m; -inf padded). One entry at a time:
-// it goes in when it beats the m-th best held (or fewer than m are held), equal values keeping the lower index.
-struct TopM {
-  Entry* out;
-  int64_t m, filled = 0;
-  float floor = kNegInf;  // the m-th best so far once m are held
-
-  TopM(Entry* o, int64_t count) : out(o), m(count) {
-    for (int64_t j = 0; j < m; ++j) out[j] = {kNegInf, -1};
-  }
-  void offer(float v, int64_t i) {
-    if (!(v > floor) && !(filled < m && v == v)) return;
-    int64_t j = filled < m ? filled++ : m - 1;
-    while (j > 0 && v > out[j - 1].value) {
-      out[j] = out[j - 1];
-      --j;
-    }
-    out[j] = {v, i};
-    if (filled == m) floor = out[m - 1].value;
-  }
-};
-
-void row_top_scalar(const float* x, int64_t n, int64_t m, Entry* out) {
-  TopM top(out, m);
-  for (int64_t i = 0; i < n; ++i) top.offer(x[i], i);
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// The same, 16 at a time once m are held: a comparison with the m-th best skips most of a row (only what beats
-// it is offered, in order), so the row is read at vector speed.
-__attribute__((target("avx512f"))) void row_top_avx512(const float* x, int64_t n, int64_t m, Entry* out) {
-  TopM top(out, m);
-  int64_t i = 0;
-  for (; i < n && top.filled < m; ++i) top.offer(x[i], i);
-  for (; i + 16 <= n; i += 16) {
-    uint32_t above = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), _mm512_set1_ps(top.floor), _CMP_GT_OQ);
-    while (above) {
-      const int j = __builtin_ctz(above);
-      above &= above - 1;
-      top.offer(x[i + j], i + j);  // checks again: the floor may have risen
-    }
-  }
-  for (; i < n; ++i) top.offer(x[i], i);
-}
-
-void row_top(const float* x, int64_t n, int64_t m, Entry* out) {
-  if (cpu::isa() >= cpu::Isa::avx512)
-    row_top_avx512(x, n, m, out);
-  else
-    row_top_scalar(x, n, m, out);
-}
-#else
-void row_top(const float* x, int64_t n, int64_t m, Entry* out) { row_top_scalar(x, n, m, out); }
-#endif
 
 // The fused CPU choice, fed row blocks as the step produces them: per row its best allowed tokens as
 // log-probabilities (max, sum of exponentials and the best few in passes over the row while it is in cache),
@@ -132,7 +70,7 @@ class CandidatePicker {
           continue;
         }
         // Banned tokens (at most 3) are filtered from the row's best want + 3.
-        row_top(row, vocab, held, out);
+        loops.top(row, vocab, held, out);
         int64_t kept = 0;
         for (int64_t j = 0; j < held; ++j) {
           const int64_t t = out[j].index;

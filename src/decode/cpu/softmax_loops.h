@@ -6,6 +6,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include "softmax_kernels.h"
 
 namespace mtx::decode::kernels {
@@ -120,7 +124,66 @@ float sum_exp_loop(const float* x, int64_t n, float max) {
   return sum;
 }
 
-constexpr RowLoops kLoops = {max_loop, sum_exp_loop};
+// The best m so far: an entry goes in when it beats the m-th best held (or fewer than m are held), equal values
+// keeping the lower index.
+struct TopM {
+  TopEntry* out;
+  int64_t m, filled = 0;
+  float floor = kNegInf;  // the m-th best so far once m are held
+
+  TopM(TopEntry* o, int64_t count) : out(o), m(count) {
+    for (int64_t j = 0; j < m; ++j) out[j] = {kNegInf, -1};
+  }
+  void offer(float v, int64_t i) {
+    if (!(v > floor) && !(filled < m && v == v)) return;
+    int64_t j = filled < m ? filled++ : m - 1;
+    while (j > 0 && v > out[j - 1].value) {
+      out[j] = out[j - 1];
+      --j;
+    }
+    out[j] = {v, i};
+    if (filled == m) floor = out[m - 1].value;
+  }
+};
+
+// Bit j set where x[j] > floor, for j < 16 (false for NaN).
+inline uint32_t above_bits(const float* x, float floor) {
+#if defined(__AVX512F__)
+  return _mm512_cmp_ps_mask(_mm512_loadu_ps(x), _mm512_set1_ps(floor), _CMP_GT_OQ);
+#elif defined(__AVX__)
+  const __m256 f = _mm256_set1_ps(floor);
+  return uint32_t(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), f, _CMP_GT_OQ))) |
+         uint32_t(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + 8), f, _CMP_GT_OQ))) << 8;
+#elif defined(__SSE2__)
+  const __m128 f = _mm_set1_ps(floor);
+  uint32_t bits = 0;
+  for (int q = 0; q < 4; ++q) bits |= uint32_t(_mm_movemask_ps(_mm_cmpgt_ps(_mm_loadu_ps(x + 4 * q), f))) << (4 * q);
+  return bits;
+#else
+  uint32_t bits = 0;
+  for (int j = 0; j < 16; ++j) bits |= uint32_t(x[j] > floor) << j;
+  return bits;
+#endif
+}
+
+// Once m are held, 16 at a time: a comparison with the m-th best skips most of a row, and only what beats it is
+// offered, in order -- the entries that one at a time would have gone in (the floor only rises).
+void top_loop(const float* x, int64_t n, int64_t m, TopEntry* out) {
+  TopM top(out, m);
+  int64_t i = 0;
+  for (; i < n && top.filled < m; ++i) top.offer(x[i], i);
+  for (; i + kLanes <= n; i += kLanes) {
+    uint32_t above = above_bits(x + i, top.floor);
+    while (above) {
+      const int j = __builtin_ctz(above);
+      above &= above - 1;
+      top.offer(x[i + j], i + j);  // checks again: the floor may have risen
+    }
+  }
+  for (; i < n; ++i) top.offer(x[i], i);
+}
+
+constexpr RowLoops kLoops = {max_loop, sum_exp_loop, top_loop};
 
 }  // namespace
 }  // namespace mtx::decode::kernels
