@@ -88,29 +88,8 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
       const int64_t b = i / (H * Q), h = i / Q % H, j = i % Q, kb = rp ? rp[b] : b;
       const float* qi = qp + b * q.stride(0) + h * q.stride(1) + j * q.stride(2);
       const bool* mi = mp ? mp + (mask_rows == 1 ? 0 : kb) * T : nullptr;
-      float top = -std::numeric_limits<float>::infinity();
-      for (int64_t t = 0; t < T; ++t) {
-        if (mi && !mi[t]) {
-          w[size_t(t)] = -std::numeric_limits<float>::infinity();
-          continue;
-        }
-        const float s = loops.dot(qi, kp + kb * k.stride(0) + h * k.stride(1) + t * k.stride(2), D) * scale;
-        w[size_t(t)] = s;
-        top = std::max(top, s);
-      }
-      float* o = op + ((b * Q + j) * H + h) * D;
-      std::fill(o, o + D, 0.0f);
-      if (top == -std::numeric_limits<float>::infinity()) continue;  // every key masked: zeros
-      float sum = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        const float e = mi && !mi[t] ? 0.0f : std::exp(w[size_t(t)] - top);
-        w[size_t(t)] = e;
-        sum += e;
-      }
-      for (int64_t t = 0; t < T; ++t) {
-        if (w[size_t(t)] == 0.0f) continue;
-        loops.axpy(w[size_t(t)] / sum, vp + kb * v.stride(0) + h * v.stride(1) + t * v.stride(2), o, D);
-      }
+      loops.query(qi, kp + kb * k.stride(0) + h * k.stride(1), k.stride(2), vp + kb * v.stride(0) + h * v.stride(1),
+                  v.stride(2), mi, T, D, scale, w.data(), op + ((b * Q + j) * H + h) * D);
     }
   });
   return out.transpose(1, 2);  // [b, h, tq, hd]

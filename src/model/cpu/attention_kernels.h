@@ -9,8 +9,11 @@
 namespace mtx::model::kernels {
 
 struct AttentionLoops {
-  float (*dot)(const float* a, const float* b, int64_t n);       // sum of a[i] * b[i], in 8 lanes
-  void (*axpy)(float w, const float* x, float* out, int64_t n);  // out[i] += w * x[i]
+  // One query over T keys: s_t = q . k_t (in 8 lanes, summed in a fixed order) * scale (keys with mask[t] false, where
+  // mask is given, take no part), w_t = e^(s_t - max s) / sum of them, out = sum over t of w_t * v_t in key order
+  // (zeros when every key is masked). k_t = k + t * k_stride, v_t likewise; scratch holds T floats.
+  void (*query)(const float* q, const float* k, int64_t k_stride, const float* v, int64_t v_stride, const bool* mask,
+                int64_t T, int64_t D, float scale, float* scratch, float* out);
 };
 
 AttentionLoops attention_loops_generic();
