@@ -82,12 +82,12 @@ void quantize_rows_avx2(const float* x, int64_t x_stride, int64_t in, int64_t in
     sx[r] = maxabs / 127.0f;
     const float inverse = maxabs > 0 ? 127.0f / maxabs : 0.0f;
     const __m256 inv = _mm256_set1_ps(inverse);
-    alignas(32) int32_t q8[8];
     for (k = 0; k + 8 <= in; k += 8) {
       // Round to nearest even; NaN converts to INT_MIN, which the clamp takes to -127.
       const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xr + k), inv));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q8), _mm256_min_epi32(_mm256_max_epi32(v, lo), hi));
-      for (int i = 0; i < 8; ++i) qr[k + i] = int8_t(q8[i]);
+      const __m256i c = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);  // within int8: the packs keep it
+      const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(qr + k), _mm_packs_epi16(words, words));
     }
     for (; k < in; ++k) {
       const __m256i v = _mm256_cvtps_epi32(_mm256_set1_ps(xr[k] * inverse));
