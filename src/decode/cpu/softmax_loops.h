@@ -17,19 +17,26 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// e^x for x <= 0 (here x - max of a row), branch-free so that the loop vectorises (Cephes' expf polynomial;
-// relative error under 2e-7). Arguments below -87.3 give ~1e-38 instead of 0: nothing a sum notices.
-inline float exp_nonpositive(float x) {
-  x = x < -87.33654f ? -87.33654f : x;
-  const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;  // round(x / ln 2)
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;    // x - n ln 2, in two parts
-  float p = 1.9875691500e-4f;
+// e^x = y * 2^n for x in [-87.34, 0], on a float or on each lane of a vector (T{} is 0 either way): Cephes' expf
+// polynomial, relative error under 2e-7. Returns y; n is a whole number.
+template <class T>
+inline T exp_reduced(const T& x, T& n) {
+  n = (x * 1.44269504f + 12582912.f) - 12582912.f;        // round(x / ln 2)
+  const T r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n ln 2, in two parts
+  T p = T{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.f;
+  return p * r * r + r + 1.f;
+}
+
+// e^x for x <= 0 (here x - max of a row), branch-free. Arguments below -87.3 give ~1e-38 instead of 0: nothing a
+// sum notices.
+inline float exp_nonpositive(float x) {
+  float n;
+  const float y = exp_reduced(x < -87.33654f ? -87.33654f : x, n);
   const int32_t bits = (int32_t(n) + 127) << 23;  // 2^n
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
@@ -55,16 +62,8 @@ constexpr int kParts = kLanes / kWidth;  // vectors per 16 lanes
 // exp_nonpositive on each lane, operation for operation, in place.
 inline void exp_nonpositive(Floats& x) {
   const Ints low = x < -87.33654f;  // lanes of all ones where x is below the clamp
-  x = Floats((Ints(x) & ~low) | (Ints(Floats{} - 87.33654f) & low));
-  const Floats n = (x * 1.44269504f + 12582912.f) - 12582912.f;
-  const Floats r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  Floats p = Floats{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const Floats y = p * r * r + r + 1.f;
+  Floats n;
+  const Floats y = exp_reduced(Floats((Ints(x) & ~low) | (Ints(Floats{} - 87.33654f) & low)), n);
   const Ints bits = (__builtin_convertvector(n, Ints) + 127) << 23;  // 2^n
   x = y * Floats(bits);
 }

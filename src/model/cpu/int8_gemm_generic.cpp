@@ -1,8 +1,7 @@
 // The int8 GEMM in plain C++, for the generic level and CPUs without mtx's vector kernels (aarch64 among them):
-// compiled without instruction-set flags, vectorised as the compiler can. Internal linkage throughout and no
-// library headers but the standard ones.
-#include <algorithm>
-#include <cmath>
+// compiled without instruction-set flags, vectorised as the compiler can. Internal linkage throughout: no
+// standard-library templates (std::min, std::clamp, ... are weak functions where a build does not inline them).
+#include <math.h>
 
 #include "int8_kernels.h"
 
@@ -20,12 +19,15 @@ void quantize_rows_generic(const float* x, int64_t x_stride, int64_t in, int64_t
     const float* xr = x + r * x_stride;
     int8_t* qr = q + r * in_pad;
     float maxabs = 0;
-    for (int64_t k = 0; k < in; ++k) maxabs = std::max(maxabs, std::fabs(xr[k]));  // NaN never wins
+    for (int64_t k = 0; k < in; ++k) {
+      const float a = fabsf(xr[k]);
+      maxabs = maxabs < a ? a : maxabs;  // NaN never wins
+    }
     sx[r] = maxabs / 127.0f;
     const float inverse = maxabs > 0 ? 127.0f / maxabs : 0.0f;
     for (int64_t k = 0; k < in; ++k) {
-      const float v = xr[k] * inverse;
-      qr[k] = std::isnan(v) ? int8_t(-127) : int8_t(std::clamp(std::nearbyint(v), -127.0f, 127.0f));
+      const float v = nearbyintf(xr[k] * inverse);                                              // to even
+      qr[k] = v != v ? int8_t(-127) : int8_t(v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v);  // NaN -> -127
     }
     for (int64_t k = in; k < in_pad; ++k) qr[k] = 0;
   }
@@ -36,7 +38,7 @@ void gemm_panels_generic(const int8_t* q, int64_t rows, int64_t in_pad, const ui
   const int64_t groups = in_pad / kGroup;
   for (int64_t p = p_begin; p < p_end; ++p) {
     const int8_t* panel = reinterpret_cast<const int8_t*>(packed) + p * groups * kPanel * kGroup;
-    const int64_t n0 = p * kPanel, width = std::min(kPanel, out - n0);
+    const int64_t n0 = p * kPanel, width = out - n0 < kPanel ? out - n0 : kPanel;
     for (int64_t r = 0; r < rows; ++r) {
       const int8_t* qr = q + r * in_pad;
       int32_t acc[kPanel] = {};
@@ -48,7 +50,7 @@ void gemm_panels_generic(const int8_t* q, int64_t rows, int64_t in_pad, const ui
         }
       }
       for (int64_t n = 0; n < width; ++n) {
-        y[r * out + n0 + n] = std::fma(float(acc[n]), sx[r] * sw[n0 + n], bias[n0 + n]);
+        y[r * out + n0 + n] = fmaf(float(acc[n]), sx[r] * sw[n0 + n], bias[n0 + n]);
       }
     }
   }
