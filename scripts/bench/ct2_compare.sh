@@ -115,19 +115,21 @@ rounds = int(rounds)
 def median_of(values):
     return statistics.median(values) if values else None
 
+def reported(stem, pattern, keys):
+    """Two figures one run reported: from mtx's log (the pattern's two groups) or CTranslate2's JSON line (keys)."""
+    if stem.startswith("mtx"):
+        m = re.search(pattern, open(f"{out}/{stem}.log").read())
+        return float(m.group(1)), float(m.group(2))
+    j = json.loads(open(f"{out}/{stem}.json").read().strip().splitlines()[-1])
+    return j[keys[0]], j[keys[1]]
+
 def run(name):
     """One worker setting of one side: median tokens/s over the rounds, peak RSS, BLEU, output lines."""
     r = {"rss": max(int(open(f"{out}/{name}.r{i}.rss").read().split()[-1]) for i in range(1, rounds + 1)) / 1024,
          "bleu": json.loads(open(f"{out}/{name}.bleu.json").readline())["score"],
          "lines": open(f"{out}/{name}.en", encoding="utf-8").read().splitlines()}
-    tps, sps = [], []
-    for i in range(1, rounds + 1):
-        if name.startswith("mtx"):
-            m = re.search(r"(\d+) lines in ([\d.]+) s: ([\d.]+) sentences/s, (\d+) generated tokens/s", open(f"{out}/{name}.r{i}.log").read())
-            tps.append(float(m.group(4))); sps.append(float(m.group(3)))
-        else:
-            j = json.loads(open(f"{out}/{name}.r{i}.json").read().strip().splitlines()[-1])
-            tps.append(j["tokens_per_s"]); sps.append(j["sentences_per_s"])
+    sps, tps = zip(*(reported(f"{name}.r{i}", r"([\d.]+) sentences/s, (\d+) generated tokens/s",
+                              ("sentences_per_s", "tokens_per_s")) for i in range(1, rounds + 1)))
     r.update(tps=statistics.median(tps), sps=statistics.median(sps), spread=(min(tps), max(tps)))
     return r
 
@@ -139,12 +141,9 @@ def side(prefix):
     p50, p95 = [], []
     for i in range(1, rounds + 1):
         try:
-            if prefix.startswith("mtx"):
-                lat = re.search(r"p50 ([\d.]+) ms, p95 ([\d.]+) ms", open(f"{out}/{prefix}.latency.r{i}.log").read())
-                p50.append(float(lat.group(1))); p95.append(float(lat.group(2)))
-            else:
-                j = json.loads(open(f"{out}/{prefix}.latency.r{i}.json").read().strip().splitlines()[-1])
-                p50.append(j["latency_p50_ms"]); p95.append(j["latency_p95_ms"])
+            a, b = reported(f"{prefix}.latency.r{i}", r"p50 ([\d.]+) ms, p95 ([\d.]+) ms",
+                            ("latency_p50_ms", "latency_p95_ms"))
+            p50.append(a); p95.append(b)
         except (FileNotFoundError, AttributeError, KeyError, IndexError):
             pass
     r.update(p50=median_of(p50), p95=median_of(p95))
