@@ -31,5 +31,7 @@ scripts/get_multi30k.sh data/multi30k "${mirror_args[@]}"
 # Leaks are not checked: LibTorch keeps process-lifetime allocations that LeakSanitizer would report.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
+# Tests run side by side, one per core: OpenMP threads that spin between parallel regions would take the cores
+# from each other's working threads (docs/environment_variables.md#omp_num_threads-omp_wait_policy).
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} ctest --test-dir "$build" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
 [ "$fuzz_seconds" = 0 ] || scripts/fuzz.sh --seconds "$fuzz_seconds" --build "$build"

@@ -10,4 +10,6 @@ build=build
 [[ " $* " == *" --torch pip "* ]] && build=build-torch2
 # CTranslate2 for the export parity test (Export.Ct2ScoresTargetsAsMtxDoes skips, saying so, without it).
 scripts/venv.sh ctranslate2==4.8.5 safetensors==0.8.0 numpy || echo "test: no ctranslate2 in .venv: the CTranslate2 export test skips" >&2
-ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)"
+# Tests run side by side, one per core: OpenMP threads that spin between parallel regions would take the cores
+# from each other's working threads (docs/environment_variables.md#omp_num_threads-omp_wait_policy).
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)"

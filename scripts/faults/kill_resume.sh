@@ -23,22 +23,32 @@ write_config "$work/cfg.json" "$work/corpus" "$work/cache"
 say "reference: $steps updates without interruption"
 # log_every=1: the kill loop below follows a run's progress in its log (logging never changes the weights).
 set_args=(--set train.max_steps="$steps" --set train.log_every=1)
-start=$(date +%s%N)
-"$MTX" train --config "$work/cfg.json" "${set_args[@]}" --out "$work/ref" > "$work/ref.log" 2>&1 ||
-  fail "reference run failed: $(tail -3 "$work/ref.log")"
-ref_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-ref_sha=$(sha "$work/ref/last.pt")
-say "reference took ${ref_ms} ms, last.pt weights $ref_sha"
-
 # The last update a run's log reports (0 before its first).
 progress() { grep -o 'update [0-9]*' "$1" 2>/dev/null | tail -1 | cut -d' ' -f2 || true; }
+
+start=$(date +%s%N)
+"$MTX" train --config "$work/cfg.json" "${set_args[@]}" --out "$work/ref" > "$work/ref.log" 2>&1 &
+pid=$!
+while kill -0 "$pid" 2>/dev/null && [ "$(progress "$work/ref.log")" = "" ]; do sleep 0.01; done
+startup_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+wait "$pid" || fail "reference run failed: $(tail -3 "$work/ref.log")"
+ref_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+ref_sha=$(sha "$work/ref/last.pt")
+say "reference took ${ref_ms} ms (${startup_ms} ms to its first update), last.pt weights $ref_sha"
+# After its target update a kill waits a random delay of up to two updates' time (10-400 ms), landing in an
+# update, a validation or a checkpoint write alike. Targets stay `room` updates per remaining kill short of the
+# run's end, so however fast the machine runs, every kill lands before the run finishes.
+delay_max=$((2 * (ref_ms - startup_ms) / steps))
+[ "$delay_max" -ge 10 ] || delay_max=10
+[ "$delay_max" -le 400 ] || delay_max=400
+room=$((steps / (4 * kills)))
+[ "$room" -ge 1 ] || room=1
 
 run=$work/run
 killed=0 starts=0 resumes=0 fresh=0 in_startup=0
 # Kill moments follow the run's progress, not the clock, so a loaded or changing machine spreads them the same:
-# one kill in four lands in start-up (a random delay), the others a random 0-400 ms after a run reports an
-# update drawn at random about its share of the remaining ones on -- in an update, a validation or a checkpoint
-# write alike.
+# one kill in four lands in start-up (a random delay shorter than the reference's start-up), the others a random
+# delay (delay_max) after a run reports an update drawn at random about its share of the remaining ones on.
 while true; do
   if [ -f "$run/last.pt" ]; then
     cmd=(train --resume "$run" --set train.max_steps="$steps"); resumes=$((resumes + 1))
@@ -56,19 +66,22 @@ while true; do
     break
   fi
   if [ $((RANDOM % 4)) = 0 ]; then
-    delay_ms=$((100 + RANDOM % 1500)) what="start-up"
+    delay_ms=$((RANDOM % (startup_ms > 1 ? startup_ms : 1))) what="start-up"
     sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
   else
     share=$(( (steps - at) / (kills - killed + 1) ))
     [ "$share" -ge 1 ] || share=1
     target=$((at + 1 + RANDOM % (2 * share)))   # on average one share on: kills reach the run's end
-    [ "$target" -lt "$steps" ] || target=$((steps - 1))
+    # Leave room for this kill and every later one: a kill that lands after the run's last update ends the test.
+    last=$((steps - room * (kills - killed)))
+    [ "$target" -le "$last" ] || target=$last
+    [ "$target" -gt "$at" ] || target=$((at + 1))
     while kill -0 "$pid" 2>/dev/null; do
       p=$(progress "$log")
       [ "${p:-0}" -lt "$target" ] || break
       sleep 0.05
     done
-    delay_ms=$((RANDOM % 400)) what="update $target"
+    delay_ms=$((RANDOM % delay_max)) what="update $target"
     sleep "$(printf '0.%03d' "$delay_ms")"
   fi
   if kill -0 "$pid" 2>/dev/null; then
