@@ -159,3 +159,80 @@ TEST(Batch, TensorsCarryShiftedTargetsAndPadding) {
   EXPECT_EQ(b.tgt_tokens, 8);
   EXPECT_EQ(b.indices, (std::vector<uint32_t>{1, 0}));
 }
+
+TEST(Permutation, IsABijectionFixedByItsKey) {
+  for (uint64_t n : {1ull, 2ull, 3ull, 1000ull, 4097ull}) {
+    const mtx::Permutation p(n, 42);
+    std::vector<int> hits(n, 0);
+    for (uint64_t i = 0; i < n; ++i) ++hits[p(i)];
+    EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), int64_t(n)) << n;
+  }
+  const mtx::Permutation a(1000, 1), b(1000, 1), c(1000, 2);
+  size_t same_as_b = 0, same_as_c = 0, fixed = 0;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    same_as_b += a(i) == b(i);
+    same_as_c += a(i) == c(i);
+    fixed += a(i) == i;
+  }
+  EXPECT_EQ(same_as_b, 1000u);
+  EXPECT_LT(same_as_c, 20u) << "another key, another permutation";
+  EXPECT_LT(fixed, 20u) << "it shuffles";
+}
+
+TEST(Batcher, StreamedPlansWindowByWindowAndResumesExactly) {
+  const auto corpus = synthetic_corpus(2000);
+  data::BatcherOptions o = options(1000, 4);
+  o.streamed_above = 450;  // windows of 450: the last one short
+  data::Batcher a = data::Batcher::for_corpus(corpus, o);
+  ASSERT_TRUE(a.streamed());
+  const data::BatchPlan plan = a.plan(1);
+  std::vector<int> seen(corpus.size(), 0);
+  for (const auto& batch : plan) {
+    size_t longest = 0;
+    for (uint32_t i : batch) {
+      ++seen[i];
+      longest = std::max({longest, corpus.src.length(i) + 1, corpus.tgt.length(i) + 1});
+    }
+    EXPECT_LE(batch.size() * longest, 1000u);
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 2000) << "every example once per epoch";
+  EXPECT_GT(a.padding(1).efficiency(), 0.8);
+  EXPECT_EQ(a.padding(1).examples, 2000);
+  EXPECT_EQ(a.epoch_batches(), plan.size());
+  EXPECT_NE(a.plan(2), plan) << "each epoch is shuffled differently";
+  EXPECT_EQ(data::Batcher::for_corpus(corpus, o).plan(1), plan) << "deterministic";
+  // The first window's examples are a shuffle of the whole corpus, not its first 450.
+  std::set<uint32_t> first_window;
+  for (size_t b = 0, n = 0; n < 450 && b < plan.size(); ++b) {
+    for (uint32_t i : plan[b]) first_window.insert(i), ++n;
+  }
+  EXPECT_GT(*first_window.rbegin(), 1500u);
+
+  std::vector<uint32_t> idx;
+  std::vector<std::vector<uint32_t>> walked;
+  while (a.next(idx)) walked.push_back(idx);
+  EXPECT_EQ(walked, plan);
+  EXPECT_EQ(a.position(), (data::BatchPosition{2, 0}));
+  // Restore to every position of epoch 2 in turn (window boundaries included): the rest is the same.
+  const data::BatchPlan second = a.plan(2);
+  for (size_t at = 0; at <= second.size(); at += 7) {
+    data::Batcher b = data::Batcher::for_corpus(corpus, o);
+    b.restore({2, int64_t(at)});
+    std::vector<std::vector<uint32_t>> rest;
+    while (b.next(idx)) rest.push_back(idx);
+    EXPECT_EQ(rest, data::BatchPlan(second.begin() + ptrdiff_t(at), second.end())) << at;
+    EXPECT_EQ(b.position(), (data::BatchPosition{3, 0}));
+  }
+  data::Batcher c = data::Batcher::for_corpus(corpus, o);
+  EXPECT_THROW(c.restore({2, int64_t(second.size()) + 1}), mtx::Error);
+}
+
+TEST(Batcher, UpToTheStreamedSizeAnEpochIsPlannedWhole) {
+  const auto corpus = synthetic_corpus(2000);
+  data::BatcherOptions o = options(1000, 4);
+  o.streamed_above = 2000;
+  const data::Batcher whole = data::Batcher::for_corpus(corpus, o);
+  EXPECT_FALSE(whole.streamed());
+  o.streamed_above = int64_t(1) << 20;
+  EXPECT_EQ(data::Batcher::for_corpus(corpus, o).plan(1), whole.plan(1)) << "the default keeps whole-epoch plans";
+}

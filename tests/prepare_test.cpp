@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
 #include "mtx/data/batcher.h"
+#include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
 
@@ -36,8 +40,9 @@ TEST(Prepare, EncodesSplitsAndReusesTheCache) {
   EXPECT_TRUE(second.corpus_reused);
   EXPECT_EQ(second.corpus_dir, first.corpus_dir);
   EXPECT_EQ(second.tokenizer.hash(), first.tokenizer.hash());
-  EXPECT_EQ(second.train.src.ids(), first.train.src.ids());
-  EXPECT_EQ(second.train.tgt.offsets(), first.train.tgt.offsets());
+  EXPECT_EQ(second.train.src.all_ids(), first.train.src.all_ids());
+  EXPECT_EQ(second.train.tgt.all_ids(), first.train.tgt.all_ids());
+  EXPECT_TRUE(second.train.src.mapped()) << "a prepared corpus is read through the page cache";
   EXPECT_EQ(second.filter.too_long, 1u);
 
   // Changing a validation file keeps the tokenizer (trained on train only) but re-encodes.
@@ -95,8 +100,9 @@ TEST(Prepare, CorpusFileRoundTripsAndRejectsGarbage) {
   c.truncated = 4;
   data::save_corpus(c, tmp / "c.bin");
   const data::EncodedCorpus d = data::load_corpus(tmp / "c.bin");
-  EXPECT_EQ(d.src.ids(), c.src.ids());
-  EXPECT_EQ(d.tgt.offsets(), c.tgt.offsets());
+  EXPECT_EQ(d.src.all_ids(), c.src.all_ids());
+  EXPECT_EQ(d.tgt.all_ids(), c.tgt.all_ids());
+  EXPECT_EQ(d.tgt.length(1), 2u);
   EXPECT_EQ(d.truncated, 4u);
   mtx::test::write_text(tmp / "bad.bin", "not a corpus");
   EXPECT_THROW(data::load_corpus(tmp / "bad.bin"), mtx::DataError);
@@ -121,4 +127,167 @@ TEST(Prepare, Multi30kPaddingEfficiencyAt4096Tokens) {
               static_cast<long long>(s.batches), 100.0 * s.efficiency());
   EXPECT_GT(s.efficiency(), 0.85);
   EXPECT_LE(s.max_batch_slots, 4096);
+}
+
+namespace {
+
+// Two files of n pairs: line i is "s<i> ..." / "t<i> ...", every 10th pair too long for a 3-token filter.
+data::SplitFiles numbered_pairs(const mtx::test::TempDir& tmp, int n) {
+  std::string s, t;
+  for (int i = 0; i < n; ++i) {
+    s += "s" + std::to_string(i) + (i % 10 == 9 ? " a b c d" : " a") + "\n";
+    t += "t" + std::to_string(i) + "\n";
+  }
+  mtx::test::write_text(tmp / "p.de", s);
+  mtx::test::write_gzip(tmp / "p.en.gz", t);
+  return {tmp / "p.de", tmp / "p.en.gz"};
+}
+
+std::vector<int> numbers(const std::vector<std::string>& lines) {
+  std::vector<int> out;
+  for (const auto& l : lines) out.push_back(std::stoi(l.substr(1)));
+  return out;
+}
+
+}  // namespace
+
+TEST(Prepare, TokenizerSampleIsASeededReservoirInFileOrder) {
+  mtx::test::TempDir tmp;
+  const data::SplitFiles f = numbered_pairs(tmp, 1000);
+  const data::LengthFilter filter{0, 3, 0};
+  const auto all = data::sample_pairs(f, filter, 0, 1);
+  EXPECT_EQ(all.size(), 900u) << "the filter applies before sampling";
+  EXPECT_EQ(all.stats.read, 1000u);
+  EXPECT_EQ(data::sample_pairs(f, filter, 900, 1).src, all.src) << "k >= the pairs: all of them, in order";
+
+  const auto a = data::sample_pairs(f, filter, 50, 7);
+  ASSERT_EQ(a.size(), 50u);
+  EXPECT_EQ(a.stats.kept, 900u);
+  const std::vector<int> na = numbers(a.src), ta = numbers(a.tgt);
+  EXPECT_EQ(na, ta) << "pairs stay pairs";
+  EXPECT_TRUE(std::is_sorted(na.begin(), na.end())) << "file order";
+  for (int i : na) EXPECT_NE(i % 10, 9) << "filtered pairs are never sampled";
+  EXPECT_GT(na.back() - na.front(), 500) << "drawn from the whole file, not its head";
+  EXPECT_EQ(data::sample_pairs(f, filter, 50, 7).src, a.src) << "deterministic for a seed";
+  EXPECT_NE(data::sample_pairs(f, filter, 50, 8).src, a.src) << "the seed changes the sample";
+}
+
+TEST(Prepare, ShardFilesMapAsOneCorpusAcrossShards) {
+  mtx::test::TempDir tmp;
+  // kShardPairs + 3 one-token pairs as two shard files.
+  data::EncodedCorpus first, second;
+  for (size_t i = 0; i < data::kShardPairs; ++i) {
+    const int32_t v = int32_t(i % 1000);
+    first.src.push_back(&v, 1);
+    first.tgt.push_back(&v, i % 3 == 0 ? 0 : 1);
+  }
+  for (int32_t v : {7, 8, 9}) {
+    const std::vector<int32_t> two{v, v};
+    second.src.push_back(two);
+    second.tgt.push_back(&v, 1);
+  }
+  second.truncated = 2;
+  data::save_corpus(first, tmp / "a.bin");
+  data::save_corpus(second, tmp / "b.bin");
+  const data::EncodedCorpus c = data::load_corpus(std::vector<fs::path>{tmp / "a.bin", tmp / "b.bin"});
+  ASSERT_EQ(c.size(), data::kShardPairs + 3);
+  EXPECT_EQ(c.truncated, 2u);
+  EXPECT_EQ(c.src.total_tokens(), data::kShardPairs + 6);
+  EXPECT_EQ(c.src[12345][0], 345);
+  EXPECT_EQ(c.tgt.length(3), 0u);
+  EXPECT_EQ(c.tgt.length(4), 1u);
+  EXPECT_EQ(c.src.length(data::kShardPairs + 1), 2u);
+  EXPECT_EQ(c.src[data::kShardPairs + 2][1], 9);
+  EXPECT_EQ(c.tgt[data::kShardPairs][0], 7);
+  c.release_pages();
+  EXPECT_EQ(c.src[data::kShardPairs - 1][0], int32_t((data::kShardPairs - 1) % 1000)) << "readable after release";
+  const std::string msg = mtx::test::boundary_error<mtx::DataError>([&] {
+    data::load_corpus(std::vector<fs::path>{tmp / "b.bin", tmp / "a.bin"});
+  });
+  EXPECT_NE(msg.find("b.bin: a shard before the last holds 3 pairs"), std::string::npos) << msg;
+}
+
+TEST(Prepare, CorruptOrTruncatedShardsAreOneLineDataErrors) {
+  mtx::test::TempDir tmp;
+  data::EncodedCorpus c;
+  for (int i = 0; i < 100; ++i) {
+    c.src.push_back(std::vector<int32_t>(size_t(1 + i % 5), i));
+    c.tgt.push_back(std::vector<int32_t>(size_t(1 + i % 3), i));
+  }
+  data::save_corpus(c, tmp / "ok.bin");
+  const std::string bytes = mtx::read_file(tmp / "ok.bin");
+  auto error_for = [&](const std::string& name, const std::string& content) {
+    mtx::test::write_text(tmp / name, content);
+    return mtx::test::boundary_error<mtx::DataError>([&] {
+      const data::EncodedCorpus d = data::load_corpus(tmp / name);
+      for (size_t i = 0; i < d.size(); ++i) (void)d.src[i];
+    });
+  };
+  const std::string cut = error_for("cut.bin", bytes.substr(0, bytes.size() - 4));
+  EXPECT_NE(cut.find("cut.bin: truncated or corrupt shard"), std::string::npos) << cut;
+  std::string header = bytes;
+  header[20] = char(header[20] ^ 0x40);  // the pair count: huge, but caught by the checksum before any use
+  const std::string bad_header = error_for("header.bin", header);
+  EXPECT_NE(bad_header.find("header.bin: corrupt shard header"), std::string::npos) << bad_header;
+  std::string offsets = bytes;
+  offsets[64 + 8 * 50 + 6] = char(0x7f);  // source offset 50: far past the ids
+  const std::string bad_offset = error_for("offsets.bin", offsets);
+  EXPECT_NE(bad_offset.find("offsets.bin: corrupt shard: the offsets of pair 49"), std::string::npos) << bad_offset;
+  EXPECT_EQ(bad_offset.find('\n'), std::string::npos) << "one line";
+  const std::string old = error_for("old.bin", "MTXCORP1" + bytes.substr(8));
+  EXPECT_NE(old.find("not an mtx shard file of format 2"), std::string::npos) << old;
+  EXPECT_EQ(error_for("ok2.bin", bytes), "") << "the intact file loads";
+}
+
+TEST(Prepare, StoredDigestsSkipRehashingUntilTheFileChanges) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = small_setup(tmp);
+  const data::PreparedData first = data::prepare_data(c);
+  const fs::path digests = fs::path(c.data.cache_dir) / "digests";
+  ASSERT_TRUE(fs::is_directory(digests));
+  // Forge every stored digest: an unchanged file is not re-read, so the forged digests key a new corpus ...
+  for (const auto& e : fs::directory_iterator(digests)) {
+    auto j = nlohmann::json::parse(mtx::read_file(e.path()));
+    j["sha256"] = std::string(64, 'f');
+    mtx::test::write_text(e.path(), j.dump());
+  }
+  const data::PreparedData forged = data::prepare_data(c);
+  EXPECT_NE(forged.corpus_dir, first.corpus_dir) << "the stored digest was used, not a fresh hash";
+  // ... and force re-hashes, back to the real digests.
+  data::PrepareOptions force;
+  force.force = true;
+  EXPECT_EQ(data::prepare_data(c, force).corpus_dir, first.corpus_dir);
+  // A file rewritten with the same size and modification time is caught by its sampled blocks.
+  const fs::path val = fs::path(c.data.dir) / "val.en";
+  const auto when = fs::last_write_time(val);
+  std::string text = mtx::read_file(val);
+  text[0] = text[0] == 'x' ? 'y' : 'x';
+  mtx::test::write_text(val, text);
+  fs::last_write_time(val, when);
+  EXPECT_NE(data::prepare_data(c).corpus_dir, first.corpus_dir);
+}
+
+TEST(Prepare, StreamsACorpusOfSeveralChunks) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = small_setup(tmp);
+  // 70000 pairs: more than one chunk of 65536, so reading overlaps encoding; the result equals one-shot encoding.
+  std::string de, en;
+  const char* words[] = {"ein", "Hund", "Mann", "Frau", "läuft", "liest", "Buch", "Park"};
+  for (int i = 0; i < 70000; ++i) {
+    de += std::string(words[i % 8]) + " " + words[(i / 8) % 8] + " " + words[(i / 64) % 8] + "\n";
+    en += std::string(words[(i / 3) % 8]) + " " + std::to_string(i % 97) + "\n";
+  }
+  mtx::test::write_text(tmp / "data" / "train.de", de);
+  mtx::test::write_text(tmp / "data" / "train.en", en);
+  fs::remove(tmp / "data" / "train.de.gz");
+  fs::remove(tmp / "data" / "train.en.gz");
+  const data::PreparedData p = data::prepare_data(c);
+  ASSERT_EQ(p.train.size(), 70000u);
+  const data::ParallelCorpus text = data::read_parallel(tmp / "data" / "train.de", tmp / "data" / "train.en");
+  const data::EncodedCorpus whole = data::encode_corpus(p.tokenizer, text, c.model.max_len, 2);
+  EXPECT_EQ(p.train.src.all_ids(), whole.src.all_ids());
+  EXPECT_EQ(p.train.tgt.all_ids(), whole.tgt.all_ids());
+  for (size_t i : {size_t(0), size_t(65535), size_t(65536), size_t(69999)}) {
+    EXPECT_EQ(p.train.src.length(i), whole.src.length(i)) << i;
+  }
 }

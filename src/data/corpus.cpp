@@ -105,35 +105,65 @@ LengthFilter::Verdict LengthFilter::judge(size_t src_tokens, size_t tgt_tokens) 
   return Verdict::keep;
 }
 
-ParallelCorpus read_parallel(const fs::path& src, const fs::path& tgt, const LengthFilter& filter) {
-  std::vector<std::string> s = read_lines(src);
-  std::vector<std::string> t = read_lines(tgt);
-  if (s.size() != t.size()) {
-    throw DataError("parallel files differ in length: '" + src.string() + "' has " + std::to_string(s.size()) +
-                    " lines but '" + tgt.string() + "' has " + std::to_string(t.size()));
+PairReader::PairReader(const fs::path& src, const fs::path& tgt, const LengthFilter& filter)
+    : src_(src), tgt_(tgt), filter_(filter) {}
+
+bool PairReader::read_checked(LineReader& reader, std::string& line) {
+  if (!reader.next(line)) return false;
+  const size_t bad = utf8::find_invalid(line);
+  if (bad != utf8::kValid) {
+    throw DataError(reader.path().string() + ":" + std::to_string(reader.line_number()) + ": invalid UTF-8 at byte " +
+                    std::to_string(bad + 1) + " of the line");
   }
-  ParallelCorpus out;
-  out.stats.read = s.size();
-  out.src.reserve(s.size());
-  out.tgt.reserve(t.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    switch (filter.judge(count_tokens(s[i]), count_tokens(t[i]))) {
+  return true;
+}
+
+void PairReader::lengths_differ(LineReader& longer, size_t shorter_lines, bool src_longer) {
+  std::string line;
+  while (longer.next(line)) {
+  }
+  const size_t s = src_longer ? longer.line_number() : shorter_lines;
+  const size_t t = src_longer ? shorter_lines : longer.line_number();
+  throw DataError("parallel files differ in length: '" + src_.path().string() + "' has " + std::to_string(s) +
+                  " lines but '" + tgt_.path().string() + "' has " + std::to_string(t));
+}
+
+bool PairReader::next(std::string& src, std::string& tgt) {
+  while (true) {
+    const bool has_src = read_checked(src_, src);
+    const bool has_tgt = read_checked(tgt_, tgt);
+    if (has_src != has_tgt) {
+      if (has_src) lengths_differ(src_, tgt_.line_number(), true);
+      lengths_differ(tgt_, src_.line_number(), false);
+    }
+    if (!has_src) return false;
+    ++stats_.read;
+    switch (filter_.judge(count_tokens(src), count_tokens(tgt))) {
       case LengthFilter::Verdict::keep:
-        out.src.push_back(std::move(s[i]));
-        out.tgt.push_back(std::move(t[i]));
-        break;
+        ++stats_.kept;
+        return true;
       case LengthFilter::Verdict::too_short:
-        ++out.stats.too_short;
+        ++stats_.too_short;
         break;
       case LengthFilter::Verdict::too_long:
-        ++out.stats.too_long;
+        ++stats_.too_long;
         break;
       case LengthFilter::Verdict::bad_ratio:
-        ++out.stats.bad_ratio;
+        ++stats_.bad_ratio;
         break;
     }
   }
-  out.stats.kept = out.src.size();
+}
+
+ParallelCorpus read_parallel(const fs::path& src, const fs::path& tgt, const LengthFilter& filter) {
+  PairReader reader(src, tgt, filter);
+  ParallelCorpus out;
+  std::string s, t;
+  while (reader.next(s, t)) {
+    out.src.push_back(std::move(s));
+    out.tgt.push_back(std::move(t));
+  }
+  out.stats = reader.stats();
   return out;
 }
 

@@ -1,9 +1,14 @@
 #include "mtx/data/prepare.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <future>
+#include <numeric>
 #include <thread>
 
 #include "mtx/data/batcher.h"
@@ -13,6 +18,7 @@
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
 #include "mtx/util/logging.h"
+#include "mtx/util/random.h"
 #include "mtx/util/system.h"
 
 namespace fs = std::filesystem;
@@ -32,9 +38,192 @@ void require_training_pairs(const FilterStats& f, const fs::path& src) {
 }
 
 // Bump when the encoded format or the encoding rules change: old caches are then ignored.
-constexpr int kCacheVersion = 1;
+constexpr int kCacheVersion = 2;
 
-json file_identity(const SplitFiles& f) { return json{{"src", sha256_file(f.src)}, {"tgt", sha256_file(f.tgt)}}; }
+// Pairs read and encoded at a time; kShardPairs is a whole number of them, so shards end on chunk boundaries.
+constexpr size_t kChunkPairs = size_t(1) << 16;
+static_assert(kShardPairs % kChunkPairs == 0, "a shard holds whole chunks");
+
+// A sample of a file's bytes: 16 blocks of 4 KiB spread over it, hashed. With the size, the modification time and
+// the inode it tells a file changed without reading it all.
+std::string sampled_blocks(const fs::path& path, uint64_t size) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError("cannot read '" + path.string() + "'");
+  constexpr uint64_t kBlock = 4096, kBlocks = 16;
+  Sha256 h;
+  std::vector<char> buf(kBlock);
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    const uint64_t at = size > kBlock ? (size - kBlock) * b / (kBlocks - 1) : 0;
+    in.seekg(std::streamoff(at));
+    in.read(buf.data(), std::streamsize(kBlock));
+    h.update(buf.data(), size_t(in.gcount()));
+    in.clear();
+  }
+  return h.hex();
+}
+
+// A file's sha256, re-read only when it may have changed: the digest is stored under <cache>/digests with the
+// file's size, modification time, inode and sampled blocks, and reused while they all match (force: re-hash).
+std::string file_digest(const fs::path& path, const fs::path& cache_dir, bool force) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw DataError("cannot read '" + path.string() + "'");
+  const std::string abs = fs::absolute(path).lexically_normal().string();
+  const json stamp = {{"path", abs},
+                      {"size", uint64_t(st.st_size)},
+                      {"mtime_ns", int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec},
+                      {"inode", uint64_t(st.st_ino)},
+                      {"sampled", sampled_blocks(path, uint64_t(st.st_size))}};
+  const fs::path record = cache_dir / "digests" / (sha256_hex(abs).substr(0, 16) + ".json");
+  if (!force && fs::exists(record)) {
+    try {
+      json stored = json::parse(read_file(record));
+      const std::string digest = stored.at("sha256");
+      stored.erase("sha256");
+      if (stored == stamp) return digest;
+    } catch (const std::exception&) {
+      // An unreadable record is re-done below.
+    }
+  }
+  log::info("hashing {} ({:.1f} MB)", path.string(), double(st.st_size) / 1e6);
+  json stored = stamp;
+  stored["sha256"] = sha256_file(path);
+  fs::create_directories(record.parent_path());
+  write_file_atomic(record, stored.dump(2) + "\n");
+  return stored["sha256"];
+}
+
+json file_identity(const SplitFiles& f, const fs::path& cache_dir, bool force) {
+  return json{{"src", file_digest(f.src, cache_dir, force)}, {"tgt", file_digest(f.tgt, cache_dir, force)}};
+}
+
+}  // namespace
+
+ParallelCorpus sample_pairs(const SplitFiles& train, const LengthFilter& filter, int64_t k, int64_t seed) {
+  PairReader reader(train.src, train.tgt, filter);
+  const uint64_t limit = k > 0 ? uint64_t(k) : UINT64_MAX;
+  ParallelCorpus out;
+  std::vector<uint64_t> at;  // each kept pair's place in the split
+  Rng rng = Rng::from({uint64_t(seed), 0x73616d706c65ull});
+  std::string s, t;
+  for (uint64_t n = 0; reader.next(s, t); ++n) {
+    if (n < limit) {
+      out.src.push_back(std::move(s));
+      out.tgt.push_back(std::move(t));
+      at.push_back(n);
+    } else if (const uint64_t j = rng.below(n + 1); j < limit) {
+      out.src[j] = std::move(s);
+      out.tgt[j] = std::move(t);
+      at[j] = n;
+    }
+  }
+  out.stats = reader.stats();
+  if (out.stats.kept > limit) {
+    std::vector<size_t> order(at.size());
+    std::iota(order.begin(), order.end(), size_t(0));
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return at[a] < at[b]; });
+    ParallelCorpus sorted;
+    sorted.src.reserve(order.size());
+    sorted.tgt.reserve(order.size());
+    for (size_t i : order) {
+      sorted.src.push_back(std::move(out.src[i]));
+      sorted.tgt.push_back(std::move(out.tgt[i]));
+    }
+    sorted.stats = out.stats;
+    return sorted;
+  }
+  return out;
+}
+
+namespace {
+
+// Encodes pairs [0, n) of src/tgt with `threads` workers (contiguous ranges) and appends them to `out` in order,
+// each sequence cut to `limit` ids.
+void encode_into(const tokenizer::Tokenizer& tok, const std::vector<std::string>& src,
+                 const std::vector<std::string>& tgt, size_t n, size_t limit, int threads, EncodedCorpus& out) {
+  const size_t workers = std::min<size_t>(size_t(std::max(1, threads)), std::max<size_t>(1, n / 256));
+  std::vector<EncodedCorpus> parts(workers);
+  std::vector<std::exception_ptr> errors(workers);
+  auto encode_range = [&](size_t w) {
+    try {
+      EncodedCorpus& part = parts[w];
+      std::vector<int32_t> s, t;
+      for (size_t i = n * w / workers; i < n * (w + 1) / workers; ++i) {
+        tok.src().encode(src[i], s);
+        tok.tgt().encode(tgt[i], t);
+        if (s.size() > limit || t.size() > limit) ++part.truncated;
+        part.src.push_back(s.data(), std::min(s.size(), limit));
+        part.tgt.push_back(t.data(), std::min(t.size(), limit));
+      }
+    } catch (...) {
+      errors[w] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < workers; ++w) pool.emplace_back(encode_range, w);
+  encode_range(0);
+  for (auto& th : pool) th.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (const EncodedCorpus& part : parts) {
+    out.src.append(part.src);
+    out.tgt.append(part.tgt);
+    out.truncated += part.truncated;
+  }
+}
+
+struct EncodedSplit {
+  std::vector<std::string> shards;  // file names in the directory, in order
+  FilterStats stats;
+  size_t pairs = 0;
+};
+
+// Streams one split through the filter and the tokenizer into shard files <dir>/<name>.<k>.bin: a chunk is read
+// while the one before it is encoded, and memory holds one shard at most, however long the split.
+EncodedSplit encode_split(const tokenizer::Tokenizer& tok, const SplitFiles& files, const LengthFilter& filter,
+                          int max_len, int threads, const fs::path& dir, const std::string& name) {
+  PairReader reader(files.src, files.tgt, filter);
+  const size_t limit = size_t(std::max(1, max_len - 1));
+  auto read_chunk = [&reader](std::vector<std::string>& s, std::vector<std::string>& t) {
+    size_t n = 0;
+    s.resize(kChunkPairs);
+    t.resize(kChunkPairs);
+    while (n < kChunkPairs && reader.next(s[n], t[n])) ++n;
+    return n;
+  };
+  EncodedSplit out;
+  EncodedCorpus shard;
+  auto flush = [&] {
+    const std::string file = fmt::format("{}.{:05d}.bin", name, out.shards.size());
+    save_corpus(shard, dir / file);
+    out.shards.push_back(file);
+    shard = EncodedCorpus();
+  };
+  std::vector<std::string> src[2], tgt[2];
+  size_t n = read_chunk(src[0], tgt[0]);
+  for (int cur = 0; n > 0; cur ^= 1) {
+    std::future<size_t> ahead =
+        std::async(std::launch::async, read_chunk, std::ref(src[cur ^ 1]), std::ref(tgt[cur ^ 1]));
+    try {
+      encode_into(tok, src[cur], tgt[cur], n, limit, threads, shard);
+    } catch (...) {
+      ahead.wait();
+      throw;
+    }
+    out.pairs += n;
+    if (shard.size() == kShardPairs) flush();
+    n = ahead.get();
+  }
+  if (shard.size() > 0 || out.shards.empty()) flush();
+  out.stats = reader.stats();
+  return out;
+}
+
+EncodedCorpus load_split(const fs::path& dir, const json& names) {
+  std::vector<fs::path> paths;
+  for (const auto& n : names) paths.push_back(dir / n.get<std::string>());
+  return load_corpus(paths);
+}
 
 fs::path temp_dir_beside(const fs::path& final_dir) {
   return final_dir.parent_path() / (final_dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
@@ -75,8 +264,11 @@ tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFile
   }
   reused = false;
   const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
-  const ParallelCorpus text = read_parallel(train.src, train.tgt, filter);
+  const auto& t = cfg.tokenizer;
+  const ParallelCorpus text = sample_pairs(train, filter, t.sample_sentences, t.sample_seed);
   require_training_pairs(text.stats, train.src);
+  log::info("tokenizer sample: {} of {} training pairs (tokenizer.sample_sentences {}, seed {})", text.size(),
+            text.stats.kept, t.sample_sentences, t.sample_seed);
   auto tok = tokenizer::Tokenizer::train(cfg.tokenizer, text.src, text.tgt);
   const fs::path tmp = temp_dir_beside(dir);
   fs::remove_all(tmp);
@@ -163,48 +355,16 @@ PreparedStreams prepare_streams(const config::Config& cfg, const PrepareOptions&
 }
 
 EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len, int threads) {
-  const size_t n = text.size();
-  const size_t limit = size_t(std::max(1, max_len - 1));
-  std::vector<std::vector<int32_t>> src(n), tgt(n);
-  const size_t workers = std::min<size_t>(size_t(resolve_threads(threads)), std::max<size_t>(1, n / 256));
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(workers);
-  for (size_t w = 0; w < workers; ++w) {
-    pool.emplace_back([&, w] {
-      try {
-        for (size_t i = w; i < n; i += workers) {
-          tok.src().encode(text.src[i], src[i]);
-          tok.tgt().encode(text.tgt[i], tgt[i]);
-        }
-      } catch (...) {
-        errors[w] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
   EncodedCorpus out;
-  size_t s_tokens = 0, t_tokens = 0;
-  for (size_t i = 0; i < n; ++i) {
-    s_tokens += src[i].size();
-    t_tokens += tgt[i].size();
-  }
-  out.src.reserve(n, s_tokens);
-  out.tgt.reserve(n, t_tokens);
-  for (size_t i = 0; i < n; ++i) {
-    if (src[i].size() > limit || tgt[i].size() > limit) ++out.truncated;
-    out.src.push_back(src[i].data(), std::min(src[i].size(), limit));
-    out.tgt.push_back(tgt[i].data(), std::min(tgt[i].size(), limit));
-  }
+  encode_into(tok, text.src, text.tgt, text.size(), size_t(std::max(1, max_len - 1)), resolve_threads(threads), out);
   return out;
 }
 
 PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& options) {
   const int threads = resolve_threads(options.threads);
   const DataFiles files = find_data_files(cfg.data);
-  const json train_id = file_identity(files.train);
+  const fs::path cache_dir = cfg.data.cache_dir;
+  const json train_id = file_identity(files.train, cache_dir, options.force);
 
   fs::path tok_dir;
   bool tok_reused = true;
@@ -215,20 +375,30 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
   const json key_doc = {{"version", kCacheVersion},
                         {"tokenizer", tok.hash()},
                         {"train", train_id},
-                        {"valid", files.valid ? file_identity(*files.valid) : json()},
-                        {"test", files.test ? file_identity(*files.test) : json()},
+                        {"valid", files.valid ? file_identity(*files.valid, cache_dir, options.force) : json()},
+                        {"test", files.test ? file_identity(*files.test, cache_dir, options.force) : json()},
                         {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}},
                         {"max_len", cfg.model.max_len}};
-  const fs::path dir = fs::path(cfg.data.cache_dir) / ("corpus-" + sha256_hex(key_doc.dump()).substr(0, 16));
+  const fs::path dir = cache_dir / ("corpus-" + sha256_hex(key_doc.dump()).substr(0, 16));
 
   PreparedData out{tok, tok_dir, dir, {}, std::nullopt, std::nullopt, {}, tok_reused, false};
-  if (!options.force && fs::exists(dir / "prepare.json")) {
-    const json meta = json::parse(read_file(dir / "prepare.json"));
-    out.train = load_corpus(dir / "train.bin");
-    if (files.valid) out.valid = load_corpus(dir / "valid.bin");
-    if (files.test) out.test = load_corpus(dir / "test.bin");
+  auto load = [&](const json& meta) {
+    const json& shards = meta.at("shards");
+    out.train = load_split(dir, shards.at("train"));
+    if (files.valid) out.valid = load_split(dir, shards.at("valid"));
+    if (files.test) out.test = load_split(dir, shards.at("test"));
     const json& f = meta.at("filter");
     out.filter = {f.at("read"), f.at("kept"), f.at("too_short"), f.at("too_long"), f.at("bad_ratio")};
+  };
+  if (!options.force && fs::exists(dir / "prepare.json")) {
+    json meta;
+    try {
+      meta = json::parse(read_file(dir / "prepare.json"));
+    } catch (const json::exception& e) {
+      throw DataError((dir / "prepare.json").string() + ": " + e.what() +
+                      "; delete the directory or run `mtx prepare --force`");
+    }
+    load(meta);
     out.corpus_reused = true;
     log::info("reusing the cached encoded corpus in {}", dir.string());
     return out;
@@ -238,32 +408,32 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
   const fs::path tmp = temp_dir_beside(dir);
   fs::remove_all(tmp);
   fs::create_directories(tmp);
+  json meta;
   try {
-    const ParallelCorpus train_text = read_parallel(files.train.src, files.train.tgt, filter);
-    require_training_pairs(train_text.stats, files.train.src);
-    out.filter = train_text.stats;
-    out.train = encode_corpus(tok, train_text, cfg.model.max_len, threads);
-    save_corpus(out.train, tmp / "train.bin");
-    json counts = {{"train", out.train.size()}};
+    const EncodedSplit train = encode_split(tok, files.train, filter, cfg.model.max_len, threads, tmp, "train");
+    require_training_pairs(train.stats, files.train.src);
+    json counts = {{"train", train.pairs}}, shards = {{"train", train.shards}};
     if (files.valid) {
-      out.valid = encode_corpus(tok, read_parallel(files.valid->src, files.valid->tgt), cfg.model.max_len, threads);
-      save_corpus(*out.valid, tmp / "valid.bin");
-      counts["valid"] = out.valid->size();
+      const EncodedSplit valid = encode_split(tok, *files.valid, {}, cfg.model.max_len, threads, tmp, "valid");
+      counts["valid"] = valid.pairs;
+      shards["valid"] = valid.shards;
     }
     if (files.test) {
-      out.test = encode_corpus(tok, read_parallel(files.test->src, files.test->tgt), cfg.model.max_len, threads);
-      save_corpus(*out.test, tmp / "test.bin");
-      counts["test"] = out.test->size();
+      const EncodedSplit test = encode_split(tok, *files.test, {}, cfg.model.max_len, threads, tmp, "test");
+      counts["test"] = test.pairs;
+      shards["test"] = test.shards;
     }
-    const json meta = {{"key", key_doc},
-                       {"counts", counts},
-                       {"filter",
-                        {{"read", out.filter.read},
-                         {"kept", out.filter.kept},
-                         {"too_short", out.filter.too_short},
-                         {"too_long", out.filter.too_long},
-                         {"bad_ratio", out.filter.bad_ratio}}},
-                       {"tokenizer_dir", tok_dir.string()}};
+    const FilterStats& f = train.stats;
+    meta = {{"key", key_doc},
+            {"counts", counts},
+            {"shards", shards},
+            {"filter",
+             {{"read", f.read},
+              {"kept", f.kept},
+              {"too_short", f.too_short},
+              {"too_long", f.too_long},
+              {"bad_ratio", f.bad_ratio}}},
+            {"tokenizer_dir", tok_dir.string()}};
     config::write_resolved(cfg, tmp / "config.json");
     write_file_atomic(tmp / "prepare.json", meta.dump(2) + "\n");  // last: marks the cache complete
     publish_dir(tmp, dir);
@@ -272,7 +442,10 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
     fs::remove_all(tmp, ec);
     throw;
   }
-  log::info("encoded corpus saved to {}", dir.string());
+  // The published directory (ours, or an identical one another process published first) is mapped.
+  load(json::parse(read_file(dir / "prepare.json")));
+  log::info("encoded corpus saved to {} ({} training pairs in {} shards)", dir.string(), out.train.size(),
+            meta.at("shards").at("train").size());
   return out;
 }
 

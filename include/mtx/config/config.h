@@ -36,15 +36,17 @@ struct DataConfig {
 };
 
 struct TokenizerConfig {
-  SpmType type = SpmType::unigram;  // unigram | bpe (sentencepiece) | basic_english (LM tutorial: words)
-  int vocab_size = 8000;            // pieces per model (pad/unk/bos/eos and 256 byte pieces included)
-  bool joint = true;                // one model over source+target text; false: one per side
-  double character_coverage = 1.0;  // share of characters covered by pieces; the rest fall back to bytes
-  bool byte_fallback = true;        // unseen characters become byte pieces: decode(encode(x)) == x
-  int input_sentence_size = 0;      // sentences sampled to train the model (0 = all)
-  int train_threads = 1;            // sentencepiece training threads; the model depends on this count
-  std::string model_dir;            // use the tokenizer saved in this directory instead of training one
-  int min_freq = 1;                 // basic_english: words seen fewer times become <unk> (vocab_size unused)
+  SpmType type = SpmType::unigram;     // unigram | bpe (sentencepiece) | basic_english (LM tutorial: words)
+  int vocab_size = 8000;               // pieces per model (pad/unk/bos/eos and 256 byte pieces included)
+  bool joint = true;                   // one model over source+target text; false: one per side
+  double character_coverage = 1.0;     // share of characters covered by pieces; the rest fall back to bytes
+  bool byte_fallback = true;           // unseen characters become byte pieces: decode(encode(x)) == x
+  int64_t sample_sentences = 2000000;  // pairs drawn from the training split (reservoir, seeded) to train on (0 = all)
+  int64_t sample_seed = 1;             // the sample's seed
+  int input_sentence_size = 0;         // sentencepiece's own subsample of what it is given (0 = all of it)
+  int train_threads = 1;               // sentencepiece training threads; the model depends on this count
+  std::string model_dir;               // use the tokenizer saved in this directory instead of training one
+  int min_freq = 1;                    // basic_english: words seen fewer times become <unk> (vocab_size unused)
 };
 
 struct ModelConfig {

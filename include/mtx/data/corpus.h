@@ -67,8 +67,25 @@ struct ParallelCorpus {
   size_t size() const { return src.size(); }
 };
 
-// Reads both sides; throws DataError when a file is missing, has invalid UTF-8 (file and line
-// named) or the two sides differ in line count (both files and counts named).
+// The pairs of two line-aligned files, read in step, that pass a length filter: memory does not grow with the
+// files. Throws DataError when a file is missing, has invalid UTF-8 (file and line named) or the two sides
+// differ in line count (both files and counts named, once the shorter one ends).
+class PairReader {
+ public:
+  PairReader(const std::filesystem::path& src, const std::filesystem::path& tgt, const LengthFilter& filter = {});
+  // The next kept pair; false at the end of both files.
+  bool next(std::string& src, std::string& tgt);
+  const FilterStats& stats() const { return stats_; }
+
+ private:
+  bool read_checked(LineReader& reader, std::string& line);
+  [[noreturn]] void lengths_differ(LineReader& longer, size_t shorter_lines, bool src_longer);
+  LineReader src_, tgt_;
+  LengthFilter filter_;
+  FilterStats stats_;
+};
+
+// Reads both sides whole (PairReader's checks).
 ParallelCorpus read_parallel(const std::filesystem::path& src, const std::filesystem::path& tgt,
                              const LengthFilter& filter = {});
 

@@ -1,6 +1,8 @@
-// From a config to ready-to-batch data: locate the split files, train (or reuse) the tokenizer,
-// encode every split (or reuse the cache). Caches are keyed by content hashes of the tokenizer,
-// the data files and the settings, so a changed input is re-done and an unchanged one is not.
+// From a config to ready-to-batch data: locate the split files, train (or reuse) the tokenizer on a sample of the
+// training split, stream every split through the tokenizer into shard files (or reuse the cache), and map them.
+// Memory does not grow with the corpus. Caches are keyed by content hashes of the tokenizer, the data files and the
+// settings, so a changed input is re-done and an unchanged one is not; a file's hash is stored and reused while its
+// size, modification time, inode and sampled blocks are unchanged (PrepareOptions::force re-hashes).
 #pragma once
 
 #include <filesystem>
@@ -64,6 +66,10 @@ struct PreparedStreams {
 // The file of one split: <data.dir>/<name>, else <data.dir>/<name>.gz; throws DataError naming the key.
 std::filesystem::path find_text_file(const config::DataConfig& data, const std::string& name, const std::string& key);
 PreparedStreams prepare_streams(const config::Config& config, const PrepareOptions& options = {});
+
+// Up to `k` pairs of two files that pass `filter` (k = 0: all), a reservoir sample drawn with `seed` and given
+// back in file order; files of at most k such pairs come back whole. stats counts every pair read.
+ParallelCorpus sample_pairs(const SplitFiles& files, const LengthFilter& filter, int64_t k, int64_t seed);
 
 // Encodes parallel text: source and target ids, each cut to `max_len` - 1 tokens (room for EOS/BOS).
 EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len, int threads);

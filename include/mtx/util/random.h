@@ -27,4 +27,20 @@ class Rng {
   uint64_t state_;
 };
 
+// A pseudo-random permutation of [0, n) that takes no memory: a balanced Feistel network over the smallest even
+// power of two >= n, walked until it lands below n. The same (n, key) gives the same permutation anywhere.
+class Permutation {
+ public:
+  Permutation(uint64_t n, uint64_t key);
+  uint64_t operator()(uint64_t i) const;  // i < n
+  uint64_t size() const { return n_; }
+
+ private:
+  uint64_t encrypt(uint64_t x) const;
+  uint64_t n_;
+  unsigned half_bits_;
+  uint64_t half_mask_;
+  uint64_t keys_[4];
+};
+
 }  // namespace mtx
