@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <future>
 #include <numeric>
@@ -94,6 +95,10 @@ std::string file_digest(const fs::path& path, const fs::path& cache_dir, bool fo
 
 json file_identity(const SplitFiles& f, const fs::path& cache_dir, bool force) {
   return json{{"src", file_digest(f.src, cache_dir, force)}, {"tgt", file_digest(f.tgt, cache_dir, force)}};
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -263,6 +268,7 @@ tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFile
     return tokenizer::Tokenizer::load(dir);
   }
   reused = false;
+  const auto start = std::chrono::steady_clock::now();
   const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
   const auto& t = cfg.tokenizer;
   const ParallelCorpus text = sample_pairs(train, filter, t.sample_sentences, t.sample_seed);
@@ -281,7 +287,8 @@ tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFile
     fs::remove_all(tmp, ec);
     throw;
   }
-  log::info("tokenizer saved to {} (sha256 {})", dir.string(), tok.hash().substr(0, 16));
+  log::info("tokenizer saved to {} (sha256 {}; sampled and trained in {:.1f} s, peak RSS {:.0f} MB)", dir.string(),
+            tok.hash().substr(0, 16), seconds_since(start), double(peak_rss_bytes()) / 1e6);
   return tok;
 }
 
@@ -404,6 +411,7 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
     return out;
   }
 
+  const auto start = std::chrono::steady_clock::now();
   const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
   const fs::path tmp = temp_dir_beside(dir);
   fs::remove_all(tmp);
@@ -444,8 +452,9 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
   }
   // The published directory (ours, or an identical one another process published first) is mapped.
   load(json::parse(read_file(dir / "prepare.json")));
-  log::info("encoded corpus saved to {} ({} training pairs in {} shards)", dir.string(), out.train.size(),
-            meta.at("shards").at("train").size());
+  log::info("encoded corpus saved to {} ({} training pairs in {} shards; encoded in {:.1f} s, peak RSS {:.0f} MB)",
+            dir.string(), out.train.size(), meta.at("shards").at("train").size(), seconds_since(start),
+            double(peak_rss_bytes()) / 1e6);
   return out;
 }
 
