@@ -2,7 +2,7 @@
 # Data preparation and training start-up against corpus size: synthetic corpora of distinct pairs recombined from
 # Multi30k (scripts/bench/synth_corpus.py), prepared and trained on with configs/quick.json's model.
 #   scripts/bench/data_scale.sh [--sizes "0.1 1 10 40"] [--work DIR] [--keep]
-# Sizes are millions of pairs. Per size it prints, each stage a process of its own timed by /usr/bin/time:
+# Sizes are millions of pairs; xN is Multi30k's training split repeated N times (x100: 2.9M pairs). Per size it prints, each stage a process of its own timed by /usr/bin/time:
 #   prepare    `mtx prepare` on a fresh cache: hashing, the tokenizer's sample and training (its log gives that
 #              stage's seconds and peak RSS), the encoding
 #   encode     `mtx prepare` again with the encoded corpus deleted: the tokenizer and the file digests are reused
@@ -42,10 +42,15 @@ timed() {
 }
 
 for m in $sizes; do
-  pairs=$(python3 -c "print(int(float('$m') * 1e6))")
   dir=$work/m$m
   rm -rf "$dir"
-  python3 scripts/bench/synth_corpus.py --multi30k data/multi30k --pairs "$pairs" --out "$dir/data"
+  if [ "${m#x}" != "$m" ]; then  # xN: Multi30k's training pairs N times over
+    python3 scripts/bench/synth_corpus.py --multi30k data/multi30k --repeat "${m#x}" --out "$dir/data"
+    pairs="$(wc -l < "$dir/data/train.de") (Multi30k x${m#x})"
+  else
+    pairs=$(python3 -c "print(int(float('$m') * 1e6))")
+    python3 scripts/bench/synth_corpus.py --multi30k data/multi30k --pairs "$pairs" --out "$dir/data"
+  fi
   text_mb=$(du -cm "$dir/data"/train.* | tail -1 | cut -f1)
   common=(--config configs/quick.json --set data.dir="$dir/data" --set data.cache_dir="$dir/cache"
           --set train.threads=2)

@@ -7,8 +7,10 @@ of up to P^2 (841M) pairs repeats no combination, and a sentence's two halves co
 i-th pair also gets a number word from i, so that no two pairs are the same text either.
 
     scripts/bench/synth_corpus.py --multi30k data/multi30k --pairs 1000000 --out DIR
+    scripts/bench/synth_corpus.py --multi30k data/multi30k --repeat 100 --out DIR
 
-writes DIR/train.de and DIR/train.en (plain text) and copies val and test_2016_flickr beside them.
+writes DIR/train.de and DIR/train.en (plain text) and copies val and test_2016_flickr beside them. --repeat N
+writes Multi30k's training pairs N times over instead (repeated text, as a quick test of scale would).
 """
 import argparse
 import gzip
@@ -33,7 +35,8 @@ def halves(sentences):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--multi30k", required=True)
-    ap.add_argument("--pairs", type=int, required=True)
+    ap.add_argument("--pairs", type=int)
+    ap.add_argument("--repeat", type=int)
     ap.add_argument("--out", required=True)
     ap.add_argument("--src", default="de")
     ap.add_argument("--tgt", default="en")
@@ -42,8 +45,27 @@ def main():
     src = halves(read(os.path.join(a.multi30k, f"train.{a.src}.gz")))
     tgt = halves(read(os.path.join(a.multi30k, f"train.{a.tgt}.gz")))
     p = len(src[0])
-    if a.pairs > p * p:
+    if (a.pairs is None) == (a.repeat is None):
+        raise SystemExit("give --pairs or --repeat")
+    if a.repeat is not None:
+        for lang in (a.src, a.tgt):
+            with gzip.open(os.path.join(a.multi30k, f"train.{lang}.gz"), "rt", encoding="utf-8") as f:
+                text = f.read()
+            with open(os.path.join(a.out, f"train.{lang}"), "w", encoding="utf-8") as out:
+                for _ in range(a.repeat):
+                    out.write(text)
+    elif a.pairs > p * p:
         raise SystemExit(f"at most {p * p} distinct pairs")
+    else:
+        recombine(src, tgt, a)
+    for split in ("val", "test_2016_flickr"):
+        for lang in (a.src, a.tgt):
+            name = f"{split}.{lang}.gz"
+            shutil.copyfile(os.path.join(a.multi30k, name), os.path.join(a.out, name))
+
+
+def recombine(src, tgt, a):
+    p = len(src[0])
     with open(os.path.join(a.out, f"train.{a.src}"), "w", encoding="utf-8", buffering=1 << 22) as fs, open(
         os.path.join(a.out, f"train.{a.tgt}"), "w", encoding="utf-8", buffering=1 << 22
     ) as ft:
@@ -58,10 +80,6 @@ def main():
                 lt.append(f"{tgt[0][x]} {tag} {tgt[1][y]}\n")
             fs.write("".join(ls))
             ft.write("".join(lt))
-    for split in ("val", "test_2016_flickr"):
-        for lang in (a.src, a.tgt):
-            name = f"{split}.{lang}.gz"
-            shutil.copyfile(os.path.join(a.multi30k, name), os.path.join(a.out, name))
 
 
 if __name__ == "__main__":
