@@ -172,6 +172,36 @@ TEST(Prepare, TokenizerSampleIsASeededReservoirInFileOrder) {
   EXPECT_NE(data::sample_pairs(f, filter, 50, 8).src, a.src) << "the seed changes the sample";
 }
 
+TEST(Prepare, TokenizerSampleKeepsWithinItsByteBudget) {
+  mtx::test::TempDir tmp;
+  const data::SplitFiles f = numbered_pairs(tmp, 1000);
+  const data::LengthFilter filter{0, 3, 0};
+  auto bytes = [](const data::ParallelCorpus& c) {
+    size_t n = 0;
+    for (size_t i = 0; i < c.size(); ++i) n += c.src[i].size() + c.tgt[i].size();
+    return n;
+  };
+  const auto all = data::sample_pairs(f, filter, 0, 1);
+  EXPECT_EQ(data::sample_pairs(f, filter, 0, 1, int64_t(bytes(all))).src, all.src) << "a budget that fits: all";
+
+  const auto a = data::sample_pairs(f, filter, 0, 3, 2000);
+  EXPECT_LE(bytes(a), 2000u);
+  EXPECT_GT(bytes(a), 2000u - 20) << "filled up to the budget";
+  EXPECT_EQ(a.stats.kept, 900u);
+  const std::vector<int> na = numbers(a.src), ta = numbers(a.tgt);
+  EXPECT_EQ(na, ta) << "pairs stay pairs";
+  EXPECT_TRUE(std::is_sorted(na.begin(), na.end())) << "file order";
+  EXPECT_GT(na.front(), -1);
+  EXPECT_LT(na.front(), 100) << "drawn from the whole file, not its tail";
+  EXPECT_GT(na.back(), 900) << "drawn from the whole file, not its head";
+  EXPECT_EQ(data::sample_pairs(f, filter, 0, 3, 2000).src, a.src) << "deterministic for a seed";
+
+  const auto b = data::sample_pairs(f, filter, 500, 3, 2000);
+  EXPECT_LE(bytes(b), 2000u) << "both bounds hold";
+  for (int i : numbers(b.src)) EXPECT_NE(i % 10, 9) << "filtered pairs are never sampled";
+  EXPECT_EQ(data::sample_pairs(f, filter, 0, 3, 1).size(), 1u) << "one pair at least";
+}
+
 TEST(Prepare, ShardFilesMapAsOneCorpusAcrossShards) {
   mtx::test::TempDir tmp;
   // kShardPairs + 3 one-token pairs as two shard files.

@@ -110,6 +110,7 @@ void visit(TokenizerConfig& c, V&& v) {
   v("character_coverage", c.character_coverage);
   v("byte_fallback", c.byte_fallback);
   v("sample_sentences", c.sample_sentences);
+  v("sample_mb", c.sample_mb);
   v("sample_seed", c.sample_seed);
   v("input_sentence_size", c.input_sentence_size);
   v("train_threads", c.train_threads);
@@ -397,6 +398,7 @@ void validate(const Config& c) {
   check_range("tokenizer.input_sentence_size", t.input_sentence_size, 0, kBig);
   check(t.sample_sentences >= 0,
         "tokenizer.sample_sentences: must be >= 0 (0 = all pairs), got " + std::to_string(t.sample_sentences));
+  check(t.sample_mb >= 0, "tokenizer.sample_mb: must be >= 0 (0 = no bound), got " + std::to_string(t.sample_mb));
   check_range("tokenizer.train_threads", t.train_threads, 1, 1024);
   if (!t.model_dir.empty()) {
     check(fs::is_directory(t.model_dir), "tokenizer.model_dir: directory '" + t.model_dir + "' not found");

@@ -103,7 +103,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-ParallelCorpus sample_pairs(const SplitFiles& train, const LengthFilter& filter, int64_t k, int64_t seed) {
+ParallelCorpus sample_pairs(const SplitFiles& train, const LengthFilter& filter, int64_t k, int64_t seed,
+                            int64_t max_bytes) {
   PairReader reader(train.src, train.tgt, filter);
   const uint64_t limit = k > 0 ? uint64_t(k) : UINT64_MAX;
   ParallelCorpus out;
@@ -122,21 +123,35 @@ ParallelCorpus sample_pairs(const SplitFiles& train, const LengthFilter& filter,
     }
   }
   out.stats = reader.stats();
-  if (out.stats.kept > limit) {
-    std::vector<size_t> order(at.size());
-    std::iota(order.begin(), order.end(), size_t(0));
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return at[a] < at[b]; });
-    ParallelCorpus sorted;
-    sorted.src.reserve(order.size());
-    sorted.tgt.reserve(order.size());
-    for (size_t i : order) {
-      sorted.src.push_back(std::move(out.src[i]));
-      sorted.tgt.push_back(std::move(out.tgt[i]));
+  // Which of the reservoir's pairs stay: all, or under a byte budget those first in a seeded shuffle while their
+  // bytes fit (a uniform sample of the reservoir, bounded however long its sentences).
+  std::vector<size_t> keep(at.size());
+  std::iota(keep.begin(), keep.end(), size_t(0));
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < keep.size(); ++i) bytes += out.src[i].size() + out.tgt[i].size();
+  if (max_bytes > 0 && bytes > uint64_t(max_bytes)) {
+    Rng order = Rng::from({uint64_t(seed), 0x6279746573ull});
+    for (size_t i = keep.size(); i > 1; --i) std::swap(keep[i - 1], keep[order.below(i)]);
+    size_t n = 0;
+    for (bytes = 0; n < keep.size(); ++n) {
+      const uint64_t b = out.src[keep[n]].size() + out.tgt[keep[n]].size();
+      if (n > 0 && bytes + b > uint64_t(max_bytes)) break;  // one pair at least, however long
+      bytes += b;
     }
-    sorted.stats = out.stats;
-    return sorted;
+    keep.resize(n);
+  } else if (out.stats.kept <= limit) {
+    return out;  // the whole split, in file order
   }
-  return out;
+  std::sort(keep.begin(), keep.end(), [&](size_t a, size_t b) { return at[a] < at[b]; });
+  ParallelCorpus sorted;
+  sorted.src.reserve(keep.size());
+  sorted.tgt.reserve(keep.size());
+  for (size_t i : keep) {
+    sorted.src.push_back(std::move(out.src[i]));
+    sorted.tgt.push_back(std::move(out.tgt[i]));
+  }
+  sorted.stats = out.stats;
+  return sorted;
 }
 
 namespace {
@@ -271,11 +286,19 @@ tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFile
   const auto start = std::chrono::steady_clock::now();
   const LengthFilter filter{cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio};
   const auto& t = cfg.tokenizer;
-  const ParallelCorpus text = sample_pairs(train, filter, t.sample_sentences, t.sample_seed);
+  // Both bounds are per model: a joint model reads both sentences of a pair, a separate one each side's.
+  const int64_t pairs = t.joint ? (t.sample_sentences + 1) / 2 : t.sample_sentences;
+  const int64_t bytes = t.sample_mb * 1000000 * (t.joint ? 1 : 2);
+  ParallelCorpus text = sample_pairs(train, filter, pairs, t.sample_seed, bytes);
   require_training_pairs(text.stats, train.src);
-  log::info("tokenizer sample: {} of {} training pairs (tokenizer.sample_sentences {}, seed {})", text.size(),
-            text.stats.kept, t.sample_sentences, t.sample_seed);
-  auto tok = tokenizer::Tokenizer::train(cfg.tokenizer, text.src, text.tgt);
+  const bool whole = text.size() == text.stats.kept;
+  log::info("tokenizer sample: {} of {} training pairs{} (tokenizer.sample_sentences {}, sample_mb {}, seed {})",
+            text.size(), text.stats.kept,
+            whole                                    ? ": all of them"
+            : uint64_t(text.size()) < uint64_t(pairs) ? ", bounded by sample_mb"
+                                                     : ", bounded by sample_sentences",
+            t.sample_sentences, t.sample_mb, t.sample_seed);
+  auto tok = tokenizer::Tokenizer::train(cfg.tokenizer, std::move(text.src), std::move(text.tgt));
   const fs::path tmp = temp_dir_beside(dir);
   fs::remove_all(tmp);
   try {

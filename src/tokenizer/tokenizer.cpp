@@ -75,25 +75,34 @@ Tokenizer::Tokenizer(std::shared_ptr<const Model> src, std::shared_ptr<const Mod
   }
 }
 
-Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, const std::vector<std::string>& src_lines,
-                           const std::vector<std::string>& tgt_lines) {
+Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, std::vector<std::string> src_lines,
+                           std::vector<std::string> tgt_lines) {
   if (settings.type == config::SpmType::basic_english) {
-    std::vector<std::string> lines = src_lines;
+    std::vector<std::string> lines = std::move(src_lines);
     lines.insert(lines.end(), tgt_lines.begin(), tgt_lines.end());
     auto model = WordModel::train(lines, settings.min_freq);
     log::info("basic_english vocabulary of {} words (seen at least {} times in {} lines)", model->vocab_size(),
               settings.min_freq, lines.size());
     return Tokenizer(model, model);
   }
+  // Each side's lines are freed once joined into sentencepiece's input: its training needs the memory.
+  auto release = [](std::vector<std::string>& lines) { std::vector<std::string>().swap(lines); };
   if (settings.joint) {
     log::info("training a joint {} tokenizer ({} pieces) on {} + {} sentences", config::to_string(settings.type),
               settings.vocab_size, src_lines.size(), tgt_lines.size());
-    auto model = train_one(settings, lines_to_text({&src_lines, &tgt_lines}));
+    std::string text = lines_to_text({&src_lines, &tgt_lines});
+    release(src_lines);
+    release(tgt_lines);
+    auto model = train_one(settings, text);
     return Tokenizer(model, model);
   }
   log::info("training separate {} tokenizers ({} pieces each)", config::to_string(settings.type), settings.vocab_size);
-  auto src = train_one(settings, lines_to_text({&src_lines}));
-  auto tgt = train_one(settings, lines_to_text({&tgt_lines}));
+  std::string text = lines_to_text({&src_lines});
+  release(src_lines);
+  auto src = train_one(settings, text);
+  text = lines_to_text({&tgt_lines});
+  release(tgt_lines);
+  auto tgt = train_one(settings, text);
   return Tokenizer(src, tgt);
 }
 

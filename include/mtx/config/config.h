@@ -41,7 +41,8 @@ struct TokenizerConfig {
   bool joint = true;                   // one model over source+target text; false: one per side
   double character_coverage = 1.0;     // share of characters covered by pieces; the rest fall back to bytes
   bool byte_fallback = true;           // unseen characters become byte pieces: decode(encode(x)) == x
-  int64_t sample_sentences = 2000000;  // pairs drawn from the training split (reservoir, seeded) to train on (0 = all)
+  int64_t sample_sentences = 2000000;  // sentences per model drawn from the training split (reservoir, seeded; 0 = all)
+  int64_t sample_mb = 48;              // at most this many MB (10^6 bytes) of sampled text per model (0 = no bound)
   int64_t sample_seed = 1;             // the sample's seed
   int input_sentence_size = 0;         // sentencepiece's own subsample of what it is given (0 = all of it)
   int train_threads = 1;               // sentencepiece training threads; the model depends on this count

@@ -68,8 +68,10 @@ std::filesystem::path find_text_file(const config::DataConfig& data, const std::
 PreparedStreams prepare_streams(const config::Config& config, const PrepareOptions& options = {});
 
 // Up to `k` pairs of two files that pass `filter` (k = 0: all), a reservoir sample drawn with `seed` and given
-// back in file order; files of at most k such pairs come back whole. stats counts every pair read.
-ParallelCorpus sample_pairs(const SplitFiles& files, const LengthFilter& filter, int64_t k, int64_t seed);
+// back in file order; files of at most k such pairs come back whole. With max_bytes > 0 the sample is cut to a
+// seeded uniform subset whose sentences (both sides) hold at most max_bytes bytes. stats counts every pair read.
+ParallelCorpus sample_pairs(const SplitFiles& files, const LengthFilter& filter, int64_t k, int64_t seed,
+                            int64_t max_bytes = 0);
 
 // Encodes parallel text: source and target ids, each cut to `max_len` - 1 tokens (room for EOS/BOS).
 EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len, int threads);

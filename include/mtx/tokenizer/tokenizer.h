@@ -114,9 +114,10 @@ class WordModel : public Model {
 class Tokenizer {
  public:
   // Trains on the training sentences of each side: one model over both when settings.joint, else
-  // one per side. Deterministic for a given text, settings and settings.train_threads.
-  static Tokenizer train(const config::TokenizerConfig& settings, const std::vector<std::string>& src_lines,
-                         const std::vector<std::string>& tgt_lines);
+  // one per side. Deterministic for a given text, settings and settings.train_threads. Moving the lines in lets
+  // it free them before sentencepiece trains.
+  static Tokenizer train(const config::TokenizerConfig& settings, std::vector<std::string> src_lines,
+                         std::vector<std::string> tgt_lines);
   // Reads tokenizer.json and its model files from `dir`; throws DataError naming what is wrong.
   static Tokenizer load(const std::filesystem::path& dir);
   // Builds from model bytes (e.g. embedded in a checkpoint); tgt_bytes empty when joint.
