@@ -61,6 +61,7 @@ Batcher Batcher::for_corpus(const EncodedCorpus& corpus, BatcherOptions options)
     s[i] = int32_t(corpus.src.length(i) + 1);
     t[i] = int32_t(corpus.tgt.length(i) + 1);
   }
+  corpus.release_pages();
   return Batcher(std::move(s), std::move(t), options);
 }
 
@@ -79,10 +80,14 @@ BatchPlan Batcher::window_plan(int64_t epoch, size_t w) const {
   // The window's examples and their lengths, gathered once: the sort then reads memory of the window's size.
   std::vector<uint32_t> ids(m), items(m);
   std::vector<int32_t> sl(m), tl(m);
+  // The window's pairs lie anywhere in the corpus: its offsets' pages are let go every kReleaseEvery reads, so
+  // that what stays mapped is bounded by that, not by the corpus.
+  constexpr size_t kReleaseEvery = size_t(1) << 12;
   for (size_t k = 0; k < m; ++k) {
     ids[k] = uint32_t(options_.shuffle ? order(begin + k) : begin + k);
     sl[k] = src_len(ids[k]);
     tl[k] = tgt_len(ids[k]);
+    if (corpus_ && (k + 1) % kReleaseEvery == 0) corpus_->release_pages();
   }
   if (corpus_) corpus_->release_pages();
   std::iota(items.begin(), items.end(), 0u);
@@ -111,6 +116,7 @@ void Batcher::for_each_batch(int64_t epoch, const std::function<bool(const std::
     for (const auto& batch : window_plan(epoch, w)) {
       if (!visit(batch)) return;
     }
+    if (corpus_) corpus_->release_pages();  // what visit read
   }
 }
 
