@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "mtx/data/batch.h"
 #include "mtx/data/batcher.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
@@ -237,6 +239,44 @@ TEST(Prepare, ShardFilesMapAsOneCorpusAcrossShards) {
   EXPECT_NE(msg.find("b.bin: a shard before the last holds 3 pairs"), std::string::npos) << msg;
 }
 
+// Pages of this process's file mappings that are resident, in KB.
+int64_t resident_file_kb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("RssFile:", 0) == 0) return std::stoll(line.substr(8));
+  }
+  return -1;
+}
+
+TEST(Prepare, BatchesFromAMappedCorpusMapNoneOfIt) {
+  mtx::test::TempDir tmp;
+  data::EncodedCorpus c;  // 24 MB of ids
+  for (int i = 0; i < 4000; ++i) {
+    c.src.push_back(std::vector<int32_t>(1000, i));
+    c.tgt.push_back(std::vector<int32_t>(size_t(1 + i % 500), -i));
+  }
+  data::save_corpus(c, tmp / "c.bin");
+  const data::EncodedCorpus mapped = data::load_corpus(tmp / "c.bin");
+  std::vector<uint32_t> rows;
+  for (uint32_t i = 3; i < 4000; i += 40) rows.push_back(i);
+  const mtx::tokenizer::SpecialIds ids;
+  const data::Batch want = data::make_batch(c, rows, ids);
+  mapped.release_pages();
+  const int64_t before = resident_file_kb();
+  ASSERT_GE(before, 0) << "no RssFile in /proc/self/status";
+  const data::Batch got = data::make_batch(mapped, rows, ids);
+  const int64_t grown = resident_file_kb() - before;
+  EXPECT_TRUE(torch::equal(got.src, want.src) && torch::equal(got.tgt_in, want.tgt_in) &&
+              torch::equal(got.tgt_out, want.tgt_out));
+  // Read through the mapping, 100 rows would map at least 100 pages, and on kernels whose page cache holds large
+  // folios up to 2 MB each.
+  EXPECT_LT(grown, 256) << "KB of the corpus mapped while building a batch";
+  std::vector<int32_t> row;
+  mapped.tgt.read(3999, row);
+  EXPECT_EQ(row, std::vector<int32_t>(size_t(1 + 3999 % 500), -3999));
+}
+
 TEST(Prepare, CorruptOrTruncatedShardsAreOneLineDataErrors) {
   mtx::test::TempDir tmp;
   data::EncodedCorpus c;
@@ -253,6 +293,13 @@ TEST(Prepare, CorruptOrTruncatedShardsAreOneLineDataErrors) {
       for (size_t i = 0; i < d.size(); ++i) (void)d.src[i];
     });
   };
+  auto read_error_for = [&](const std::string& name) {
+    return mtx::test::boundary_error<mtx::DataError>([&] {
+      const data::EncodedCorpus d = data::load_corpus(tmp / name);
+      std::vector<int32_t> row;
+      for (size_t i = 0; i < d.size(); ++i) d.src.read(i, row);
+    });
+  };
   const std::string cut = error_for("cut.bin", bytes.substr(0, bytes.size() - 4));
   EXPECT_NE(cut.find("cut.bin: truncated or corrupt shard"), std::string::npos) << cut;
   std::string header = bytes;
@@ -264,6 +311,7 @@ TEST(Prepare, CorruptOrTruncatedShardsAreOneLineDataErrors) {
   const std::string bad_offset = error_for("offsets.bin", offsets);
   EXPECT_NE(bad_offset.find("offsets.bin: corrupt shard: the offsets of pair 49"), std::string::npos) << bad_offset;
   EXPECT_EQ(bad_offset.find('\n'), std::string::npos) << "one line";
+  EXPECT_EQ(read_error_for("offsets.bin"), bad_offset) << "read() checks the offsets alike";
   const std::string old = error_for("old.bin", "MTXCORP1" + bytes.substr(8));
   EXPECT_NE(old.find("not an mtx shard file of format 2"), std::string::npos) << old;
   EXPECT_EQ(error_for("ok2.bin", bytes), "") << "the intact file loads";

@@ -22,11 +22,15 @@ Batch Batch::to(const torch::Device& device) const {
 Batch make_batch(const EncodedCorpus& corpus, const std::vector<uint32_t>& indices, const tokenizer::SpecialIds& ids) {
   if (indices.empty()) throw Error("make_batch: empty batch");
   const int64_t n = int64_t(indices.size());
+  // Each row's ids, copied out of the corpus (data/dataset.h: a mapped corpus is read, not mapped).
+  std::vector<std::vector<int32_t>> src_rows(indices.size()), tgt_rows(indices.size());
   int64_t max_s = 0, max_t = 0;
-  for (uint32_t i : indices) {
-    if (i >= corpus.size()) throw Error("make_batch: index out of range");
-    max_s = std::max<int64_t>(max_s, int64_t(corpus.src.length(i)) + 1);
-    max_t = std::max<int64_t>(max_t, int64_t(corpus.tgt.length(i)) + 1);
+  for (size_t r = 0; r < indices.size(); ++r) {
+    if (indices[r] >= corpus.size()) throw Error("make_batch: index out of range");
+    corpus.src.read(indices[r], src_rows[r]);
+    corpus.tgt.read(indices[r], tgt_rows[r]);
+    max_s = std::max<int64_t>(max_s, int64_t(src_rows[r].size()) + 1);
+    max_t = std::max<int64_t>(max_t, int64_t(tgt_rows[r].size()) + 1);
   }
   Batch b;
   b.indices = indices;
@@ -41,18 +45,18 @@ Batch make_batch(const EncodedCorpus& corpus, const std::vector<uint32_t>& indic
   auto sl = b.src_lengths.accessor<int64_t, 1>();
   auto tl = b.tgt_lengths.accessor<int64_t, 1>();
   for (int64_t r = 0; r < n; ++r) {
-    const IdSpan s = corpus.src[indices[size_t(r)]];
-    const IdSpan t = corpus.tgt[indices[size_t(r)]];
-    for (size_t k = 0; k < s.size; ++k) src[r][int64_t(k)] = s[k];
-    src[r][int64_t(s.size)] = ids.eos;
+    const std::vector<int32_t>& s = src_rows[size_t(r)];
+    const std::vector<int32_t>& t = tgt_rows[size_t(r)];
+    for (size_t k = 0; k < s.size(); ++k) src[r][int64_t(k)] = s[k];
+    src[r][int64_t(s.size())] = ids.eos;
     tin[r][0] = ids.bos;
-    for (size_t k = 0; k < t.size; ++k) {
+    for (size_t k = 0; k < t.size(); ++k) {
       tin[r][int64_t(k) + 1] = t[k];
       tout[r][int64_t(k)] = t[k];
     }
-    tout[r][int64_t(t.size)] = ids.eos;
-    sl[r] = int64_t(s.size) + 1;
-    tl[r] = int64_t(t.size) + 1;
+    tout[r][int64_t(t.size())] = ids.eos;
+    sl[r] = int64_t(s.size()) + 1;
+    tl[r] = int64_t(t.size()) + 1;
     b.src_tokens += sl[r];
     b.tgt_tokens += tl[r];
   }

@@ -73,21 +73,25 @@ size_t Batcher::windows() const {
   return (n_ + w - 1) / w;
 }
 
-BatchPlan Batcher::window_plan(int64_t epoch, size_t w) const {
+BatchPlan Batcher::window_plan(int64_t epoch, size_t w, PaddingStats* padding) const {
   const size_t size = size_t(options_.sort_window > 0 ? options_.sort_window : options_.streamed_above);
   const size_t begin = w * size, m = std::min(n_, begin + size) - begin;
   const Permutation order(n_, Rng::from({options_.seed, uint64_t(epoch)}).next());
   // The window's examples and their lengths, gathered once: the sort then reads memory of the window's size.
   std::vector<uint32_t> ids(m), items(m);
   std::vector<int32_t> sl(m), tl(m);
-  // The window's pairs lie anywhere in the corpus: its offsets' pages are let go every kReleaseEvery reads, so
-  // that what stays mapped is bounded by that, not by the corpus.
+  for (size_t k = 0; k < m; ++k) ids[k] = uint32_t(options_.shuffle ? order(begin + k) : begin + k);
+  // The window's pairs lie anywhere in the corpus. Their lengths are read in corpus order, so that each page of
+  // offsets is mapped once, and the pages passed are let go every kReleaseEvery reads: what stays mapped is
+  // bounded by that, not by the corpus.
   constexpr size_t kReleaseEvery = size_t(1) << 12;
-  for (size_t k = 0; k < m; ++k) {
-    ids[k] = uint32_t(options_.shuffle ? order(begin + k) : begin + k);
+  std::iota(items.begin(), items.end(), 0u);
+  if (corpus_) std::sort(items.begin(), items.end(), [&](uint32_t a, uint32_t b) { return ids[a] < ids[b]; });
+  for (size_t j = 0; j < m; ++j) {
+    const uint32_t k = items[j];
     sl[k] = src_len(ids[k]);
     tl[k] = tgt_len(ids[k]);
-    if (corpus_ && (k + 1) % kReleaseEvery == 0) corpus_->release_pages();
+    if (corpus_ && (j + 1) % kReleaseEvery == 0) corpus_->release_pages();
   }
   if (corpus_) corpus_->release_pages();
   std::iota(items.begin(), items.end(), 0u);
@@ -98,6 +102,16 @@ BatchPlan Batcher::window_plan(int64_t epoch, size_t w) const {
         return std::pair{sl[k], tl[k]};
       },
       batches);
+  if (padding) {
+    for (const auto& batch : batches) {
+      add_padding(
+          batch,
+          [&](uint32_t k) {
+            return std::pair{sl[k], tl[k]};
+          },
+          *padding);
+    }
+  }
   for (auto& batch : batches) {
     for (uint32_t& k : batch) k = ids[k];
   }
@@ -149,10 +163,11 @@ BatchPlan Batcher::plan(int64_t epoch) const {
   return batches;
 }
 
-void Batcher::add_padding(const std::vector<uint32_t>& batch, PaddingStats& s) const {
+template <class Len>
+void Batcher::add_padding(const std::vector<uint32_t>& batch, const Len& len, PaddingStats& s) {
   int64_t max_s = 0, max_t = 0;
   for (uint32_t i : batch) {
-    const int32_t ls = src_len(i), lt = tgt_len(i);
+    const auto [ls, lt] = len(i);
     max_s = std::max<int64_t>(max_s, ls);
     max_t = std::max<int64_t>(max_t, lt);
     s.real_tokens += ls + lt;
@@ -166,16 +181,21 @@ void Batcher::add_padding(const std::vector<uint32_t>& batch, PaddingStats& s) c
 
 PaddingStats Batcher::padding(const BatchPlan& plan) const {
   PaddingStats s;
-  for (const auto& batch : plan) add_padding(batch, s);
+  for (const auto& batch : plan)
+    add_padding(
+        batch,
+        [&](uint32_t i) {
+          return std::pair{src_len(i), tgt_len(i)};
+        },
+        s);
   return s;
 }
 
 PaddingStats Batcher::padding(int64_t epoch) const {
+  if (!streamed_) return padding(plan(epoch));
+  // Each window's lengths as its plan read them: the corpus is not read again.
   PaddingStats s;
-  for_each_batch(epoch, [&](const std::vector<uint32_t>& batch) {
-    add_padding(batch, s);
-    return true;
-  });
+  for (size_t w = 0; w < windows(); ++w) window_plan(epoch, w, &s);
   return s;
 }
 

@@ -67,14 +67,34 @@ Mapping::Mapping(const fs::path& path) : path_(path) {
       throw DataError("cannot map '" + path.string() + "': " + std::strerror(err));
     }
     data_ = static_cast<const uint8_t*>(p);
-    // Batches read pairs scattered over the file: no read-ahead, so that resident pages are the ones read.
+    // Lengths are read scattered over the file: no read-ahead.
     ::madvise(p, size_, MADV_RANDOM);
   }
-  ::close(fd);
+  fd_ = fd;  // kept for read()
 }
 
 Mapping::~Mapping() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Mapping::read(uint64_t at, void* out, size_t n) const {
+  if (at > size_ || n > size_ - at) {
+    throw DataError(path_.string() +
+                    ": read past the end of the file; delete the cache directory or run `mtx "
+                    "prepare --force`");
+  }
+  auto* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd_, p, n, off_t(at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw DataError("cannot read '" + path_.string() + "': " + (got < 0 ? std::strerror(errno) : "unexpected end"));
+    }
+    p += got;
+    at += uint64_t(got);
+    n -= size_t(got);
+  }
 }
 
 void Mapping::release_pages() const {
@@ -112,6 +132,23 @@ IdSpan TokenSeqs::operator[](size_t i) const {
   const uint64_t b = part.offsets[local], e = part.offsets[local + 1];
   if (b > e || e > part.tokens) corrupt(part, local);
   return {part.ids + b, size_t(e - b)};
+}
+
+void TokenSeqs::read(size_t i, std::vector<int32_t>& out) const {
+  if (parts_.empty()) {
+    const IdSpan s = (*this)[i];
+    out.assign(s.begin(), s.end());
+    return;
+  }
+  const size_t p = i / kShardPairs, local = i % kShardPairs;
+  const Part& part = parts_[p];
+  const Mapping& file = *part.file;
+  auto at = [&](const void* q) { return uint64_t(static_cast<const uint8_t*>(q) - file.data()); };
+  uint64_t be[2];
+  file.read(at(part.offsets + local), be, sizeof be);
+  if (be[0] > be[1] || be[1] > part.tokens) corrupt(part, local);
+  out.resize(size_t(be[1] - be[0]));
+  file.read(at(part.ids + be[0]), out.data(), out.size() * sizeof(int32_t));
 }
 
 void TokenSeqs::corrupt(const Part& part, size_t local) const {

@@ -291,13 +291,14 @@ tokenizer::Tokenizer obtain_tokenizer(const config::Config& cfg, const SplitFile
   const int64_t bytes = t.sample_mb * 1000000 * (t.joint ? 1 : 2);
   ParallelCorpus text = sample_pairs(train, filter, pairs, t.sample_seed, bytes);
   require_training_pairs(text.stats, train.src);
-  const bool whole = text.size() == text.stats.kept;
+  const char* bound = ", bounded by sample_sentences";
+  if (text.size() == text.stats.kept) {
+    bound = ": all of them";
+  } else if (pairs <= 0 || int64_t(text.size()) < pairs) {
+    bound = ", bounded by sample_mb";
+  }
   log::info("tokenizer sample: {} of {} training pairs{} (tokenizer.sample_sentences {}, sample_mb {}, seed {})",
-            text.size(), text.stats.kept,
-            whole                                    ? ": all of them"
-            : uint64_t(text.size()) < uint64_t(pairs) ? ", bounded by sample_mb"
-                                                     : ", bounded by sample_sentences",
-            t.sample_sentences, t.sample_mb, t.sample_seed);
+            text.size(), text.stats.kept, bound, t.sample_sentences, t.sample_mb, t.sample_seed);
   auto tok = tokenizer::Tokenizer::train(cfg.tokenizer, std::move(text.src), std::move(text.tgt));
   const fs::path tmp = temp_dir_beside(dir);
   fs::remove_all(tmp);

@@ -24,12 +24,6 @@ class TranslationData : public TrainingData {
   bool next(data::Batch& batch) override {
     if (!batcher_.next(indices_)) return false;
     batch = data::make_batch(data_.train, indices_, ids_);
-    // A batch maps the pages of pairs scattered over the corpus: let go of them now and then, so that what stays
-    // resident is a few batches' worth, however large the corpus.
-    if (data_.train.src.mapped() && ++since_release_ == kReleaseEvery) {
-      data_.train.release_pages();
-      since_release_ = 0;
-    }
     return true;
   }
   bool skip() override { return batcher_.next(indices_); }
@@ -64,8 +58,6 @@ class TranslationData : public TrainingData {
   tokenizer::SpecialIds ids_;
   data::Batcher batcher_;
   std::vector<uint32_t> indices_;
-  static constexpr int kReleaseEvery = 1;
-  int since_release_ = 0;
 };
 
 // The LM tutorial's data: train.batch_size streams read in windows of train.bptt, in order every epoch.

@@ -70,11 +70,13 @@ class Batcher {
   Batcher(const EncodedCorpus& corpus, BatcherOptions options);
   int32_t src_len(uint32_t i) const;
   int32_t tgt_len(uint32_t i) const;
-  void add_padding(const std::vector<uint32_t>& batch, PaddingStats& s) const;
+  // Adds a batch to s; len(i) gives item i's (source, target) lengths.
+  template <class Len>
+  static void add_padding(const std::vector<uint32_t>& batch, const Len& len, PaddingStats& s);
   const BatchPlan& current_plan();
   // Streamed: the number of windows, and window w's batches in epoch `epoch`.
   size_t windows() const;
-  BatchPlan window_plan(int64_t epoch, size_t w) const;
+  BatchPlan window_plan(int64_t epoch, size_t w, PaddingStats* padding = nullptr) const;  // padding: added to
   void seek(int64_t epoch, int64_t index);  // throws Error past the epoch's end
 
   std::vector<int32_t> src_len_;  // whole-epoch planning only

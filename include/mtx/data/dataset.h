@@ -32,11 +32,14 @@ class Mapping {
   // Drops this process's mapping of the pages read so far; they stay in the page cache, and a later read maps
   // them again.
   void release_pages() const;
+  // Copies bytes [at, at + n) of the file without mapping them (pread); throws DataError naming the file.
+  void read(uint64_t at, void* out, size_t n) const;
 
  private:
   std::filesystem::path path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;
 };
 
 struct EncodedCorpus;
@@ -53,6 +56,10 @@ class TokenSeqs {
   size_t size() const { return size_; }
   IdSpan operator[](size_t i) const;
   size_t length(size_t i) const { return (*this)[i].size; }
+  // Sequence i copied into `out`. A mapped corpus is read from its file, not through the mapping: a fault on a
+  // mapping may map much more than the page read (a large folio of the page cache, up to 2 MB), so pairs read
+  // at random through it would keep resident memory in proportion to the corpus. Batches are built this way.
+  void read(size_t i, std::vector<int32_t>& out) const;
   size_t total_tokens() const { return total_; }
   bool mapped() const { return !parts_.empty(); }
   // Owned storage only (throws Error on a mapped one).
