@@ -68,14 +68,14 @@ Batcher Batcher::for_corpus(const EncodedCorpus& corpus, BatcherOptions options)
 int32_t Batcher::src_len(uint32_t i) const { return corpus_ ? int32_t(corpus_->src.length(i) + 1) : src_len_[i]; }
 int32_t Batcher::tgt_len(uint32_t i) const { return corpus_ ? int32_t(corpus_->tgt.length(i) + 1) : tgt_len_[i]; }
 
-size_t Batcher::windows() const {
-  const size_t w = size_t(options_.sort_window > 0 ? options_.sort_window : options_.streamed_above);
-  return (n_ + w - 1) / w;
+size_t Batcher::window_size() const {
+  return size_t(options_.sort_window > 0 ? options_.sort_window : options_.streamed_above);
 }
 
+size_t Batcher::windows() const { return (n_ + window_size() - 1) / window_size(); }
+
 BatchPlan Batcher::window_plan(int64_t epoch, size_t w, PaddingStats* padding) const {
-  const size_t size = size_t(options_.sort_window > 0 ? options_.sort_window : options_.streamed_above);
-  const size_t begin = w * size, m = std::min(n_, begin + size) - begin;
+  const size_t begin = w * window_size(), m = std::min(n_, begin + window_size()) - begin;
   const Permutation order(n_, Rng::from({options_.seed, uint64_t(epoch)}).next());
   // The window's examples and their lengths, gathered once: the sort then reads memory of the window's size.
   std::vector<uint32_t> ids(m), items(m);
@@ -95,22 +95,11 @@ BatchPlan Batcher::window_plan(int64_t epoch, size_t w, PaddingStats* padding) c
   }
   if (corpus_) corpus_->release_pages();
   std::iota(items.begin(), items.end(), 0u);
+  const auto len = [&](uint32_t k) { return std::pair{sl[k], tl[k]}; };
   BatchPlan batches;
-  sort_and_cut(
-      items.begin(), items.end(), options_.max_tokens,
-      [&](uint32_t k) {
-        return std::pair{sl[k], tl[k]};
-      },
-      batches);
+  sort_and_cut(items.begin(), items.end(), options_.max_tokens, len, batches);
   if (padding) {
-    for (const auto& batch : batches) {
-      add_padding(
-          batch,
-          [&](uint32_t k) {
-            return std::pair{sl[k], tl[k]};
-          },
-          *padding);
-    }
+    for (const auto& batch : batches) add_padding(batch, len, *padding);
   }
   for (auto& batch : batches) {
     for (uint32_t& k : batch) k = ids[k];
@@ -130,7 +119,6 @@ void Batcher::for_each_batch(int64_t epoch, const std::function<bool(const std::
     for (const auto& batch : window_plan(epoch, w)) {
       if (!visit(batch)) return;
     }
-    if (corpus_) corpus_->release_pages();  // what visit read
   }
 }
 

@@ -75,6 +75,7 @@ class Batcher {
   static void add_padding(const std::vector<uint32_t>& batch, const Len& len, PaddingStats& s);
   const BatchPlan& current_plan();
   // Streamed: the number of windows, and window w's batches in epoch `epoch`.
+  size_t window_size() const;  // pairs per streamed window
   size_t windows() const;
   BatchPlan window_plan(int64_t epoch, size_t w, PaddingStats* padding = nullptr) const;  // padding: added to
   void seek(int64_t epoch, int64_t index);  // throws Error past the epoch's end
