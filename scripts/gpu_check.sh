@@ -10,7 +10,16 @@
 #   scripts/gpu_check.sh --dry-run   here: every step of the GPU run that needs no GPU, against .venv's
 #                                    torch (scripts/setup.sh --torch pip), on the CPU with configs/tiny.json
 # Settings: MTX_GPU_PYTHON (the python whose torch to build against; default python3), MTX_GPU_EPOCHS
-# (default 2), MTX_GPU_CONFIG (default configs/base.json).
+# (default 2), MTX_GPU_CONFIG (default configs/base.json), MTX_GPU_STEPS (which steps run after the build, in
+# this order; default "tests train"):
+#   tests   the Cuda.* and Device.* tests
+#   suite   the rest of mtx_tests (long: every CPU test)
+#   train   MTX_GPU_CONFIG for MTX_GPU_EPOCHS epochs with bf16, translate test_2016_flickr, score it
+#   bench   scripts/bench/train_speed_gpu.sh: mtx against torch.nn.Transformer on this card, fp32 and bf16
+#           (MTX_GPU_BENCH_UPDATES, default 110)
+#   recipe  MTX_GPU_CONFIG for MTX_GPU_RECIPE_EPOCHS (default 20) epochs with bf16, every epoch's checkpoint
+#           scored on test_2016_flickr at the config's beam: seconds per epoch, BLEU by epoch, the time until
+#           BLEU passes MTX_GPU_TARGET_BLEU (default 36.5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpu=.gpu
@@ -79,10 +88,61 @@ build_s=$(($(date +%s) - t0))
 mtx=$build/bin/mtx
 "$mtx" --version
 
-step "CUDA tests (skipped without a device), then the rest of the suite"
 export MTX_DATA_DIR=$PWD/$gpu/data/multi30k
-"$build/bin/mtx_tests" --gtest_filter='Cuda.*:Device.*' --gtest_brief=1
-"$build/bin/mtx_tests" --gtest_filter='-Cuda.*:Device.*' --gtest_brief=1 2>&1 | tail -n 3
+steps=" ${MTX_GPU_STEPS:-tests train} "
+wants() { [[ "$steps" == *" $1 "* ]]; }
+
+if wants tests; then
+  step "CUDA tests (skipped without a device)"
+  "$build/bin/mtx_tests" --gtest_filter='Cuda.*:Device.*' --gtest_brief=1
+fi
+if wants suite; then
+  step "the rest of the suite"
+  "$build/bin/mtx_tests" --gtest_filter='-Cuda.*:Device.*' --gtest_brief=1 2>&1 | tail -n 3
+fi
+if wants bench; then
+  step "training speed against torch.nn.Transformer on $device"
+  MTX_BENCH_DEVICE=$device MTX_CACHE_DIR=$PWD/$gpu/cache scripts/bench/train_speed_gpu.sh "$mtx" "$python" \
+    "$config" "${MTX_GPU_BENCH_UPDATES:-110}" 2
+fi
+if wants recipe; then
+  recipe_epochs=${MTX_GPU_RECIPE_EPOCHS:-20}
+  run=$gpu/runs/$(basename "$config" .json)-$device-recipe
+  rm -rf "$run"
+  step "the full recipe: $config for $recipe_epochs epochs on $device, every epoch scored on test_2016_flickr"
+  "$mtx" --log-level warn train --config "$config" --out "$run" --set data.dir="$MTX_DATA_DIR" \
+    --set data.cache_dir="$gpu/cache" --set train.device="$device" \
+    --set train.bf16=$([ "$device" = cuda ] && echo true || echo false) --set train.max_epochs="$recipe_epochs" \
+    --set train.keep_last="$recipe_epochs"
+  zcat "$MTX_DATA_DIR/test_2016_flickr.de.gz" > "$run/test.de"
+  zcat "$MTX_DATA_DIR/test_2016_flickr.en.gz" > "$run/test.en"
+  for ckpt in "$run"/step-*.pt; do
+    s=$(basename "$ckpt" .pt)
+    "$mtx" --log-level warn eval --ckpt "$ckpt" --src "$run/test.de" --ref "$run/test.en" --metric bleu --json \
+      --device "$device" --output "$run/test.${s}.hyp" > "$run/${s}.bleu.json"
+  done
+  "$python" - "$run" "${MTX_GPU_TARGET_BLEU:-36.5}" <<'PY'
+import glob, json, os, sys
+run, target = sys.argv[1], float(sys.argv[2])
+valid = {r["step"]: r for r in map(json.loads, open(f"{run}/metrics.jsonl")) if r.get("type") == "valid"}
+rows, before, reached = [], 0.0, None
+for path in glob.glob(f"{run}/step-*.bleu.json"):
+    step = int(os.path.basename(path)[5:].split(".")[0])
+    bleu = next(r for r in map(json.loads, open(path)) if r.get("name", r.get("metric", "")).lower().startswith("bleu"))
+    rows.append((step, bleu["score"]))
+print("| epoch | updates | seconds (epoch, with validation) | elapsed s | val. loss | test_2016_flickr BLEU |")
+print("|---|---|---|---|---|---|")
+for step, score in sorted(rows):
+    v = valid[step]
+    print(f"| {v['epoch']} | {step} | {v['elapsed_s'] - before:.1f} | {v['elapsed_s']:.1f} | {v['val_loss']:.3f} | {score:.2f} |")
+    before = v["elapsed_s"]
+    if reached is None and score >= target:
+        reached = (v["epoch"], v["elapsed_s"])
+print(f"gpu_check: BLEU {target} " + (f"first reached after epoch {reached[0]}, {reached[1]:.0f} s of training"
+                                     if reached else "not reached"))
+PY
+fi
+wants train || exit 0
 
 run=$gpu/runs/$(basename "$config" .json)-$device
 rm -rf "$run"

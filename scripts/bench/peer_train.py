@@ -3,8 +3,9 @@
 
 Trains torch.nn.Transformer -- what a PyTorch tutorial user writes -- on exactly the batches that
 `mtx prepare --export-batches` wrote, with the same model size, Adam/Noam, label smoothing and
-clipping, and prints one JSON line: updates, target tokens, seconds, tokens/s, peak RSS.
-Run with Debian's python3-torch (the same LibTorch underneath as mtx).
+clipping, and prints one JSON line: updates, target tokens, seconds, tokens/s, peak RSS (and, on CUDA, the
+peak memory PyTorch's allocator held). On the CPU run it with Debian's python3-torch (the same LibTorch
+underneath as mtx); on a GPU (--device cuda, --bf16 for bf16 autocast as mtx's train.bf16) with the card's torch.
 """
 import argparse
 import json
@@ -86,13 +87,17 @@ def main():
     ap.add_argument("--vocab", type=int, required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip", type=int, default=10, help="updates left out of the timing (warm-up)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--bf16", action="store_true", help="CUDA: bf16 autocast for the forward pass and the loss")
     args = ap.parse_args()
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     cfg = json.load(open(args.config))
     m, t = cfg["model"], cfg["train"]
     batches, pad = read_batches(args.batches)
-    model = Seq2SeqTransformer(args.vocab, m, pad)
+    model = Seq2SeqTransformer(args.vocab, m, pad).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(t["adam_beta1"], t["adam_beta2"]), eps=t["adam_eps"])
     warmup, factor, d = t["warmup_steps"], t["lr_factor"], m["d_model"]
     noam = lambda s: factor * d ** -0.5 * min((s + 1) ** -0.5, (s + 1) * warmup ** -1.5)
@@ -102,19 +107,25 @@ def main():
     tokens, start = 0, time.perf_counter()
     for i, (src, tgt_in, tgt_out) in enumerate(batches):
         if i == args.skip:
+            sync()
             tokens, start = 0, time.perf_counter()
-        logits = model(src, tgt_in)
-        loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
+        tokens += int(tgt_out.ne(pad).sum())  # counted on the host: no device sync per update
+        src, tgt_in, tgt_out = (x.to(device, non_blocking=True) for x in (src, tgt_in, tgt_out))
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(src, tgt_in)
+            loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), t["clip_norm"])
         opt.step()
         sched.step()
-        tokens += int(tgt_out.ne(pad).sum())
+    sync()
     seconds = time.perf_counter() - start
     print(json.dumps({"updates": len(batches) - args.skip, "tgt_tokens": tokens, "seconds": seconds,
                       "tokens_per_s": tokens / seconds, "last_loss": float(loss),
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "peak_gpu_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else 0,
+                      "torch": torch.__version__}))
 
 
 if __name__ == "__main__":
