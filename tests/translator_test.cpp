@@ -318,7 +318,7 @@ TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
   o.search.beam = 6;
   o.search.nbest = 4;
   o.workers = 1;
-  decode::Translator ensemble({toy.model, other}, *toy.tok, o);
+  decode::Translator ensemble(std::vector<model::Transformer>{toy.model, other}, *toy.tok, o);
   const auto ids = toy.tok->special_ids();
   torch::NoGradGuard no_grad;
   int differ_a = 0, differ_b = 0;
@@ -350,5 +350,6 @@ TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
   // The models must agree on the vocabulary.
   model::TransformerOptions wider = other->options;
   wider.tgt_vocab(other->options.tgt_vocab() + 1).share_embeddings(false);
-  EXPECT_THROW(decode::Translator({toy.model, model::Transformer(wider)}, *toy.tok, o), ConfigError);
+  EXPECT_THROW(decode::Translator(std::vector<model::Transformer>{toy.model, model::Transformer(wider)}, *toy.tok, o),
+               ConfigError);
 }

@@ -73,7 +73,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def forward(self, src, tgt_in):
         src_pad, tgt_pad = src.eq(self.pad), tgt_in.eq(self.pad)
-        tgt_mask = self.transformer.generate_square_subsequent_mask(tgt_in.size(1))
+        tgt_mask = self.transformer.generate_square_subsequent_mask(tgt_in.size(1)).to(tgt_in.device)
         out = self.transformer(self.pos(self.embed(src) * self.scale), self.pos(self.embed(tgt_in) * self.scale),
                                tgt_mask=tgt_mask, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
                                memory_key_padding_mask=src_pad)
