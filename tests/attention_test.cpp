@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "mtx/model/masks.h"
+#include "mtx/util/cpu_isa.h"
 
 using namespace mtx::model;
 
@@ -64,6 +65,37 @@ TEST(Attention, OneQueryPathMatchesANaiveReference) {
                               naive_attention(q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble),
                                               torch::ones({1, 1, 1, 7}, torch::kBool)),
                               1e-5, 1e-5));
+}
+
+// The one-query loop gives the same floats at every instruction-set level this CPU runs (the vector levels score
+// eight keys at once), for head sizes with and without a tail past a multiple of 8, key counts with and without a
+// tail past a multiple of 8, masked keys among them, and keys whose scores are far apart.
+TEST(Attention, OneQueryPathIsTheSameAtEveryLevel) {
+  torch::NoGradGuard no_grad;
+  for (const int64_t d : {8, 20, 32, 64}) {
+    for (const int64_t t : {3, 8, 13, 40}) {
+      torch::manual_seed(uint64_t(d * 100 + t));
+      const torch::Tensor q = torch::randn({2, 4, 1, d}) * 3;    // [2, 4, 1, d]
+      const torch::Tensor kv = torch::randn({2, t, 2 * 4 * d});  // fused K|V
+      const auto parts = kv.chunk(2, -1);
+      const torch::Tensor k = parts[0].view({2, t, 4, d}).transpose(1, 2);  // [2, 4, t, d], strided
+      const torch::Tensor v = parts[1].view({2, t, 4, d}).transpose(1, 2);
+      const torch::Tensor tokens = (torch::arange(2 * t).view({2, t}) % 5 != 3).to(torch::kLong);  // some pads
+      const torch::Tensor mask = key_padding_mask(tokens, 0);
+      torch::Tensor first;
+      for (const mtx::cpu::Isa isa : mtx::cpu::runnable()) {
+        mtx::cpu::ScopedIsa level(isa);
+        const torch::Tensor got = torch::cat(
+            {attention(q, k, v, mask, 0.0, false, false), attention(q, k, v, torch::Tensor(), 0.0, false, false)});
+        if (!first.defined()) {
+          first = got;
+        } else {
+          EXPECT_TRUE(torch::equal(got, first)) << "d " << d << ", " << t << " keys, level " << mtx::cpu::name(isa)
+                                                << ": max diff " << (got - first).abs().max().item<float>();
+        }
+      }
+    }
+  }
 }
 
 TEST(Attention, SdpaAndExplicitPathsAgree) {
