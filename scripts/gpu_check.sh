@@ -97,8 +97,17 @@ bf16=false
 wants() { [[ "$steps" == *" $1 "* ]]; }
 
 if wants tests; then
-  step "CUDA tests (skipped without a device)"
-  "$build/bin/mtx_tests" --gtest_filter='Cuda.*:Device.*' --gtest_brief=1
+  step "CUDA tests (skipped without a device), each in a process of its own: a crash names its test"
+  failed=()
+  for t in $("$build/bin/mtx_tests" --gtest_list_tests --gtest_filter='Cuda.*:Device.*' |
+             awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}'); do
+    rc=0
+    "$build/bin/mtx_tests" --gtest_filter="$t" --gtest_brief=1 > "$gpu/test.log" 2>&1 || rc=$?
+    grep -v '\[info\]' "$gpu/test.log" | tail -n 8
+    echo "gpu_check: $t exit $rc"
+    [ "$rc" = 0 ] || failed+=("$t")
+  done
+  [ ${#failed[@]} = 0 ] || { echo "gpu_check: failed: ${failed[*]}" >&2; exit 1; }
 fi
 if wants suite; then
   step "the rest of the suite"
