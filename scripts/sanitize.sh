@@ -15,7 +15,7 @@ while [ $# -gt 0 ]; do
     --build-only) build_only=1; shift ;;
     # The scripted end-to-end runs (faults, distributed, the minutes-long CLI tutorials) drive the mtx binary
     # for minutes; the plain suites run them, CI leaves them out here to keep within its time.
-    --skip-e2e) ctest_args=(-E '^(Faults\.|Dist\.KillAndResume|Dist\.TwoHosts|Cli\.LmTutorial|Cli\.TrainsTiny|Int8\.BleuOnATrainedModel)'); shift ;;
+    --skip-e2e) source scripts/e2e_tests.sh; ctest_args=(-E "$e2e_tests"); shift ;;
     *) echo "usage: $0 [--mirror DIR] [--fuzz-seconds N] [--build-only] [--skip-e2e]" >&2; exit 2 ;;
   esac
 done

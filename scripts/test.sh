@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian bookworm machine: install, build, fetch Multi30k, ctest.
-#   scripts/test.sh [--torch debian|pip] [--mirror DIR]
+#   scripts/test.sh [--torch debian|pip] [--mirror DIR] [--skip-e2e]
 #     --torch pip: the LibTorch 2.x build (build-torch2/) instead of the default Debian 1.13 one (build/)
 #     --mirror DIR: a local copy of the Multi30k .gz files
+#     --skip-e2e: leave out the minutes-long scripted end-to-end runs (scripts/e2e_tests.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh "$@"
+args=() ctest_args=()
+for a in "$@"; do
+  if [ "$a" = --skip-e2e ]; then
+    source scripts/e2e_tests.sh
+    ctest_args=(-E "$e2e_tests")
+  else
+    args+=("$a")
+  fi
+done
+scripts/bootstrap.sh "${args[@]}"
 build=build
-[[ " $* " == *" --torch pip "* ]] && build=build-torch2
+[[ " ${args[*]} " == *" --torch pip "* ]] && build=build-torch2
 # CTranslate2 for the export parity test (Export.Ct2ScoresTargetsAsMtxDoes skips, saying so, without it).
 scripts/venv.sh ctranslate2==4.8.5 safetensors==0.8.0 numpy || echo "test: no ctranslate2 in .venv: the CTranslate2 export test skips" >&2
 # Tests run side by side, one per core: OpenMP threads that spin between parallel regions would take the cores
 # from each other's working threads (docs/environment_variables.md#omp_num_threads-omp_wait_policy).
-OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)"
+OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
