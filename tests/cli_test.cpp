@@ -69,6 +69,22 @@ TEST(Cli, VersionNamesTheCpuIsaAndMtxCpuIsaCapsIt) {
       << bad.output;
 }
 
+// MTX_INT8_ACTIVATION_BITS=7 is named beside the int8 kernel; another value than 8 or 7 is a one-line error, for
+// --version as for a command that loads an int8 model.
+TEST(Cli, VersionNamesSevenBitActivationsAndRefusesOtherWidths) {
+  const Result plain = run_mtx("--version", "env -u MTX_INT8_ACTIVATION_BITS MTX_INT8_ENGINE=mtx");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  EXPECT_EQ(plain.output.find("7-bit"), std::string::npos) << plain.output;
+  const Result seven = run_mtx("--version", "MTX_INT8_ACTIVATION_BITS=7 MTX_INT8_ENGINE=mtx");
+  ASSERT_EQ(seven.code, 0) << seven.output;
+  EXPECT_NE(seven.output.find(" (7-bit activations)\n"), std::string::npos) << seven.output;
+  const Result bad = run_mtx("--version", "MTX_INT8_ACTIVATION_BITS=9 MTX_INT8_ENGINE=mtx");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("MTX_INT8_ACTIVATION_BITS: 8 (the default) or 7, not '9'"), std::string::npos)
+      << bad.output;
+  EXPECT_EQ(count_lines(bad.output), 1u) << bad.output;
+}
+
 // The CUDA line says what this build has: "not compiled" (Debian's LibTorch), "compiled (CUDA x.y), no device"
 // (a CUDA LibTorch on a machine without a GPU) or "available: ...".
 TEST(Cli, VersionSaysWhetherCudaIsCompiledIn) {

@@ -101,6 +101,11 @@ TEST(Int8, RowsQuantizeByTheirOwnMaximumRoundingHalfToEven) {
   EXPECT_TRUE(torch::equal(q[1], torch::zeros({4}, torch::kChar)));
   EXPECT_FLOAT_EQ(scales[0].item<float>(), 4.0f / 127.0f);
   EXPECT_EQ(scales[1].item<float>(), 0.0f);
+  // 7 bits: 63 / 4 = 15.75 per unit: 15.75, -31.5 (to even: -32), 7.875, 63.
+  const auto [q7, scales7] = model::int8::quantize_rows(x, 7);
+  EXPECT_TRUE(torch::equal(q7[0], torch::tensor({16, -32, 8, 63}, torch::kChar))) << q7[0];
+  EXPECT_FLOAT_EQ(scales7[0].item<float>(), 4.0f / 63.0f);
+  EXPECT_THROW(model::int8::quantize_rows(x, 6), c10::Error);
   // The reference int8 linear is within the quantization error of float.
   torch::manual_seed(3);
   const torch::Tensor w = torch::randn({24, 40}) * 0.2, bias = torch::randn({24}), xs = torch::randn({5, 40});
@@ -112,41 +117,47 @@ TEST(Int8, RowsQuantizeByTheirOwnMaximumRoundingHalfToEven) {
 // mtx's int8 kernels (AVX-512 VNNI; AVX2, without VNNI; plain C++) give the reference's numbers bit for bit, at every
 // level this CPU runs, over the shapes their tiling has edges at: outputs not a multiple of the 32-wide panels or their
 // 16-lane halves, inputs not a multiple of 4 or 16, rows not a multiple of the 8- or 4-row tiles; rows alone give
-// what they give in a batch.
+// what they give in a batch. Both activation widths: 8 bits, and 7 (the AVX2 kernel's int16 sums of two groups),
+// over inputs of an odd and an even number of 4-input groups.
 TEST(Int8, KernelsMatchTheReferenceExactly) {
   if (!model::int8::KernelLinear::available()) GTEST_SKIP() << "MTX_INT8_ENGINE picks LibTorch's engine";
   for (const cpu::Isa isa : cpu::runnable()) {
-    cpu::ScopedIsa level(isa);
-    const std::string kernel = model::int8::KernelLinear::kernel();
-    torch::manual_seed(4);
-    struct Shape {
-      int64_t out, in;
-    };
-    for (const Shape s : {Shape{1, 5}, Shape{16, 16}, Shape{17, 64}, Shape{33, 3}, Shape{48, 256}, Shape{100, 1023}}) {
-      torch::Tensor w = torch::randn({s.out, s.in}) * 0.1;  // [out, in]
-      w[0].mul_(30);
-      const model::int8::Weight q = model::int8::quantize(w);
-      for (const bool with_bias : {true, false}) {
-        const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
-        const model::int8::KernelLinear layer(q, bias);
-        for (const int64_t rows : {1, 3, 7, 8, 9, 33}) {
-          torch::Tensor x = torch::randn({rows, s.in}) * 2;  // [rows, in]
-          x[0].zero_();                                      // a zero row: the bias alone
-          if (rows > 2) x[2].mul_(1000);
-          const torch::Tensor y = layer.forward(x);                              // [rows, out]
-          const torch::Tensor want = model::int8::reference_linear(q, bias, x);  // [rows, out]
-          ASSERT_TRUE(torch::equal(y, want)) << kernel << ": " << s.out << "x" << s.in << ", " << rows << " rows, bias "
-                                             << with_bias << ": max diff " << (y - want).abs().max().item<float>();
-          const int64_t r = rows - 1;
-          EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], y[r])) << kernel << ": row " << r;
+    for (const int bits : {8, 7}) {
+      cpu::ScopedIsa level(isa);
+      const std::string kernel =
+          model::int8::KernelLinear::kernel() + std::string(", ") + std::to_string(bits) + " bits";
+      torch::manual_seed(4);
+      struct Shape {
+        int64_t out, in;
+      };
+      for (const Shape s :
+           {Shape{1, 5}, Shape{16, 16}, Shape{17, 64}, Shape{33, 3}, Shape{48, 256}, Shape{100, 1023}, Shape{40, 12}}) {
+        torch::Tensor w = torch::randn({s.out, s.in}) * 0.1;  // [out, in]
+        w[0].mul_(30);
+        const model::int8::Weight q = model::int8::quantize(w);
+        for (const bool with_bias : {true, false}) {
+          const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
+          const model::int8::KernelLinear layer(q, bias, bits);
+          for (const int64_t rows : {1, 3, 7, 8, 9, 33}) {
+            torch::Tensor x = torch::randn({rows, s.in}) * 2;  // [rows, in]
+            x[0].zero_();                                      // a zero row: the bias alone
+            if (rows > 2) x[2].mul_(1000);
+            const torch::Tensor y = layer.forward(x);                                    // [rows, out]
+            const torch::Tensor want = model::int8::reference_linear(q, bias, x, bits);  // [rows, out]
+            ASSERT_TRUE(torch::equal(y, want))
+                << kernel << ": " << s.out << "x" << s.in << ", " << rows << " rows, bias " << with_bias
+                << ": max diff " << (y - want).abs().max().item<float>();
+            const int64_t r = rows - 1;
+            EXPECT_TRUE(torch::equal(layer.forward(x.narrow(0, r, 1))[0], y[r])) << kernel << ": row " << r;
+          }
         }
       }
+      // Leading dimensions are kept, and a model's int8 layers run on this kernel.
+      const model::int8::KernelLinear layer(model::int8::quantize(torch::randn({8, 12})), torch::Tensor());
+      const torch::Tensor x = torch::randn({2, 3, 12});
+      EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12})))) << kernel;
+      EXPECT_EQ(model::int8::engine(), model::int8::KernelLinear::kernel());
     }
-    // Leading dimensions are kept, and a model's int8 layers run on this kernel.
-    const model::int8::KernelLinear layer(model::int8::quantize(torch::randn({8, 12})), torch::Tensor());
-    const torch::Tensor x = torch::randn({2, 3, 12});
-    EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12})))) << kernel;
-    EXPECT_EQ(model::int8::engine(), kernel);
   }
 }
 
@@ -170,12 +181,14 @@ TEST(Int8, KernelsDoNotSaturateAtTheLargestValues) {
   x[2].copy_(torch::arange(in).remainder(2).mul(2).sub(1));
   x[3].copy_(torch::arange(in).remainder(4).lt(2).mul(-2).add(1));
   for (const cpu::Isa isa : cpu::runnable()) {
-    cpu::ScopedIsa level(isa);
-    const model::int8::KernelLinear layer(q, torch::Tensor());
-    const torch::Tensor y = layer.forward(x), want = model::int8::reference_linear(q, torch::Tensor(), x);
-    EXPECT_TRUE(torch::equal(y, want)) << model::int8::KernelLinear::kernel() << ": max diff "
-                                       << (y - want).abs().max().item<float>() << "\n"
-                                       << y << want;
+    for (const int bits : {8, 7}) {  // 7: +-63 activations, two groups' pair sums in one int16
+      cpu::ScopedIsa level(isa);
+      const model::int8::KernelLinear layer(q, torch::Tensor(), bits);
+      const torch::Tensor y = layer.forward(x), want = model::int8::reference_linear(q, torch::Tensor(), x, bits);
+      EXPECT_TRUE(torch::equal(y, want)) << model::int8::KernelLinear::kernel() << ", " << bits << " bits: max diff "
+                                         << (y - want).abs().max().item<float>() << "\n"
+                                         << y << want;
+    }
   }
 }
 

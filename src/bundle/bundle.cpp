@@ -262,6 +262,8 @@ Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts
   } catch (const DataError& e) {
     if (std::string(e.what()).rfind(path.string(), 0) == 0) throw;
     throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
+  } catch (const ConfigError&) {
+    throw;  // a setting (an MTX_* variable read while the layers are built), not the file
   } catch (const std::exception& e) {
     throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
   }

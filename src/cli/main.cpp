@@ -26,7 +26,10 @@ std::string version_text() {
        (mtx::model::fp32::PackedLinear::available()
             ? std::string("mtx's ") + mtx::model::fp32::PackedLinear::kernel() + " kernel (packed weights)"
             : std::string("the BLAS")) +
-       ", int8 on " + (mtx::model::int8::engine().empty() ? "nothing (no engine)" : mtx::model::int8::engine()) + "\n";
+       ", int8 on " + (mtx::model::int8::engine().empty() ? "nothing (no engine)" : mtx::model::int8::engine()) +
+       (mtx::model::int8::KernelLinear::available() && mtx::model::int8::activation_bits() == 7 ? " (7-bit activations)"
+                                                                                                : "") +
+       "\n";
   s += std::string("CPU ISA: ") + mtx::cpu::name(mtx::cpu::isa()) +
        (mtx::cpu::capped()
             ? std::string(" (capped by MTX_CPU_ISA; detected ") + mtx::cpu::name(mtx::cpu::detected()) + ")"

@@ -12,6 +12,7 @@
 #include "cpu/int8_kernels.h"
 #include "mtx/model/linear.h"
 #include "mtx/util/cpu_isa.h"
+#include "mtx/util/errors.h"
 #include "mtx/util/system.h"
 
 namespace mtx::model::int8 {
@@ -22,18 +23,33 @@ constexpr int64_t kGroup = 4;   // inputs per 32-bit lane
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-float row_inverse(float maxabs) { return maxabs > 0 ? 127.0f / maxabs : 0.0f; }
+int levels_of(int bits) {
+  TORCH_CHECK(bits == 8 || bits == 7, "int8: activations have 8 or 7 bits, not ", bits);
+  return (1 << (bits - 1)) - 1;
+}
 
-int8_t quantize_value(float v) {
-  if (std::isnan(v)) return -127;
-  return int8_t(std::clamp(std::nearbyint(v), -127.0f, 127.0f));
+int8_t quantize_value(float v, float top) {
+  if (std::isnan(v)) return int8_t(-top);
+  return int8_t(std::clamp(std::nearbyint(v), -top, top));
 }
 
 }  // namespace
 
-std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x_in) {
+int activation_bits() {
+  static const int bits = [] {
+    const char* env = std::getenv("MTX_INT8_ACTIVATION_BITS");
+    const std::string value = env ? env : "";
+    if (value.empty() || value == "8") return 8;
+    if (value == "7") return 7;
+    throw ConfigError("MTX_INT8_ACTIVATION_BITS: 8 (the default) or 7, not '" + value + "'");
+  }();
+  return bits;
+}
+
+std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x_in, int bits) {
   TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == torch::kFloat && x_in.device().is_cpu(),
               "quantize_rows: expected float CPU rows [n, in], got ", x_in.sizes());
+  const float top = float(levels_of(bits));
   const torch::Tensor x = x_in.contiguous();
   const int64_t n = x.size(0), in = x.size(1);
   torch::Tensor q = torch::empty({n, in}, torch::kChar);
@@ -45,16 +61,16 @@ std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x_in)
     const float* xr = xp + r * in;
     float maxabs = 0;
     for (int64_t k = 0; k < in; ++k) maxabs = std::max(maxabs, std::fabs(xr[k]));
-    sp[r] = maxabs / 127.0f;
-    const float inv = row_inverse(maxabs);
-    for (int64_t k = 0; k < in; ++k) qp[r * in + k] = quantize_value(xr[k] * inv);
+    sp[r] = maxabs / top;
+    const float inv = maxabs > 0 ? top / maxabs : 0.0f;
+    for (int64_t k = 0; k < in; ++k) qp[r * in + k] = quantize_value(xr[k] * inv, top);
   }
   return {q, scales};
 }
 
-torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, const torch::Tensor& x) {
+torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, const torch::Tensor& x, int bits) {
   const int64_t out = weight.values.size(0), in = weight.values.size(1);
-  const auto [q, sx] = quantize_rows(x.reshape({-1, in}).to(torch::kFloat));
+  const auto [q, sx] = quantize_rows(x.reshape({-1, in}).to(torch::kFloat), bits);
   const int64_t n = q.size(0);
   const torch::Tensor w = weight.values.contiguous();
   const torch::Tensor sw = weight.scales.to(torch::kFloat).contiguous();
@@ -91,8 +107,10 @@ bool KernelLinear::available() {
   return wanted;
 }
 
-KernelLinear::KernelLinear(const Weight& weight, const torch::Tensor& bias) {
+KernelLinear::KernelLinear(const Weight& weight, const torch::Tensor& bias, int activation_bits) {
   TORCH_CHECK(available(), "int8: MTX_INT8_ENGINE picks LibTorch's engine, not mtx's kernels");
+  levels_of(activation_bits);
+  bits_ = activation_bits;
   TORCH_CHECK(weight.values.scalar_type() == torch::kChar && weight.values.dim() == 2 &&
                   weight.scales.numel() == weight.values.size(0),
               "int8 weight: expected int8 values [out, in] and [out] scales");
@@ -141,6 +159,7 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
   float* sxp = sx.data_ptr<float>();
   const uint8_t* pp = packed_.data_ptr<uint8_t>();
   const float* swp = scales_.data_ptr<float>();
+  const int levels = levels_of(bits_);
   const float* bp = bias_.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   const int64_t panels = out_pad_ / kPanel;
@@ -153,7 +172,7 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
     torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 128
     uint8_t* up = u.data_ptr<uint8_t>();
     at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
-      kernels::quantize_rows_avx512vnni(xp, in_, in_, in_pad_, begin, end, up, sxp);
+      kernels::quantize_rows_avx512vnni(xp, in_, in_, in_pad_, begin, end, levels, up, sxp);
     });
     const int32_t* cp = comp_.data_ptr<int32_t>();
     at::parallel_for(0, panels, grain, [&](int64_t begin, int64_t end) {
@@ -170,13 +189,13 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
   int8_t* qp = q.data_ptr<int8_t>();
   at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
-    if (avx2) return kernels::quantize_rows_avx2(xp, in_, in_, in_pad_, begin, end, qp, sxp);
+    if (avx2) return kernels::quantize_rows_avx2(xp, in_, in_, in_pad_, begin, end, levels, qp, sxp);
 #endif
-    kernels::quantize_rows_generic(xp, in_, in_, in_pad_, begin, end, qp, sxp);
+    kernels::quantize_rows_generic(xp, in_, in_, in_pad_, begin, end, levels, qp, sxp);
   });
   at::parallel_for(0, panels, grain, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
-    if (avx2) return kernels::gemm_panels_avx2(qp, n, in_pad_, pp, begin, end, swp, bp, sxp, yp, out_);
+    if (avx2) return kernels::gemm_panels_avx2(qp, n, in_pad_, pp, begin, end, bits_ == 7, swp, bp, sxp, yp, out_);
 #endif
     kernels::gemm_panels_generic(qp, n, in_pad_, pp, begin, end, swp, bp, sxp, yp, out_);
   });

@@ -1,9 +1,10 @@
 // mtx's own int8 product for CPU inference, at every instruction-set level (util/cpu_isa.h): AVX-512 VNNI
 // (vpdpbusd), AVX2 (vpmaddubsw on |q| and w * sign(q)) and plain C++. y = dequantized(quantized(x) . W^T) + bias,
 // in two passes over the activations -- one that quantizes each row of x by its own max |x| (symmetric,
-// [-127, 127]), one GEMM whose epilogue scales back and adds the bias -- where LibTorch's dynamic quantized linear
-// takes six. The int8 products sum exactly in int32 at every level, so a row's result depends on that row alone
-// (any batch, any blocking, any thread count, any level) and equals reference_linear bit for bit.
+// [-127, 127], or [-63, 63] with MTX_INT8_ACTIVATION_BITS=7), one GEMM whose epilogue scales back and adds the bias --
+// where LibTorch's dynamic quantized linear takes six. The int8 products sum exactly in int32 at every level, so a
+// row's result depends on that row alone (any batch, any blocking, any thread count, any level) and equals
+// reference_linear bit for bit.
 #pragma once
 
 #include <torch/types.h>
@@ -15,13 +16,20 @@ namespace mtx::model::int8 {
 
 struct Weight;
 
-// Each row of x [n, in] float quantized by its own scale: q = round(x * 127 / max|x|) (to even) in
-// [-127, 127], scale = max|x| / 127 (a zero row: all 0, scale 0). -> (q [n, in] int8, scales [n] float)
-std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x);
+// The activations' bits in mtx's int8 kernels: 8 (levels +-127, the default) or 7 (+-63), from
+// MTX_INT8_ACTIVATION_BITS, read once (another value throws ConfigError). 7 bits lets the AVX2 kernel without VNNI
+// add two groups' products in int16 before widening them (about 1.3x its 8-bit rate) and still never saturate;
+// its numbers are those of 7-bit quantization, the same at every level.
+int activation_bits();
+
+// Each row of x [n, in] float quantized by its own scale, with L = 2^(bits - 1) - 1 (127 or 63):
+// q = round(x * L / max|x|) (to even) in [-L, L], scale = max|x| / L (a zero row: all 0, scale 0).
+// -> (q [n, in] int8, scales [n] float)
+std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x, int bits = 8);
 
 // The int8 linear in plain loops (any CPU): quantize_rows, int32 sums, y = fma(float(sum), sx * sw, bias).
 // The kernel below gives the same numbers bit for bit; this is what it is tested against.
-torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, const torch::Tensor& x);
+torch::Tensor reference_linear(const Weight& weight, const torch::Tensor& bias, const torch::Tensor& x, int bits = 8);
 
 class KernelLinear {
  public:
@@ -34,7 +42,8 @@ class KernelLinear {
   static const char* kernel();
 
   KernelLinear() = default;
-  KernelLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
+  // bias [out] or undefined; activation_bits 8 or 7 (quantize_rows).
+  KernelLinear(const Weight& weight, const torch::Tensor& bias, int activation_bits = int8::activation_bits());
   bool defined() const { return packed_.defined(); }
   torch::Tensor forward(const torch::Tensor& x) const;  // [.., in] float -> [.., out] float
 
@@ -45,6 +54,7 @@ class KernelLinear {
   torch::Tensor scales_;        // float [out_pad]: the weight rows' scales (0 past out)
   torch::Tensor bias_;          // float [out_pad] (zeros without a bias)
   bool has_minus_128_ = false;  // a weight of -128: outside the avx2 kernel's exact range
+  int bits_ = 8;                // the activations' bits
 };
 
 }  // namespace mtx::model::int8

@@ -28,23 +28,43 @@ int32_t load4(const int8_t* p) {
                  uint32_t(uint8_t(p[3])) << 24);
 }
 
-// R rows of q against one half panel (16 outputs from n): y[r][n ..] for r < R.
-template <int R>
+// One group's int16 pair sums |a| x (w * sign a) for the 16 outputs of w (a: 4 activations in every lane).
+inline __m256i pair_sums(__m256i a, __m256i w) {
+  return _mm256_maddubs_epi16(_mm256_abs_epi8(a), _mm256_sign_epi8(w, a));
+}
+
+// R rows of q against one half panel (16 outputs from n): y[r][n ..] for r < R. SevenBit: every |q| <= 63, and two
+// groups' pair sums are added in int16 before they are widened.
+template <int R, bool SevenBit>
 inline void tile(const int8_t* q, int64_t in_pad, const uint8_t* half, int64_t groups, const float* sw,
                  const float* bias, const float* sx, float* y, int64_t out, int64_t n) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-  for (int64_t g = 0; g < groups; ++g) {
+  int64_t g = 0;
+  if (SevenBit) {
+    for (; g + 2 <= groups; g += 2) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half + g * 128));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half + g * 128 + 32));
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half + g * 128 + 128));
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half + g * 128 + 160));
+      for (int r = 0; r < R; ++r) {
+        const __m256i a = _mm256_set1_epi32(load4(q + r * in_pad + g * kGroup));
+        const __m256i b = _mm256_set1_epi32(load4(q + r * in_pad + (g + 1) * kGroup));
+        acc[r][0] = _mm256_add_epi32(
+            acc[r][0], _mm256_madd_epi16(_mm256_add_epi16(pair_sums(a, w0), pair_sums(b, v0)), ones));  // [8 x int32]
+        acc[r][1] =
+            _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_add_epi16(pair_sums(a, w1), pair_sums(b, v1)), ones));
+      }
+    }
+  }
+  for (; g < groups; ++g) {
     const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half + g * 128));
     const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(half + g * 128 + 32));
     for (int r = 0; r < R; ++r) {
       const __m256i a = _mm256_set1_epi32(load4(q + r * in_pad + g * kGroup));
-      const __m256i magnitude = _mm256_abs_epi8(a);
-      acc[r][0] = _mm256_add_epi32(acc[r][0],
-                                   _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w0, a)), ones));
-      acc[r][1] = _mm256_add_epi32(acc[r][1],
-                                   _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w1, a)), ones));
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(pair_sums(a, w0), ones));  // [8 x int32]
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(pair_sums(a, w1), ones));
     }
   }
   for (int c = 0; c < 2; ++c) {
@@ -61,9 +81,10 @@ inline void tile(const int8_t* q, int64_t in_pad, const uint8_t* half, int64_t g
 }  // namespace
 
 void quantize_rows_avx2(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
-                        int8_t* q, float* sx) {
+                        int levels, int8_t* q, float* sx) {
+  const float top = float(levels);
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  const __m256i lo = _mm256_set1_epi32(-levels), hi = _mm256_set1_epi32(levels);
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * x_stride;
     int8_t* qr = q + r * in_pad;
@@ -79,8 +100,8 @@ void quantize_rows_avx2(const float* x, int64_t x_stride, int64_t in, int64_t in
       const float v = xr[k] < 0 ? -xr[k] : xr[k];
       maxabs = maxabs < v ? v : maxabs;
     }
-    sx[r] = maxabs / 127.0f;
-    const float inverse = maxabs > 0 ? 127.0f / maxabs : 0.0f;
+    sx[r] = maxabs / top;
+    const float inverse = maxabs > 0 ? top / maxabs : 0.0f;
     const __m256 inv = _mm256_set1_ps(inverse);
     for (k = 0; k + 8 <= in; k += 8) {
       // Round to nearest even; NaN converts to INT_MIN, which the clamp takes to -127.
@@ -97,8 +118,11 @@ void quantize_rows_avx2(const float* x, int64_t x_stride, int64_t in, int64_t in
   }
 }
 
-void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed, int64_t p_begin,
-                      int64_t p_end, const float* sw, const float* bias, const float* sx, float* y, int64_t out) {
+namespace {
+
+template <bool SevenBit>
+void panels(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed, int64_t p_begin, int64_t p_end,
+            const float* sw, const float* bias, const float* sx, float* y, int64_t out) {
   const int64_t groups = in_pad / kGroup;
   for (int64_t p = p_begin; p < p_end; ++p) {
     for (int64_t h = 0; h < 2; ++h) {
@@ -107,13 +131,22 @@ void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8
       const uint8_t* half = packed + p * groups * 128 + 64 * h;
       int64_t m = 0;
       for (; m + kRows <= rows; m += kRows) {
-        tile<kRows>(q + m * in_pad, in_pad, half, groups, sw, bias, sx + m, y + m * out, out, n);
+        tile<kRows, SevenBit>(q + m * in_pad, in_pad, half, groups, sw, bias, sx + m, y + m * out, out, n);
       }
       model::kernels::with_tail_rows<kRows>(rows - m, [&](auto r) {
-        tile<decltype(r)::value>(q + m * in_pad, in_pad, half, groups, sw, bias, sx + m, y + m * out, out, n);
+        tile<decltype(r)::value, SevenBit>(q + m * in_pad, in_pad, half, groups, sw, bias, sx + m, y + m * out, out, n);
       });
     }
   }
+}
+
+}  // namespace
+
+void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed, int64_t p_begin,
+                      int64_t p_end, bool seven_bit, const float* sw, const float* bias, const float* sx, float* y,
+                      int64_t out) {
+  if (seven_bit) return panels<true>(q, rows, in_pad, packed, p_begin, p_end, sw, bias, sx, y, out);
+  panels<false>(q, rows, in_pad, packed, p_begin, p_end, sw, bias, sx, y, out);
 }
 
 }  // namespace mtx::model::int8::kernels

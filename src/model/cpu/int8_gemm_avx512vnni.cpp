@@ -66,8 +66,9 @@ inline void tile(const uint8_t* u, int64_t in_pad, const uint8_t* panel, int64_t
 }  // namespace
 
 void quantize_rows_avx512vnni(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
-                              uint8_t* u, float* sx) {
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), shift = _mm512_set1_epi32(128);
+                              int levels, uint8_t* u, float* sx) {
+  const float top = float(levels);
+  const __m512i lo = _mm512_set1_epi32(-levels), hi = _mm512_set1_epi32(levels), shift = _mm512_set1_epi32(128);
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * x_stride;
     uint8_t* ur = u + r * in_pad;
@@ -77,8 +78,8 @@ void quantize_rows_avx512vnni(const float* x, int64_t x_stride, int64_t in, int6
     const __mmask16 tail = __mmask16((1u << (in - k)) - 1u);
     if (k < in) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(tail, xr + k)));
     const float maxabs = _mm512_reduce_max_ps(mx);
-    sx[r] = maxabs / 127.0f;
-    const __m512 inv = _mm512_set1_ps(maxabs > 0 ? 127.0f / maxabs : 0.0f);
+    sx[r] = maxabs / top;
+    const __m512 inv = _mm512_set1_ps(maxabs > 0 ? top / maxabs : 0.0f);
     for (k = 0; k + 16 <= in; k += 16) {
       __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + k), inv));  // round to nearest even
       q = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(q, lo), hi), shift);

@@ -14,7 +14,8 @@ constexpr int64_t kGroup = 4;   // inputs per output in a group: a panel's group
 }  // namespace
 
 void quantize_rows_generic(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
-                           int8_t* q, float* sx) {
+                           int levels, int8_t* q, float* sx) {
+  const float top = float(levels);
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * x_stride;
     int8_t* qr = q + r * in_pad;
@@ -23,11 +24,11 @@ void quantize_rows_generic(const float* x, int64_t x_stride, int64_t in, int64_t
       const float a = fabsf(xr[k]);
       maxabs = maxabs < a ? a : maxabs;  // NaN never wins
     }
-    sx[r] = maxabs / 127.0f;
-    const float inverse = maxabs > 0 ? 127.0f / maxabs : 0.0f;
+    sx[r] = maxabs / top;
+    const float inverse = maxabs > 0 ? top / maxabs : 0.0f;
     for (int64_t k = 0; k < in; ++k) {
-      const float v = nearbyintf(xr[k] * inverse);                                              // to even
-      qr[k] = v != v ? int8_t(-127) : int8_t(v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v);  // NaN -> -127
+      const float v = nearbyintf(xr[k] * inverse);                                     // to even
+      qr[k] = v != v ? int8_t(-levels) : int8_t(v < -top ? -top : v > top ? top : v);  // NaN -> -levels
     }
     for (int64_t k = in; k < in_pad; ++k) qr[k] = 0;
   }

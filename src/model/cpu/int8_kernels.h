@@ -9,26 +9,29 @@ namespace mtx::model::int8::kernels {
 
 // Each level's functions give the same numbers as every other level's.
 
-// Rows [begin, end) of x (row stride x_stride) -> q (row stride in_pad; 0 past `in`), sx[r] = max|x_r| / 127:
-// int8::quantize_rows' numbers (round half to even, clamp to +-127, NaN -> -127, NaN ignored by the maximum).
+// Rows [begin, end) of x (row stride x_stride) -> q (row stride in_pad; 0 past `in`), sx[r] = max|x_r| / levels:
+// int8::quantize_rows' numbers (round half to even, clamp to +-levels, NaN -> -levels, NaN ignored by the
+// maximum). levels is 127 (8-bit activations) or 63 (7-bit).
 void quantize_rows_generic(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
-                           int8_t* q, float* sx);
+                           int levels, int8_t* q, float* sx);
 void quantize_rows_avx2(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
-                        int8_t* q, float* sx);
+                        int levels, int8_t* q, float* sx);
 
 // y[r][o] = fma(float(sum_k q[r][k] * w[o][k]), sx[r] * sw[o], bias[o]) over the panels [p_begin, p_end): the
 // int32 sums are exact (on avx2, |q| x w pairs with |w| <= 127 never reach vpmaddubsw's int16 limit), so this is
 // int8::reference_linear's result bit for bit. sw and bias are padded to whole panels. The generic kernel takes any
-// weight; the avx2 one none of -128.
+// weight; the avx2 one none of -128. seven_bit (avx2): every |q| <= 63, so two groups' int16 pair sums add without
+// overflow (2 x 2 x 63 x 127 < 2^15) before one widening vpmaddwd: three multiplies per 64 products, not four.
 void gemm_panels_generic(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed, int64_t p_begin,
                          int64_t p_end, const float* sw, const float* bias, const float* sx, float* y, int64_t out);
 void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed, int64_t p_begin,
-                      int64_t p_end, const float* sw, const float* bias, const float* sx, float* y, int64_t out);
+                      int64_t p_end, bool seven_bit, const float* sw, const float* bias, const float* sx, float* y,
+                      int64_t out);
 
 // The same quantization on AVX-512, written as unsigned bytes u = q + 128 (vpdpbusd multiplies unsigned by signed
 // bytes), the padding past `in` 128.
 void quantize_rows_avx512vnni(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
-                              uint8_t* u, float* sx);
+                              int levels, uint8_t* u, float* sx);
 
 // The same products on AVX-512 VNNI from u = q + 128: each output's int32 sum of u x w, less comp[o] = 128 x
 // sum_k w[o][k], is the exact sum of q x w (any weight, -128 included), so this is int8::reference_linear's result
