@@ -109,8 +109,7 @@ bool KernelLinear::available() {
 
 KernelLinear::KernelLinear(const Weight& weight, const torch::Tensor& bias, int activation_bits) {
   TORCH_CHECK(available(), "int8: MTX_INT8_ENGINE picks LibTorch's engine, not mtx's kernels");
-  levels_of(activation_bits);
-  bits_ = activation_bits;
+  levels_ = levels_of(activation_bits);
   TORCH_CHECK(weight.values.scalar_type() == torch::kChar && weight.values.dim() == 2 &&
                   weight.scales.numel() == weight.values.size(0),
               "int8 weight: expected int8 values [out, in] and [out] scales");
@@ -159,7 +158,6 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
   float* sxp = sx.data_ptr<float>();
   const uint8_t* pp = packed_.data_ptr<uint8_t>();
   const float* swp = scales_.data_ptr<float>();
-  const int levels = levels_of(bits_);
   const float* bp = bias_.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   const int64_t panels = out_pad_ / kPanel;
@@ -172,7 +170,7 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
     torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 128
     uint8_t* up = u.data_ptr<uint8_t>();
     at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
-      kernels::quantize_rows_avx512vnni(xp, in_, in_, in_pad_, begin, end, levels, up, sxp);
+      kernels::quantize_rows_avx512vnni(xp, in_, in_, in_pad_, begin, end, levels_, up, sxp);
     });
     const int32_t* cp = comp_.data_ptr<int32_t>();
     at::parallel_for(0, panels, grain, [&](int64_t begin, int64_t end) {
@@ -189,13 +187,13 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
   int8_t* qp = q.data_ptr<int8_t>();
   at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
-    if (avx2) return kernels::quantize_rows_avx2(xp, in_, in_, in_pad_, begin, end, levels, qp, sxp);
+    if (avx2) return kernels::quantize_rows_avx2(xp, in_, in_, in_pad_, begin, end, levels_, qp, sxp);
 #endif
-    kernels::quantize_rows_generic(xp, in_, in_, in_pad_, begin, end, levels, qp, sxp);
+    kernels::quantize_rows_generic(xp, in_, in_, in_pad_, begin, end, levels_, qp, sxp);
   });
   at::parallel_for(0, panels, grain, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
-    if (avx2) return kernels::gemm_panels_avx2(qp, n, in_pad_, pp, begin, end, bits_ == 7, swp, bp, sxp, yp, out_);
+    if (avx2) return kernels::gemm_panels_avx2(qp, n, in_pad_, pp, begin, end, levels_ <= 63, swp, bp, sxp, yp, out_);
 #endif
     kernels::gemm_panels_generic(qp, n, in_pad_, pp, begin, end, swp, bp, sxp, yp, out_);
   });

@@ -18,8 +18,8 @@ struct Weight;
 
 // The activations' bits in mtx's int8 kernels: 8 (levels +-127, the default) or 7 (+-63), from
 // MTX_INT8_ACTIVATION_BITS, read once (another value throws ConfigError). 7 bits lets the AVX2 kernel without VNNI
-// add two groups' products in int16 before widening them (about 1.3x its 8-bit rate) and still never saturate;
-// its numbers are those of 7-bit quantization, the same at every level.
+// add two groups' products in int16 before widening them (three multiplies per 64 products, not four) and still
+// never saturate; its numbers are those of 7-bit quantization, the same at every level.
 int activation_bits();
 
 // Each row of x [n, in] float quantized by its own scale, with L = 2^(bits - 1) - 1 (127 or 63):
@@ -54,7 +54,7 @@ class KernelLinear {
   torch::Tensor scales_;        // float [out_pad]: the weight rows' scales (0 past out)
   torch::Tensor bias_;          // float [out_pad] (zeros without a bias)
   bool has_minus_128_ = false;  // a weight of -128: outside the avx2 kernel's exact range
-  int bits_ = 8;                // the activations' bits
+  int levels_ = 127;            // the activations' largest level: 127 (8 bits) or 63 (7 bits)
 };
 
 }  // namespace mtx::model::int8

@@ -104,7 +104,7 @@ void quantize_rows_avx2(const float* x, int64_t x_stride, int64_t in, int64_t in
     const float inverse = maxabs > 0 ? top / maxabs : 0.0f;
     const __m256 inv = _mm256_set1_ps(inverse);
     for (k = 0; k + 8 <= in; k += 8) {
-      // Round to nearest even; NaN converts to INT_MIN, which the clamp takes to -127.
+      // Round to nearest even; NaN converts to INT_MIN, which the clamp takes to -levels.
       const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xr + k), inv));
       const __m256i c = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);  // within int8: the packs keep it
       const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
