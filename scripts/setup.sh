@@ -29,6 +29,7 @@ packages=(
 )
 if [ "$torch" = debian ]; then
   packages+=(libtorch-dev libopenblas0-openmp
+             libdnnl-dev   # oneDNN's int8 GEMM for CPUs without VNNI (the libdnnl2 Debian's LibTorch links)
              libblas3)   # the reference BLAS: only so the test of mtx's slow-BLAS warning can run
 else
   packages+=(python3-venv python3-pip)   # .venv for PyPI's torch; its wheel brings its own BLAS (MKL)

@@ -95,7 +95,7 @@ TEST(Int8, PackedLinearIsCloseToFloatAndEachRowIsBatchIndependent) {
 
 TEST(Int8, RowsQuantizeByTheirOwnMaximumRoundingHalfToEven) {
   const torch::Tensor x = torch::tensor({1.0f, -2.0f, 0.5f, 4.0f, 0.0f, 0.0f, 0.0f, 0.0f}).view({2, 4});
-  const auto [q, scales] = model::int8::quantize_rows(x);
+  const auto [q, scales] = model::int8::quantize_rows(x, 8);
   // 127 / 4 = 31.75 per unit: 31.75, -63.5 (to even: -64), 15.875, 127; the zero row stays zero with scale 0.
   EXPECT_TRUE(torch::equal(q[0], torch::tensor({32, -64, 16, 127}, torch::kChar))) << q[0];
   EXPECT_TRUE(torch::equal(q[1], torch::zeros({4}, torch::kChar)));
@@ -109,8 +109,8 @@ TEST(Int8, RowsQuantizeByTheirOwnMaximumRoundingHalfToEven) {
   // The reference int8 linear is within the quantization error of float.
   torch::manual_seed(3);
   const torch::Tensor w = torch::randn({24, 40}) * 0.2, bias = torch::randn({24}), xs = torch::randn({5, 40});
-  const torch::Tensor y = model::int8::reference_linear(model::int8::quantize(w), bias, xs);  // [5, 24]
-  const torch::Tensor ref = torch::nn::functional::linear(xs, w, bias);                       // [5, 24]
+  const torch::Tensor y = model::int8::reference_linear(model::int8::quantize(w), bias, xs, 8);  // [5, 24]
+  const torch::Tensor ref = torch::nn::functional::linear(xs, w, bias);                          // [5, 24]
   EXPECT_LT(((y - ref).norm() / (ref - bias).norm()).item<double>(), 0.03);
 }
 
@@ -180,14 +180,18 @@ TEST(Int8, KernelsDoNotSaturateAtTheLargestValues) {
   x[1].fill_(-1.0);
   x[2].copy_(torch::arange(in).remainder(2).mul(2).sub(1));
   x[3].copy_(torch::arange(in).remainder(4).lt(2).mul(-2).add(1));
+  const torch::Tensor many = x.repeat({9, 1});  // [36, in]: a call of many rows (oneDNN's, where it runs)
   for (const cpu::Isa isa : cpu::runnable()) {
     for (const int bits : {8, 7}) {  // 7: +-63 activations, two groups' pair sums in one int16
-      cpu::ScopedIsa level(isa);
-      const model::int8::KernelLinear layer(q, torch::Tensor(), bits);
-      const torch::Tensor y = layer.forward(x), want = model::int8::reference_linear(q, torch::Tensor(), x, bits);
-      EXPECT_TRUE(torch::equal(y, want)) << model::int8::KernelLinear::kernel() << ", " << bits << " bits: max diff "
-                                         << (y - want).abs().max().item<float>() << "\n"
-                                         << y << want;
+      for (const torch::Tensor& xs : {x, many}) {
+        cpu::ScopedIsa level(isa);
+        const model::int8::KernelLinear layer(q, torch::Tensor(), bits);
+        const torch::Tensor y = layer.forward(xs), want = model::int8::reference_linear(q, torch::Tensor(), xs, bits);
+        EXPECT_TRUE(torch::equal(y, want))
+            << model::int8::KernelLinear::kernel() << ", " << bits << " bits, " << xs.size(0) << " rows: max diff "
+            << (y - want).abs().max().item<float>() << "\n"
+            << y << want;
+      }
     }
   }
 }

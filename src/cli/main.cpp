@@ -15,6 +15,14 @@
 
 namespace {
 
+// " (7-bit activations, oneDNN's GEMM from 32 rows)" after mtx's int8 kernel; nothing for LibTorch's engines.
+std::string int8_detail() {
+  if (!mtx::model::int8::KernelLinear::available()) return "";
+  const int64_t rows = mtx::model::int8::onednn_from_rows();
+  return " (" + std::to_string(mtx::model::int8::activation_bits()) + "-bit activations" +
+         (rows > 0 ? ", oneDNN's GEMM from " + std::to_string(rows) + " rows" : std::string()) + ")";
+}
+
 std::string version_text() {
   mtx::set_threads(0);
   const mtx::RuntimeInfo r = mtx::runtime_info();
@@ -27,9 +35,7 @@ std::string version_text() {
             ? std::string("mtx's ") + mtx::model::fp32::PackedLinear::kernel() + " kernel (packed weights)"
             : std::string("the BLAS")) +
        ", int8 on " + (mtx::model::int8::engine().empty() ? "nothing (no engine)" : mtx::model::int8::engine()) +
-       (mtx::model::int8::KernelLinear::available() && mtx::model::int8::activation_bits() == 7 ? " (7-bit activations)"
-                                                                                                : "") +
-       "\n";
+       int8_detail() + "\n";
   s += std::string("CPU ISA: ") + mtx::cpu::name(mtx::cpu::isa()) +
        (mtx::cpu::capped()
             ? std::string(" (capped by MTX_CPU_ISA; detected ") + mtx::cpu::name(mtx::cpu::detected()) + ")"

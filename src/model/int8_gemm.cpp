@@ -20,6 +20,10 @@ namespace {
 
 constexpr int64_t kPanel = 32;  // outputs per packed panel (cpu/int8_kernels.h)
 constexpr int64_t kGroup = 4;   // inputs per 32-bit lane
+// From this many rows on, 7-bit activations on the avx2 level go to oneDNN's GEMM where mtx was built with it
+// (docs/inference.md: below it mtx's kernel is faster, above it oneDNN's).
+constexpr int64_t kOneDnnRows = 32;
+constexpr int8_t kSevenBitOffset = 64;  // u = q + 64 in [1, 127] for |q| <= 63
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -39,11 +43,17 @@ int activation_bits() {
   static const int bits = [] {
     const char* env = std::getenv("MTX_INT8_ACTIVATION_BITS");
     const std::string value = env ? env : "";
-    if (value.empty() || value == "8") return 8;
-    if (value == "7") return 7;
-    throw ConfigError("MTX_INT8_ACTIVATION_BITS: 8 (the default) or 7, not '" + value + "'");
+    if (value.empty() || value == "7") return 7;
+    if (value == "8") return 8;
+    throw ConfigError("MTX_INT8_ACTIVATION_BITS: 7 (the default) or 8, not '" + value + "'");
   }();
   return bits;
+}
+
+int64_t onednn_from_rows() {
+  const bool used = KernelLinear::available() && std::string(KernelLinear::kernel()) == "avx2" &&
+                    activation_bits() == 7 && kernels::onednn_available();
+  return used ? kOneDnnRows : 0;
 }
 
 std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x_in, int bits) {
@@ -135,6 +145,7 @@ KernelLinear::KernelLinear(const Weight& weight, const torch::Tensor& bias, int 
     cp[n] = 128 * sum;
   }
   has_minus_128_ = (w == -128).any().item<bool>();
+  if (kernels::onednn_available()) weights_ = w.clone();  // [out, in], oneDNN's operand
   scales_ = torch::zeros({out_pad_}, torch::kFloat);
   scales_.narrow(0, 0, out_).copy_(weight.scales.to(torch::kFloat));
   bias_ = torch::zeros({out_pad_}, torch::kFloat);
@@ -191,6 +202,25 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
 #endif
     kernels::quantize_rows_generic(xp, in_, in_, in_pad_, begin, end, levels_, qp, sxp);
   });
+#if defined(__x86_64__)
+  if (avx2 && levels_ <= 63 && n >= kOneDnnRows && kernels::onednn_available()) {  // as onednn_from_rows()
+    torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);                    // [n, in_pad]: q + 64
+    torch::Tensor sums = torch::empty({n, out_}, torch::kInt);                     // [n, out]
+    uint8_t* up = u.data_ptr<uint8_t>();
+    int32_t* sp = sums.data_ptr<int32_t>();
+    at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
+      kernels::offset_bytes_avx2(qp + begin * in_pad_, (end - begin) * in_pad_, kSevenBitOffset, up + begin * in_pad_);
+    });
+    kernels::onednn_cap_isa(cpu::isa() < cpu::Isa::avx512);
+    const int status =
+        kernels::gemm_onednn_u8s8(up, n, in_, in_pad_, uint8_t(kSevenBitOffset), weights_.data_ptr<int8_t>(), out_, sp);
+    TORCH_CHECK(status == 0, "int8: oneDNN's u8 x s8 GEMM failed (dnnl_status_t ", status, ")");
+    at::parallel_for(0, n, std::max<int64_t>(1, 4096 / out_), [&](int64_t begin, int64_t end) {
+      kernels::epilogue_avx2(sp, begin, end, out_, swp, bp, sxp, yp);
+    });
+    return y.view(shape);
+  }
+#endif
   at::parallel_for(0, panels, grain, [&](int64_t begin, int64_t end) {
 #if defined(__x86_64__)
     if (avx2) return kernels::gemm_panels_avx2(qp, n, in_pad_, pp, begin, end, levels_ <= 63, swp, bp, sxp, yp, out_);

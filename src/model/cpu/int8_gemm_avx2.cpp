@@ -73,7 +73,12 @@ inline void tile(const int8_t* q, int64_t in_pad, const uint8_t* half, int64_t g
     const __m256 w_scale = _mm256_loadu_ps(sw + nc), b = _mm256_loadu_ps(bias + nc);
     for (int r = 0; r < R; ++r) {
       const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(sx[r]), w_scale);
-      _mm256_maskstore_ps(y + r * out + nc, mask, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), scale, b));
+      const __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), scale, b);
+      if (nc + 8 <= out) {
+        _mm256_storeu_ps(y + r * out + nc, v);
+      } else {
+        _mm256_maskstore_ps(y + r * out + nc, mask, v);  // only at the row's end: masked stores are slow on AMD
+      }
     }
   }
 }
@@ -141,6 +146,37 @@ void panels(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed
 }
 
 }  // namespace
+
+void epilogue_avx2(const int32_t* acc, int64_t begin, int64_t end, int64_t out, const float* sw, const float* bias,
+                   const float* sx, float* y) {
+  for (int64_t r = begin; r < end; ++r) {
+    const __m256 x_scale = _mm256_set1_ps(sx[r]);
+    const int32_t* ar = acc + r * out;
+    float* yr = y + r * out;
+    int64_t o = 0;
+    for (; o + 8 <= out; o += 8) {
+      const __m256 scale = _mm256_mul_ps(x_scale, _mm256_loadu_ps(sw + o));
+      const __m256 sums = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ar + o)));
+      _mm256_storeu_ps(yr + o, _mm256_fmadd_ps(sums, scale, _mm256_loadu_ps(bias + o)));
+    }
+    if (o < out) {  // masked only at the row's end: masked stores are slow on AMD's cores
+      const __m256i mask = lanes(out, o);
+      const __m256 scale = _mm256_mul_ps(x_scale, _mm256_loadu_ps(sw + o));  // sw, bias padded to whole panels
+      const __m256 sums = _mm256_cvtepi32_ps(_mm256_maskload_epi32(ar + o, mask));
+      _mm256_maskstore_ps(yr + o, mask, _mm256_fmadd_ps(sums, scale, _mm256_loadu_ps(bias + o)));
+    }
+  }
+}
+
+void offset_bytes_avx2(const int8_t* q, int64_t n, int8_t offset, uint8_t* u) {
+  const __m256i add = _mm256_set1_epi8(offset);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + i), _mm256_add_epi8(v, add));
+  }
+  for (; i < n; ++i) u[i] = uint8_t(q[i] + offset);
+}
 
 void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8_t* packed, int64_t p_begin,
                       int64_t p_end, bool seven_bit, const float* sw, const float* bias, const float* sx, float* y,

@@ -28,6 +28,23 @@ void gemm_panels_avx2(const int8_t* q, int64_t rows, int64_t in_pad, const uint8
                       int64_t p_end, bool seven_bit, const float* sw, const float* bias, const float* sx, float* y,
                       int64_t out);
 
+// oneDNN's JIT GEMM (Debian's libdnnl, where mtx was built with it): acc [rows, out] = the exact int32 sums of
+// (u - u_offset) [rows, in] (row stride u_stride) x w^T, w [out, in] row-major. Exact where every u x w pair sum
+// stays within int16 (vpmaddubsw without VNNI): u = q + 64 with |q| <= 63 (7-bit activations), 2 x 127 x 128 < 2^15.
+// Threads: oneDNN's OpenMP, as many as the calling thread's OpenMP count (1 inside a parallel region). Returns
+// oneDNN's status: 0 for success (-1 without oneDNN).
+bool onednn_available();
+int gemm_onednn_u8s8(const uint8_t* u, int64_t rows, int64_t in, int64_t u_stride, uint8_t u_offset, const int8_t* w,
+                     int64_t out, int32_t* acc);
+// Caps oneDNN at AVX2 (MTX_CPU_ISA below AVX-512); first call only, before oneDNN's first kernel.
+void onednn_cap_isa(bool avx2_only);
+
+// The int32 sums' epilogue on AVX2, rows [begin, end): y[r][o] = fma(float(acc[r][o]), sx[r] * sw[o], bias[o]), the
+// kernels' (and int8::reference_linear's) numbers; and u = q + offset over n bytes.
+void epilogue_avx2(const int32_t* acc, int64_t begin, int64_t end, int64_t out, const float* sw, const float* bias,
+                   const float* sx, float* y);
+void offset_bytes_avx2(const int8_t* q, int64_t n, int8_t offset, uint8_t* u);
+
 // The same quantization on AVX-512, written as unsigned bytes u = q + 128 (vpdpbusd multiplies unsigned by signed
 // bytes), the padding past `in` 128.
 void quantize_rows_avx512vnni(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
