@@ -5,8 +5,11 @@
 //   u8       oneDNN's u8 x s8 order without the sign: same two multiplies per group (needs q >= 0)
 //   pairs7   |q| <= 63: two groups' vpmaddubsw pair sums added in int16 (2 x 2 x 63 x 127 < 2^15), then one
 //            vpmaddwd: three multiplies per two groups, exact for 7-bit activations
-// Standalone (no LibTorch, no CMake target):
-//   g++ -O2 -mavx2 -mfma -o /tmp/int8_avx2_pairs scripts/bench/int8_avx2_pairs.cpp && /tmp/int8_avx2_pairs [out] [in]
+//   onednn   (built with -DWITH_ONEDNN -ldnnl) oneDNN's JIT dnnl_gemm_u8s8s32 on u = q + 64 with |q| <= 63 and
+//            the offset 64 given to it: what mtx's int8 path calls from 32 rows on (src/model/cpu/int8_gemm_onednn.cpp)
+// Standalone (no LibTorch, no CMake target; apt-get install libdnnl-dev for the oneDNN column):
+//   g++ -O2 -mavx2 -mfma -DWITH_ONEDNN -o /tmp/int8_avx2_pairs scripts/bench/int8_avx2_pairs.cpp -ldnnl
+//   OMP_NUM_THREADS=1 /tmp/int8_avx2_pairs [out] [in] [rows]
 #include <immintrin.h>
 
 #include <chrono>
@@ -15,6 +18,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#if defined(WITH_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 namespace {
 
@@ -81,7 +88,8 @@ void gemm(const int8_t* q, int64_t rows, int64_t in, const uint8_t* packed, int6
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t out = argc > 1 ? std::atoll(argv[1]) : 1024, in = argc > 2 ? std::atoll(argv[2]) : 256, rows = 120;
+  const int64_t out = argc > 1 ? std::atoll(argv[1]) : 1024, in = argc > 2 ? std::atoll(argv[2]) : 256;
+  const int64_t rows = argc > 3 ? std::atoll(argv[3]) : 120;
   if (out % 32 || in % 8) {
     std::fprintf(stderr, "out must be a multiple of 32 and in of 8\n");
     return 2;
@@ -132,12 +140,31 @@ int main(int argc, char** argv) {
   check(qu, "u8");
   gemm<pairs7>(q7.data(), rows, in, packed.data(), out, y.data());
   check(q7, "pairs7");
+#if defined(WITH_ONEDNN)
+  std::vector<uint8_t> u7(q7.size());
+  for (size_t i = 0; i < q7.size(); ++i) u7[i] = uint8_t(q7[i] + 64);
+  const int64_t whole = rows / kRows * kRows;  // the rows the other variants compute and check
+  const int32_t no_offset = 0;
+  const auto onednn = [&] {
+    if (dnnl_gemm_u8s8s32('N', 'T', 'F', whole, out, in, 1.0f, u7.data(), in, 64, w.data(), in, 0, 0.0f, y.data(), out,
+                          &no_offset) != dnnl_success) {
+      std::fprintf(stderr, "onednn: dnnl_gemm_u8s8s32 failed\n");
+      std::exit(1);
+    }
+  };
+  onednn();
+  check(q7, "onednn");
+#endif
   std::printf("out %ld, in %ld, %ld rows, one thread, GOP/s (two per multiply-add), best of 7:\n", long(out), long(in),
               long(rows));
   for (int round = 0; round < 2; ++round) {
-    std::printf("  exact8 %.1f   u8 %.1f   pairs7 %.1f\n",
+    std::printf("  exact8 %.1f   u8 %.1f   pairs7 %.1f",
                 rate([&] { gemm<exact8>(q8.data(), rows, in, packed.data(), out, y.data()); }),
                 rate([&] { gemm<u8>(qu.data(), rows, in, packed.data(), out, y.data()); }),
                 rate([&] { gemm<pairs7>(q7.data(), rows, in, packed.data(), out, y.data()); }));
+#if defined(WITH_ONEDNN)
+    std::printf("   onednn %.1f", rate(onednn));
+#endif
+    std::printf("\n");
   }
 }
