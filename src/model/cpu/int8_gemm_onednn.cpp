@@ -33,13 +33,13 @@ void onednn_cap_isa(bool avx2_only) {
 #endif
 }
 
-int gemm_onednn_u8s8(const uint8_t* u, int64_t rows, int64_t in, int64_t u_stride, uint8_t u_offset,
-                      const int8_t* w, int64_t out, int32_t* acc) {
+int gemm_onednn_u8s8(const uint8_t* u, int64_t rows, int64_t in, int64_t u_stride, uint8_t u_offset, const int8_t* w,
+                     int64_t out, int32_t* acc) {
 #if defined(MTX_HAVE_ONEDNN)
   const int32_t no_offset = 0;
   // Row-major: acc [rows, out] = (u - u_offset) [rows, in] x w^T, w stored [out, in].
   return int(dnnl_gemm_u8s8s32('N', 'T', 'F', rows, out, in, 1.0f, u, u_stride, u_offset, w, in, 0, 0.0f, acc, out,
-                                &no_offset));
+                               &no_offset));
 #else
   (void)u, (void)rows, (void)in, (void)u_stride, (void)u_offset, (void)w, (void)out, (void)acc;
   return -1;
