@@ -39,13 +39,17 @@ def main():
     m = meta["model"]
     if m["task"] != "translation":
         sys.exit("ct2_convert: only translation models convert to CTranslate2's TransformerSpec")
-    if m["positions"] != "sinusoidal" and m["positions"] != "learned":
+    if m["positions"] not in ("sinusoidal", "sinusoidal_halves", "learned"):
         sys.exit(f"ct2_convert: unknown positions {m['positions']!r}")
     w = load_file(os.path.join(args.input, "model.safetensors"))
 
     class MtxConverter(Converter):
         def _load(self):
-            activation = common_spec.Activation.GELU if m["activation"] == "gelu" else common_spec.Activation.RELU
+            activations = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                           "swish": common_spec.Activation.SWISH, "gelu_sigmoid": common_spec.Activation.GELUSigmoid}
+            if m["activation"] not in activations:
+                sys.exit(f"ct2_convert: unknown activation {m['activation']!r}")
+            activation = activations[m["activation"]]
             spec = transformer_spec.TransformerSpec.from_config(
                 (m["encoder_layers"], m["decoder_layers"]), m["heads"], pre_norm=m["pre_norm"], activation=activation)
             src_embed = w["src_embed.weight"]
@@ -96,6 +100,8 @@ def main():
                 ffn(layer.ffn, p, ".norm3")
             if m["tie_output"]:
                 dec.projection.weight = tgt_embed
+                if m.get("output_bias"):
+                    dec.projection.bias = w["output_bias"]
             else:
                 linear(dec.projection, "output")
 

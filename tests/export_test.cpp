@@ -64,9 +64,16 @@ struct Toy {
   std::optional<tokenizer::Tokenizer> tok;
   model::Transformer model{nullptr};
 
-  explicit Toy(bool variant = false) {
+  // variant 0: pre-norm, tied; 1: the other branches of the mapping; 2: MarianMT's options (post-norm, swish,
+  // positions in halves, a tied output projection with a bias).
+  explicit Toy(int variant = 0) {
     config = test::toy_setup(tmp);
-    if (variant) {  // the other branches of the mapping
+    if (variant == 2) {
+      config.model.norm = config::Norm::post;
+      config.model.activation = config::Activation::swish;
+      config.model.positions = config::Positions::sinusoidal_halves;
+      config.model.output_bias = true;
+    } else if (variant == 1) {  // the other branches of the mapping
       config.model.norm = config::Norm::post;
       config.model.activation = config::Activation::gelu;
       config.model.tie_output = false;
@@ -147,7 +154,7 @@ TEST(Export, SafetensorsExportHoldsEveryWeightAndBothVocabularies) {
 TEST(Export, Ct2ScoresTargetsAsMtxDoes) {
   const std::string py = ct2_python();
   if (py.empty()) GTEST_SKIP() << "no .venv with ctranslate2 (scripts/venv.sh ctranslate2 safetensors numpy)";
-  for (const bool variant : {false, true}) {
+  for (const int variant : {0, 1, 2}) {
     Toy toy(variant);
     bundle::save_bundle(toy.tmp / "m.pt", toy.config, *toy.tok, toy.model);
     const fs::path out = toy.tmp / "ct2";

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -38,12 +40,13 @@ std::vector<std::pair<std::string, std::string>> fields(const TransformerOptions
           {"activation_dropout", text(o.activation_dropout())},
           {"max_len", text(o.max_len())},
           {"pre_norm", text(o.pre_norm())},
-          {"learned_positions", text(o.learned_positions())},
-          {"gelu", text(o.gelu())},
+          {"positions", config::to_string(o.positions())},
+          {"activation", config::to_string(o.activation())},
           {"kaiming_init", text(o.kaiming_init())},
           {"uniform_embeddings", text(o.uniform_embeddings())},
           {"decoder_only", text(o.decoder_only())},
           {"tie_output", text(o.tie_output())},
+          {"output_bias", text(o.output_bias())},
           {"share_embeddings", text(o.share_embeddings())},
           {"pad_id", text(o.pad_id())},
           {"use_sdpa", text(o.use_sdpa())}};
@@ -68,7 +71,7 @@ TransformerOptions small(bool pre_norm, bool learned, bool shared) {
       .ffn_dim(64)
       .max_len(32)
       .pre_norm(pre_norm)
-      .learned_positions(learned)
+      .positions(learned ? config::Positions::learned : config::Positions::sinusoidal)
       .share_embeddings(shared);
 }
 
@@ -99,7 +102,7 @@ TEST(Transformer, OptionsDefaultsAreTheConfigDefaults) {
   EXPECT_EQ(layer.attention_dropout(), t.attention_dropout());
   EXPECT_EQ(layer.activation_dropout(), t.activation_dropout());
   EXPECT_EQ(layer.pre_norm(), t.pre_norm());
-  EXPECT_EQ(layer.gelu(), t.gelu());
+  EXPECT_EQ(layer.activation(), t.activation());
   EXPECT_EQ(layer.use_sdpa(), t.use_sdpa());
   EXPECT_EQ(AttentionOptions(1, 1).dropout(), t.attention_dropout());
   EXPECT_EQ(AttentionOptions(1, 1).use_sdpa(), t.use_sdpa());
@@ -122,6 +125,7 @@ TEST(Transformer, EveryModelSettingReachesTheOptions) {
   c.activation = c.activation == config::Activation::gelu ? config::Activation::relu : config::Activation::gelu;
   c.init = config::Init::kaiming;
   c.tie_output = !c.tie_output;
+  c.output_bias = !c.output_bias;
   c.share_embeddings = !c.share_embeddings;
   const TransformerOptions defaults(100, 100);
   const auto changed = [&](const config::ModelConfig& m, config::Task task) {
@@ -131,11 +135,11 @@ TEST(Transformer, EveryModelSettingReachesTheOptions) {
     }
     return names;
   };
-  EXPECT_EQ(
-      changed(c, config::Task::lm),
-      (std::vector<std::string>{"d_model", "heads", "encoder_layers", "decoder_layers", "ffn_dim", "dropout",
-                                "attention_dropout", "activation_dropout", "max_len", "pre_norm", "learned_positions",
-                                "gelu", "kaiming_init", "decoder_only", "tie_output", "share_embeddings", "pad_id"}));
+  EXPECT_EQ(changed(c, config::Task::lm),
+            (std::vector<std::string>{"d_model", "heads", "encoder_layers", "decoder_layers", "ffn_dim", "dropout",
+                                      "attention_dropout", "activation_dropout", "max_len", "pre_norm", "positions",
+                                      "activation", "kaiming_init", "decoder_only", "tie_output", "output_bias",
+                                      "share_embeddings", "pad_id"}));
   config::ModelConfig uniform;
   uniform.init = config::Init::uniform;
   EXPECT_EQ(changed(uniform, config::Task::translation), (std::vector<std::string>{"uniform_embeddings", "pad_id"}));
@@ -145,7 +149,8 @@ TEST(Transformer, StepByStepDecodingEqualsTheTeacherForcedPass) {
   for (bool pre : {false, true}) {
     for (bool learned : {false, true}) {
       torch::manual_seed(7);
-      Transformer model(small(pre, learned, true).gelu(learned));
+      Transformer model(
+          small(pre, learned, true).activation(learned ? config::Activation::gelu : config::Activation::relu));
       model->eval();
       torch::NoGradGuard no_grad;
       // Two sources of different lengths (the second padded), two target prefixes.
@@ -302,7 +307,8 @@ TEST(Transformer, CloneIsAnEqualIndependentCopy) {
   const std::vector<Case> cases = {
       {"post-norm, separate embeddings", small(false, false, false)},
       {"pre-norm, shared embeddings, tied", small(true, false, true)},
-      {"pre-norm, learned positions, gelu, untied", small(true, true, false).gelu(true).tie_output(false)},
+      {"pre-norm, learned positions, gelu, untied",
+       small(true, true, false).activation(config::Activation::gelu).tie_output(false)},
       {"post-norm, shared embeddings, untied", small(false, false, true).tie_output(false)},
       {"decoder-only", small(false, true, false).decoder_only(true).tie_output(false)},
       {"decoder-only, pre-norm, tied", small(true, false, false).decoder_only(true)},
@@ -399,7 +405,81 @@ TEST(Transformer, PrettyPrintNamesEveryOptionAndTheLayers) {
   EXPECT_NE(s.find("share_embeddings=true"), std::string::npos) << s;
   for (const char* part : {"mtx::model::EncoderLayer(d_model=32, heads=4, ffn_dim=64", "mtx::model::DecoderLayer(",
                            "mtx::model::SelfAttention(", "mtx::model::CrossAttention(", "mtx::model::FeedForward(",
-                           "mtx::model::PositionalEncoding(max_len=32, d_model=32, learned=false)"}) {
+                           "mtx::model::PositionalEncoding(max_len=32, d_model=32, kind=sinusoidal)"}) {
     EXPECT_NE(s.find(part), std::string::npos) << part << " in\n" << s;
   }
+}
+
+// Hugging Face's MarianMT layout: the interleaved table's waves, every sine first, then the cosines (an odd width
+// has one sine more).
+TEST(Transformer, HalvesPositionsHoldTheInterleavedWavesSinesFirst) {
+  for (const int64_t d : {32, 33}) {
+    PositionalEncoding interleaved(16, d, config::Positions::sinusoidal);
+    PositionalEncoding halves(16, d, config::Positions::sinusoidal_halves);
+    const int64_t sines = (d + 1) / 2;
+    EXPECT_TRUE(torch::equal(halves->table.narrow(1, 0, sines), interleaved->table.slice(1, 0, d, 2))) << d;
+    EXPECT_TRUE(torch::equal(halves->table.narrow(1, sines, d / 2), interleaved->table.slice(1, 1, d, 2))) << d;
+    // Position 3, wave 1: sin(3 / 10000^(2/d)) and its cosine.
+    const double angle = 3.0 / std::pow(10000.0, 2.0 / double(d));
+    EXPECT_NEAR(halves->table[3][1].item<double>(), std::sin(angle), 1e-6) << d;
+    EXPECT_NEAR(halves->table[3][sines + 1].item<double>(), std::cos(angle), 1e-6) << d;
+  }
+  EXPECT_FALSE(torch::equal(PositionalEncoding(16, 32, config::Positions::sinusoidal_halves)->table,
+                            PositionalEncoding(16, 32, config::Positions::sinusoidal)->table));
+}
+
+// Each activation of the feed-forward block is its formula: relu, gelu (erf), swish x sigmoid(x), and Marian's
+// gelu x sigmoid(1.702 x).
+TEST(Transformer, FeedForwardActivationsAreTheirFormulas) {
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randn({2, 3, 8});  // [b, t, d]
+  const std::vector<std::pair<config::Activation, std::function<torch::Tensor(const torch::Tensor&)>>> cases = {
+      {config::Activation::relu, [](const torch::Tensor& h) { return h.clamp_min(0); }},
+      {config::Activation::gelu, [](const torch::Tensor& h) { return 0.5 * h * (1 + torch::erf(h / std::sqrt(2.0))); }},
+      {config::Activation::swish, [](const torch::Tensor& h) { return h / (1 + torch::exp(-h)); }},
+      {config::Activation::gelu_sigmoid, [](const torch::Tensor& h) { return h / (1 + torch::exp(-1.702 * h)); }}};
+  std::vector<torch::Tensor> outputs;
+  for (const auto& [activation, formula] : cases) {
+    torch::manual_seed(6);
+    FeedForward ffn(LayerOptions(8, 2, 16).activation(activation));
+    ffn->eval();
+    torch::NoGradGuard no_grad;
+    const torch::Tensor want = ffn->fc2->forward(formula(ffn->fc1->forward(x)));  // [b, t, d]
+    const torch::Tensor got = ffn->forward(x);                                    // [b, t, d]
+    EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-6))
+        << config::to_string(activation) << ": max diff " << (got - want).abs().max().item<float>();
+    for (const auto& other : outputs) EXPECT_FALSE(torch::allclose(got, other)) << config::to_string(activation);
+    outputs.push_back(got);
+  }
+}
+
+// MarianMT's final_logits_bias: a tied output projection with output_bias gets a [vocab] bias, zero at first,
+// trained with the rest and added on every inference path (LibTorch's linear, the packed float kernel, int8).
+TEST(Transformer, TiedOutputBiasIsTrainedAndAddedOnEveryPath) {
+  torch::manual_seed(9);
+  Transformer plain(small(false, false, true));
+  EXPECT_FALSE(plain->named_parameters().contains("output_bias"));
+  Transformer model(small(false, false, true).output_bias(true));
+  ASSERT_TRUE(model->named_parameters().contains("output_bias"));
+  EXPECT_TRUE(torch::equal(model->output_bias, torch::zeros({50})));
+  const torch::Tensor src = torch::tensor({5, 6, 7, 3}, torch::kLong).view({1, 4});
+  const torch::Tensor tgt = torch::tensor({2, 11, 12}, torch::kLong).view({1, 3});
+  model->forward(src, tgt).logsumexp(-1).sum().backward();
+  ASSERT_TRUE(model->output_bias.grad().defined());
+  EXPECT_GT(model->output_bias.grad().abs().sum().item<double>(), 0.0);
+
+  torch::NoGradGuard no_grad;
+  model->output_bias.copy_(torch::randn({50}) * 3);
+  model->eval();
+  const torch::Tensor h = torch::randn({7, 32});                                                              // [n, d]
+  const torch::Tensor want = torch::nn::functional::linear(h, model->tgt_embed->weight, model->output_bias);  // [n, v]
+  EXPECT_TRUE(torch::allclose(model->project(h), want, 1e-5, 1e-5));
+  model->pack_fp32();
+  EXPECT_TRUE(torch::allclose(model->project(h), want, 1e-4, 1e-5)) << "the packed float kernel";
+  const int8::Weight q = int8::quantize(model->tgt_embed->weight);
+  model->quantize_int8(/*include_output=*/true);
+  const torch::Tensor ref = torch::nn::functional::linear(h, int8::dequantize(q), model->output_bias);  // [n, v]
+  const torch::Tensor got = model->project(h);                                                          // [n, v]
+  EXPECT_LT(((got - ref).norm() / (ref - model->output_bias).norm()).item<double>(), 0.05) << "int8";
+  EXPECT_GT((got - (ref - model->output_bias)).abs().max().item<double>(), 0.5) << "int8 adds the bias";
 }

@@ -56,11 +56,15 @@ struct EnumNames<Norm> {
 template <>
 struct EnumNames<Positions> {
   static constexpr std::pair<Positions, const char*> list[] = {{Positions::sinusoidal, "sinusoidal"},
-                                                               {Positions::learned, "learned"}};
+                                                               {Positions::learned, "learned"},
+                                                               {Positions::sinusoidal_halves, "sinusoidal_halves"}};
 };
 template <>
 struct EnumNames<Activation> {
-  static constexpr std::pair<Activation, const char*> list[] = {{Activation::relu, "relu"}, {Activation::gelu, "gelu"}};
+  static constexpr std::pair<Activation, const char*> list[] = {{Activation::relu, "relu"},
+                                                                {Activation::gelu, "gelu"},
+                                                                {Activation::swish, "swish"},
+                                                                {Activation::gelu_sigmoid, "gelu_sigmoid"}};
 };
 template <>
 struct EnumNames<Init> {
@@ -134,6 +138,7 @@ void visit(ModelConfig& c, V&& v) {
   v("activation", c.activation);
   v("init", c.init);
   v("tie_output", c.tie_output);
+  v("output_bias", c.output_bias);
   v("share_embeddings", c.share_embeddings);
 }
 

@@ -19,13 +19,13 @@ void print_layer_options(std::ostream& stream, const LayerOptions& o) {
   stream << "d_model=" << o.d_model() << ", heads=" << o.heads() << ", ffn_dim=" << o.ffn_dim()
          << ", dropout=" << o.dropout() << ", attention_dropout=" << o.attention_dropout()
          << ", activation_dropout=" << o.activation_dropout() << ", norm=" << (o.pre_norm() ? "pre" : "post")
-         << ", activation=" << (o.gelu() ? "gelu" : "relu");
+         << ", activation=" << config::to_string(o.activation());
 }
 
 }  // namespace
 
-PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model_, bool learned_)
-    : max_len(max_len_), d_model(d_model_), learned(learned_) {
+PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model_, config::Positions kind_)
+    : max_len(max_len_), d_model(d_model_), kind(kind_), learned(kind_ == config::Positions::learned) {
   reset();
 }
 
@@ -38,15 +38,23 @@ void PositionalEncodingImpl::reset() {
   torch::Tensor div =
       torch::exp(torch::arange(0, d_model, 2, torch::kFloat) * (-std::log(10000.0) / double(d_model)));  // [d/2]
   torch::Tensor t = torch::zeros({max_len, d_model});                                                    // [max_len, d]
-  t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * div));
-  t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
-               torch::cos(pos * div).index({torch::indexing::Slice(), torch::indexing::Slice(0, d_model / 2)}));
+  if (kind == config::Positions::sinusoidal_halves) {
+    // Sines of every wave, then their cosines (an odd width: one sine more than cosines).
+    const int64_t sines = (d_model + 1) / 2;
+    t.narrow(1, 0, sines).copy_(torch::sin(pos * div));                                      // [max_len, sines]
+    t.narrow(1, sines, d_model / 2).copy_(torch::cos(pos * div).narrow(1, 0, d_model / 2));  // [max_len, d / 2]
+  } else {
+    t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
+                 torch::sin(pos * div));
+    t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
+                 torch::cos(pos * div).index({torch::indexing::Slice(), torch::indexing::Slice(0, d_model / 2)}));
+  }
   table = register_buffer("table", t);
 }
 
 void PositionalEncodingImpl::pretty_print(std::ostream& stream) const {
   stream << "mtx::model::PositionalEncoding(max_len=" << max_len << ", d_model=" << d_model
-         << ", learned=" << (learned ? "true" : "false") << ")";
+         << ", kind=" << config::to_string(kind) << ")";
 }
 
 torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t offset) {
@@ -68,13 +76,26 @@ void FeedForwardImpl::reset() {
 
 void FeedForwardImpl::pretty_print(std::ostream& stream) const {
   stream << "mtx::model::FeedForward(d_model=" << options.d_model() << ", ffn_dim=" << options.ffn_dim()
-         << ", activation=" << (options.gelu() ? "gelu" : "relu")
+         << ", activation=" << config::to_string(options.activation())
          << ", activation_dropout=" << options.activation_dropout() << ")";
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   torch::Tensor h = fc1->forward(x);  // [b, t, ffn]
-  h = options.gelu() ? torch::gelu(h) : torch::relu(h);
+  switch (options.activation()) {
+    case config::Activation::relu:
+      h = torch::relu(h);
+      break;
+    case config::Activation::gelu:
+      h = torch::gelu(h);
+      break;
+    case config::Activation::swish:
+      h = torch::silu(h);
+      break;
+    case config::Activation::gelu_sigmoid:
+      h = h * torch::sigmoid(1.702 * h);
+      break;  // Marian's gelu
+  }
   if (options.activation_dropout() > 0) h = model::dropout(h, options.activation_dropout(), is_training());
   return fc2->forward(h);  // [b, t, d]
 }

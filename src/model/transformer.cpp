@@ -24,12 +24,13 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
       .activation_dropout(c.activation_dropout)
       .max_len(c.max_len)
       .pre_norm(c.norm == config::Norm::pre)
-      .learned_positions(c.positions == config::Positions::learned)
-      .gelu(c.activation == config::Activation::gelu)
+      .positions(c.positions)
+      .activation(c.activation)
       .kaiming_init(c.init == config::Init::kaiming)
       .uniform_embeddings(c.init == config::Init::uniform)
       .decoder_only(task == config::Task::lm)
       .tie_output(c.tie_output)
+      .output_bias(c.output_bias)
       .share_embeddings(c.share_embeddings && src_vocab == tgt_vocab)
       .pad_id(pad_id);
 }
@@ -70,6 +71,7 @@ void TransformerImpl::reset() {
   encoder_norm = nullptr;
   decoder_norm = nullptr;
   output = nullptr;
+  output_bias = torch::Tensor();
   int8_ = false;
   int8_output_ = false;
   tied_output_int8_ = int8::PackedLinear();
@@ -92,13 +94,13 @@ void TransformerImpl::reset() {
         "tgt_embed",
         torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
   }
-  positions = register_module("positions", PositionalEncoding(o.max_len(), o.d_model(), o.learned_positions()));
+  positions = register_module("positions", PositionalEncoding(o.max_len(), o.d_model(), o.positions()));
   const LayerOptions lo = LayerOptions(o.d_model(), o.heads(), o.ffn_dim())
                               .dropout(o.dropout())
                               .attention_dropout(o.attention_dropout())
                               .activation_dropout(o.activation_dropout())
                               .pre_norm(o.pre_norm())
-                              .gelu(o.gelu())
+                              .activation(o.activation())
                               .use_sdpa(o.use_sdpa());
   encoder = register_module("encoder", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.encoder_layers(); ++i) encoder->push_back(EncoderLayer(lo));
@@ -111,6 +113,7 @@ void TransformerImpl::reset() {
     }
   }
   if (!o.tie_output()) output = register_module("output", Linear(o.d_model(), o.tgt_vocab()));
+  if (o.tie_output() && o.output_bias()) output_bias = register_parameter("output_bias", torch::zeros({o.tgt_vocab()}));
   reset_parameters();
 }
 
@@ -137,11 +140,11 @@ void TransformerImpl::pretty_print(std::ostream& stream) const {
          << ", decoder_layers=" << o.decoder_layers() << ", ffn_dim=" << o.ffn_dim() << ", dropout=" << o.dropout()
          << ", attention_dropout=" << o.attention_dropout() << ", activation_dropout=" << o.activation_dropout()
          << ", max_len=" << o.max_len() << ", pre_norm=" << flag(o.pre_norm())
-         << ", learned_positions=" << flag(o.learned_positions()) << ", gelu=" << flag(o.gelu())
+         << ", positions=" << config::to_string(o.positions()) << ", activation=" << config::to_string(o.activation())
          << ", kaiming_init=" << flag(o.kaiming_init()) << ", uniform_embeddings=" << flag(o.uniform_embeddings())
          << ", decoder_only=" << flag(o.decoder_only()) << ", tie_output=" << flag(o.tie_output())
-         << ", share_embeddings=" << flag(o.share_embeddings()) << ", pad_id=" << o.pad_id()
-         << ", use_sdpa=" << flag(o.use_sdpa()) << (int8_ ? ", int8" : "") << ")";
+         << ", output_bias=" << flag(o.output_bias()) << ", share_embeddings=" << flag(o.share_embeddings())
+         << ", pad_id=" << o.pad_id() << ", use_sdpa=" << flag(o.use_sdpa()) << (int8_ ? ", int8" : "") << ")";
 }
 
 void TransformerImpl::reset_parameters() {
@@ -178,10 +181,10 @@ torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::T
 torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
   if (options.tie_output()) {
     if (tied_output_int8_.defined()) return tied_output_int8_.forward(hidden);  // [.., vocab]
-    if (tied_output_fp32_.runs(hidden, tgt_embed->weight, torch::Tensor())) {
+    if (tied_output_fp32_.runs(hidden, tgt_embed->weight, output_bias)) {
       return tied_output_fp32_.packed().forward(hidden);  // [.., vocab]
     }
-    return torch::nn::functional::linear(hidden, tgt_embed->weight);  // [.., vocab]
+    return torch::nn::functional::linear(hidden, tgt_embed->weight, output_bias);  // [.., vocab]
   }
   return output->forward(hidden);
 }
@@ -353,7 +356,7 @@ void TransformerImpl::pack_fp32() {
   }
   const torch::Tensor& w = tgt_embed->weight;
   if (options.tie_output() && !tied_output_int8_.defined() && w.device().is_cpu() && w.scalar_type() == torch::kFloat) {
-    tied_output_fp32_.pack(w, torch::Tensor());
+    tied_output_fp32_.pack(w, output_bias);
   }
 }
 
@@ -363,7 +366,7 @@ void TransformerImpl::load_tied_output_int8(const int8::Weight& weight) {
               " does not fit the target embedding ", tgt_embed->weight.sizes());
   torch::NoGradGuard no_grad;
   tgt_embed->weight.copy_(int8::dequantize(weight));
-  tied_output_int8_ = int8::PackedLinear(weight, torch::Tensor());
+  tied_output_int8_ = int8::PackedLinear(weight, output_bias);
 }
 
 void TransformerImpl::mark_int8(bool include_output) {

@@ -26,7 +26,7 @@ std::string positions_svg(int64_t max_len, int64_t d_model, const std::vector<in
     if (d < 0 || d >= d_model)
       throw ConfigError(fmt::format("plot positions: dimension {} is not in [0, {})", d, d_model));
   }
-  model::PositionalEncoding pe(max_len, d_model, /*learned=*/false);
+  model::PositionalEncoding pe(max_len, d_model, config::Positions::sinusoidal);
   const torch::Tensor table = pe->table.to(torch::kDouble).contiguous();  // [max_len, d_model]
   const double* t = table.data_ptr<double>();
   LineChart chart;

@@ -17,8 +17,8 @@ enum class Optimizer { adam, adamw, sgd };
 enum class Schedule { noam, inverse_sqrt, plateau, step, constant, cosine, linear };
 enum class BestMetric { loss, bleu };
 enum class Norm { post, pre };
-enum class Positions { sinusoidal, learned };
-enum class Activation { relu, gelu };
+enum class Positions { sinusoidal, learned, sinusoidal_halves };
+enum class Activation { relu, gelu, swish, gelu_sigmoid };
 enum class Init { xavier, kaiming, uniform };
 enum class Task { translation, lm };
 
@@ -61,12 +61,16 @@ struct ModelConfig {
   double activation_dropout = 0.0;              // after the feed-forward activation
   int max_len = 256;                            // longest subword sequence (longer ones are truncated)
   Norm norm = Norm::post;                       // post (Vaswani, PyTorch tutorial) | pre (Annotated Transformer)
-  Positions positions = Positions::sinusoidal;  // sinusoidal | learned
-  Activation activation = Activation::relu;     // relu | gelu
+  Positions positions = Positions::sinusoidal;  // sinusoidal (sin, cos interleaved) | learned | sinusoidal_halves
+                                                // (the same waves, sines in the first half: Hugging Face's MarianMT)
+  Activation activation = Activation::relu;     // relu | gelu (erf) | swish (x sigmoid(x)) | gelu_sigmoid
+                                                // (x sigmoid(1.702 x), Marian's gelu)
   Init init = Init::xavier;                     // xavier | kaiming (uniform) | uniform (the LM tutorial: embedding and
                                                 // output U(-0.1, 0.1), output bias 0, the other matrices xavier;
                                                 // task lm's default)
   bool tie_output = true;        // output projection shares the target embedding (task lm's default: false)
+  bool output_bias = false;      // a bias on the tied output projection (MarianMT's final_logits_bias); an untied
+                                 // projection always has one
   bool share_embeddings = true;  // one source/target embedding when the vocabulary is joint
 };
 

@@ -28,7 +28,7 @@ struct LayerOptions {
   TORCH_ARG(double, attention_dropout) = config::ModelConfig{}.attention_dropout;    // on attention weights
   TORCH_ARG(double, activation_dropout) = config::ModelConfig{}.activation_dropout;  // after the FFN activation
   TORCH_ARG(bool, pre_norm) = config::ModelConfig{}.norm == config::Norm::pre;
-  TORCH_ARG(bool, gelu) = config::ModelConfig{}.activation == config::Activation::gelu;  // false: relu
+  TORCH_ARG(config::Activation, activation) = config::ModelConfig{}.activation;  // of the feed-forward block
   TORCH_ARG(bool, use_sdpa) = true;
 };
 
@@ -38,12 +38,13 @@ struct LayerOptions {
 // Adds position information to [b, t, d] embeddings starting at position `offset`.
 class PositionalEncodingImpl : public torch::nn::Cloneable<PositionalEncodingImpl> {
  public:
-  PositionalEncodingImpl(int64_t max_len, int64_t d_model, bool learned);
+  PositionalEncodingImpl(int64_t max_len, int64_t d_model, config::Positions kind);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
   torch::Tensor forward(const torch::Tensor& x, int64_t offset = 0);
   int64_t max_len;
   int64_t d_model;
+  config::Positions kind;
   bool learned;
   torch::Tensor table;                      // sinusoidal: [max_len, d] buffer
   torch::nn::Embedding embedding{nullptr};  // learned: [max_len, d]

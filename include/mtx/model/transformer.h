@@ -42,8 +42,8 @@ struct TransformerOptions {
   // pre-norm with final LayerNorms; false: post-norm
   TORCH_ARG(bool, pre_norm) = config::ModelConfig{}.norm == config::Norm::pre;
   // false: sinusoidal
-  TORCH_ARG(bool, learned_positions) = config::ModelConfig{}.positions == config::Positions::learned;
-  TORCH_ARG(bool, gelu) = config::ModelConfig{}.activation == config::Activation::gelu;  // false: relu
+  TORCH_ARG(config::Positions, positions) = config::ModelConfig{}.positions;
+  TORCH_ARG(config::Activation, activation) = config::ModelConfig{}.activation;
   // false: xavier-uniform (or uniform_embeddings)
   TORCH_ARG(bool, kaiming_init) = config::ModelConfig{}.init == config::Init::kaiming;
   // embeddings and output U(-0.1, 0.1), output bias 0, the other matrices xavier (LM tutorial)
@@ -51,7 +51,8 @@ struct TransformerOptions {
   // A language model: encoder layers under a causal mask over tgt_embed (no source side, no decoder
   // stack, no cross-attention); the tutorial's TransformerEncoder with its square subsequent mask.
   TORCH_ARG(bool, decoder_only) = config::Config{}.task == config::Task::lm;
-  TORCH_ARG(bool, tie_output) = config::ModelConfig{}.tie_output;  // output projection = target embedding
+  TORCH_ARG(bool, tie_output) = config::ModelConfig{}.tie_output;    // output projection = target embedding
+  TORCH_ARG(bool, output_bias) = config::ModelConfig{}.output_bias;  // the tied projection's bias [tgt_vocab]
   // One embedding for source and target; needs src_vocab == tgt_vocab. Default: the config's where the two
   // vocabularies are one size (a joint vocabulary), false otherwise -- as options_from_config decides.
   TORCH_ARG(bool, share_embeddings);
@@ -145,6 +146,7 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   torch::nn::LayerNorm encoder_norm{nullptr};  // pre-norm only
   torch::nn::LayerNorm decoder_norm{nullptr};  // pre-norm only
   Linear output{nullptr};                      // untied output projection only
+  torch::Tensor output_bias;                   // tied projection with options.output_bias only: [tgt_vocab]
 
   // CPU inference with int8 weights (model/linear.h) for every Linear of the layers and, with
   // include_output, the output projection (the tied one too: the target embedding then holds its
