@@ -118,3 +118,42 @@ TEST(Tokenizer, LosslessOnEveryMulti30kValidationLine) {
   }
   EXPECT_EQ(lines, 2028u);
 }
+
+// A sentencepiece model read through a vocabulary of its own (Marian's vocab.json): ids are the vocabulary's,
+// pieces it lacks are <unk>, and the text comes back through sentencepiece; the bytes carry the vocabulary.
+TEST(Tokenizer, VocabularyModelMapsPiecesToItsOwnIds) {
+  const tok::Tokenizer base = toy_tokenizer(true, mtx::config::SpmType::unigram);
+  const auto& spm = dynamic_cast<const tok::SpmModel&>(base.src());
+  auto spm_ptr = tok::SpmModel::from_bytes(spm.bytes());
+  // The vocabulary: mtx's special pieces at 0..3, then the model's other pieces in reverse order, less the first
+  // one "Hund" encodes to, plus a piece the model lacks.
+  const int32_t hund = spm.encode("Hund").front();
+  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
+  for (int32_t id = spm.vocab_size() - 1; id >= 4; --id) {
+    if (id != hund) pieces.push_back(spm.piece(id));
+  }
+  pieces.push_back("▁nowhere");
+  auto model = tok::VocabModel::create(spm_ptr, pieces, tok::SpecialIds{});
+  EXPECT_EQ(model->vocab_size(), int32_t(pieces.size()));
+  const std::string text = "zwei Männer spielen im Park";
+  const std::vector<int32_t> spm_ids = spm.encode(text), ids = model->encode(text);
+  ASSERT_EQ(ids.size(), spm_ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(model->piece(ids[i]), spm.piece(spm_ids[i])) << i;
+  EXPECT_EQ(model->decode(ids), text);
+  EXPECT_EQ(model->encode("Hund").front(), 1) << "a piece the vocabulary lacks is <unk>";
+  EXPECT_EQ(model->decode(std::vector<int32_t>{int32_t(pieces.size()) - 1}), spm.decode(std::vector<int32_t>{1}))
+      << "a piece the model lacks decodes as its unknown piece";
+  // Through bytes, as a checkpoint stores it: the same ids, and another hash than the model alone.
+  const tok::Tokenizer loaded = tok::Tokenizer::from_bytes(model->bytes(), model->bytes());
+  EXPECT_EQ(loaded.src().encode(text), ids);
+  EXPECT_EQ(loaded.src().kind(), "sentencepiece+vocabulary");
+  EXPECT_NE(loaded.src().sha256(), spm.sha256());
+  // Bad vocabularies are named.
+  auto twice = pieces;
+  twice.push_back("▁nowhere");
+  EXPECT_THROW(tok::VocabModel::create(spm_ptr, twice, tok::SpecialIds{}), mtx::DataError);
+  EXPECT_THROW(tok::VocabModel::create(spm_ptr, {"<pad>", "<unk>"}, tok::SpecialIds{}), mtx::DataError);
+  std::string damaged = model->bytes();
+  damaged[20] = '!';
+  EXPECT_THROW(tok::VocabModel::from_bytes(damaged), mtx::DataError);
+}

@@ -111,6 +111,37 @@ class WordModel : public Model {
   std::unordered_map<std::string, int32_t> index_;
 };
 
+// A sentencepiece model read through a vocabulary of its own: the ids are positions in `pieces` (Marian's and
+// Hugging Face MarianMT's vocab.json / .yml, one map shared by a source and a target model), not the
+// sentencepiece model's. Encoding maps each piece sentencepiece cuts to its vocabulary id (<unk>'s where the
+// vocabulary lacks it); decoding maps ids back to pieces and lets sentencepiece join them (ids whose piece the
+// model lacks decode as its unknown piece). Special ids are the vocabulary's, as given.
+class VocabModel : public Model {
+ public:
+  // Throws DataError naming what is wrong: a special id outside the vocabulary, a repeated piece.
+  static std::shared_ptr<const VocabModel> create(std::shared_ptr<const SpmModel> spm, std::vector<std::string> pieces,
+                                                  SpecialIds special);
+  // From bytes(): "mtx-spm-vocab 1\n", one line of JSON (pieces, special ids), "\n", the sentencepiece model.
+  static std::shared_ptr<const VocabModel> from_bytes(std::string bytes);
+  static bool is_vocab_model(std::string_view bytes);
+
+  using Model::decode;
+  using Model::encode;
+  void encode(std::string_view text, std::vector<int32_t>& ids) const override;
+  std::string decode(const int32_t* ids, size_t n) const override;
+  std::string piece(int32_t id) const override;
+  std::string kind() const override { return "sentencepiece+vocabulary"; }
+  const SpmModel& spm() const { return *spm_; }
+
+ private:
+  VocabModel(std::shared_ptr<const SpmModel> spm, std::vector<std::string> pieces, SpecialIds special,
+             std::string bytes);
+  std::shared_ptr<const SpmModel> spm_;
+  std::vector<std::string> pieces_;
+  std::vector<int32_t> from_spm_;  // sentencepiece id -> vocabulary id (unk where the vocabulary lacks the piece)
+  std::vector<int32_t> to_spm_;    // vocabulary id -> sentencepiece id (its unk where the model lacks the piece)
+};
+
 class Tokenizer {
  public:
   // Trains on the training sentences of each side: one model over both when settings.joint, else
