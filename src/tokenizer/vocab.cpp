@@ -18,8 +18,10 @@ bool VocabModel::is_vocab_model(std::string_view bytes) { return bytes.substr(0,
 std::shared_ptr<const VocabModel> VocabModel::create(std::shared_ptr<const SpmModel> spm,
                                                      std::vector<std::string> pieces, SpecialIds special) {
   const auto n = int32_t(pieces.size());
-  for (const auto& [name, id] : {std::pair<const char*, int32_t>{"pad", special.pad}, {"unk", special.unk},
-                                 {"bos", special.bos}, {"eos", special.eos}}) {
+  for (const auto& [name, id] : {std::pair<const char*, int32_t>{"pad", special.pad},
+                                 {"unk", special.unk},
+                                 {"bos", special.bos},
+                                 {"eos", special.eos}}) {
     if (id < 0 || id >= n) {
       throw DataError(std::string("vocabulary: the ") + name + " id " + std::to_string(id) + " is outside its " +
                       std::to_string(n) + " pieces");
@@ -29,7 +31,8 @@ std::shared_ptr<const VocabModel> VocabModel::create(std::shared_ptr<const SpmMo
       {"pieces", pieces},
       {"special", {{"pad", special.pad}, {"unk", special.unk}, {"bos", special.bos}, {"eos", special.eos}}}};
   std::string bytes = std::string(kMagic) + header.dump() + "\n" + spm->bytes();
-  return std::shared_ptr<const VocabModel>(new VocabModel(std::move(spm), std::move(pieces), special, std::move(bytes)));
+  return std::shared_ptr<const VocabModel>(
+      new VocabModel(std::move(spm), std::move(pieces), special, std::move(bytes)));
 }
 
 std::shared_ptr<const VocabModel> VocabModel::from_bytes(std::string bytes) {
@@ -89,7 +92,8 @@ std::string VocabModel::decode(const int32_t* ids, size_t n) const {
   std::vector<int32_t> spm_ids;
   spm_ids.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab_size_) throw Error("vocabulary id " + std::to_string(ids[i]) + " is out of range");
+    if (ids[i] < 0 || ids[i] >= vocab_size_)
+      throw Error("vocabulary id " + std::to_string(ids[i]) + " is out of range");
     spm_ids.push_back(to_spm_[size_t(ids[i])]);
   }
   return spm_->decode(spm_ids);
