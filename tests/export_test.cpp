@@ -9,10 +9,10 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <map>
 
 #include "mtx/data/prepare.h"
+#include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
 
@@ -21,13 +21,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The header and the data of a safetensors file.
 struct Safetensors {
@@ -149,6 +142,72 @@ TEST(Export, SafetensorsExportHoldsEveryWeightAndBothVocabularies) {
   EXPECT_EQ(meta.at("model").at("pre_norm"), true);
   EXPECT_EQ(read_file(toy.tmp / "x" / "source.spm.model"), toy.tok->src().bytes());
   EXPECT_FALSE(fs::exists(toy.tmp / "x" / "target.spm.model")) << "a joint tokenizer is one model";
+}
+
+// read_safetensors gives back what write_safetensors wrote (every dtype both know, an empty tensor, the metadata),
+// in data order, and names the file and the fault of a damaged one; a file written by Python's safetensors reads
+// too.
+TEST(Export, SafetensorsReadBackWhatWasWrittenAndDamageIsNamed) {
+  test::TempDir tmp;
+  const std::vector<std::pair<std::string, torch::Tensor>> tensors = {
+      {"w", torch::arange(12, torch::kFloat).view({3, 4}).t()},
+      {"i8", torch::tensor({-128, 0, 127}, torch::kChar)},
+      {"i64", torch::tensor(std::vector<int64_t>{int64_t(1) << 40, -5}, torch::kLong)},
+      {"half", torch::tensor({0.5, -2.0, 65504.0}).to(torch::kHalf)},
+      {"bf16", torch::tensor({1.0, -3.5}).to(torch::kBFloat16)},
+      {"empty", torch::zeros({0, 3})}};
+  const fs::path file = tmp / "t.safetensors";
+  bundle::write_safetensors(file, tensors, {{"format", "pt"}});
+  const bundle::Safetensors back = bundle::read_safetensors(file);
+  ASSERT_EQ(back.tensors.size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    EXPECT_EQ(back.tensors[i].first, tensors[i].first);
+    EXPECT_EQ(back.tensors[i].second.scalar_type(), tensors[i].second.scalar_type()) << tensors[i].first;
+    EXPECT_TRUE(torch::equal(back.tensors[i].second, tensors[i].second.contiguous())) << tensors[i].first;
+  }
+  EXPECT_EQ(back.metadata, (std::map<std::string, std::string>{{"format", "pt"}}));
+
+  const std::string bytes = read_file(file);
+  const auto damaged = [&](const std::string& content, const std::string& expected) {
+    const fs::path bad = tmp / "bad.safetensors";
+    write_file_atomic(bad, content);
+    try {
+      bundle::read_safetensors(bad);
+      ADD_FAILURE() << "no error for " << expected;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.string()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  damaged(bytes.substr(0, 5), "shorter than its 8-byte header size");
+  damaged(bytes.substr(0, bytes.size() - 1), "'bf16' has data offsets outside");
+  std::string wide = bytes;
+  wide[6] = 1;
+  damaged(wide, "a header of");
+  std::string unknown = bytes;
+  unknown.replace(unknown.find("\"F32\""), 5, "\"F99\"");
+  damaged(unknown, "unknown dtype F99");
+  std::string reshaped = bytes;
+  reshaped.replace(reshaped.find("[4,3]"), 5, "[4,4]");
+  damaged(reshaped, "'w' holds 48 bytes");
+  std::string not_json = bytes;
+  not_json[8] = '[';
+  damaged(not_json, "not JSON");
+
+  const std::string py = ct2_python();
+  if (py.empty()) GTEST_SKIP() << "no .venv with safetensors and numpy: Python's file not read";
+  const fs::path theirs = tmp / "py.safetensors";
+  const std::string cmd = "'" + py +
+                          "' -c \"import numpy as np, safetensors.numpy as s; s.save_file({'b': "
+                          "np.array([[1, -2, 3]], np.int8), 'a': np.arange(6, dtype=np.float16).reshape(2, 3) / 4}, '" +
+                          theirs.string() + "', metadata={'k': 'v'})\"";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const bundle::Safetensors py_back = bundle::read_safetensors(theirs);
+  ASSERT_EQ(py_back.tensors.size(), 2u);
+  std::map<std::string, torch::Tensor> by_name(py_back.tensors.begin(), py_back.tensors.end());
+  EXPECT_TRUE(torch::equal(by_name.at("a"), (torch::arange(6).view({2, 3}) / 4.0).to(torch::kHalf)));
+  EXPECT_TRUE(torch::equal(by_name.at("b"), torch::tensor({1, -2, 3}, torch::kChar).view({1, 3})));
+  EXPECT_EQ(py_back.metadata.at("k"), "v");
 }
 
 TEST(Export, Ct2ScoresTargetsAsMtxDoes) {

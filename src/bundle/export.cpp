@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -112,6 +113,69 @@ void write_safetensors(const fs::path& path, const std::vector<std::pair<std::st
       out.write(static_cast<const char*>(t.data_ptr()), std::streamsize(uint64_t(t.numel()) * t.element_size()));
     }
   });
+}
+
+Safetensors read_safetensors(const fs::path& path) {
+  const std::string bytes = read_file(path);
+  const auto fail = [&](const std::string& why) {
+    return DataError(path.string() + ": not a safetensors file: " + why);
+  };
+  if (bytes.size() < 8) throw fail("shorter than its 8-byte header size");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint64_t(static_cast<unsigned char>(bytes[size_t(i)]));  // little-endian
+  if (n > bytes.size() - 8)
+    throw fail("a header of " + std::to_string(n) + " bytes in a file of " + std::to_string(bytes.size()));
+  json header;
+  try {
+    header = json::parse(bytes.substr(8, size_t(n)));
+  } catch (const json::exception& e) {
+    throw fail(std::string("its header is not JSON (") + e.what() + ")");
+  }
+  if (!header.is_object()) throw fail("its header is not a JSON object");
+  static const std::map<std::string, torch::ScalarType> kDtypes = {
+      {"F64", torch::kDouble}, {"F32", torch::kFloat}, {"F16", torch::kHalf},  {"BF16", torch::kBFloat16},
+      {"I64", torch::kLong},   {"I32", torch::kInt},   {"I16", torch::kShort}, {"I8", torch::kChar},
+      {"U8", torch::kByte},    {"BOOL", torch::kBool}};
+  const uint64_t data_size = bytes.size() - 8 - n;
+  const char* data = bytes.data() + 8 + n;
+  Safetensors out;
+  std::vector<std::pair<uint64_t, std::pair<std::string, torch::Tensor>>> ordered;
+  for (const auto& [name, entry] : header.items()) {
+    try {
+      if (name == "__metadata__") {
+        for (const auto& [key, value] : entry.items()) out.metadata[key] = value.get<std::string>();
+        continue;
+      }
+      const std::string dtype = entry.at("dtype").get<std::string>();
+      const auto type = kDtypes.find(dtype);
+      if (type == kDtypes.end()) throw fail("tensor '" + name + "' has the unknown dtype " + dtype);
+      const auto shape = entry.at("shape").get<std::vector<int64_t>>();
+      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
+        throw fail("tensor '" + name + "' has data offsets outside the file's " + std::to_string(data_size) +
+                   " bytes of data");
+      }
+      uint64_t numel = 1;
+      for (const int64_t d : shape) {
+        if (d < 0) throw fail("tensor '" + name + "' has a negative dimension");
+        if (d > 0 && numel > data_size / uint64_t(d)) throw fail("tensor '" + name + "' is larger than the file");
+        numel *= uint64_t(d);
+      }
+      const auto element = uint64_t(c10::elementSize(type->second));
+      if (numel * element != offsets[1] - offsets[0]) {
+        throw fail("tensor '" + name + "' holds " + std::to_string(offsets[1] - offsets[0]) + " bytes, its shape " +
+                   std::to_string(numel) + " elements of " + std::to_string(element));
+      }
+      torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(type->second));
+      if (numel > 0) std::memcpy(t.data_ptr(), data + offsets[0], size_t(numel * element));
+      ordered.push_back({offsets[0], {name, t}});
+    } catch (const json::exception& e) {
+      throw fail("tensor '" + name + "': " + e.what());
+    }
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& item : ordered) out.tensors.push_back(std::move(item.second));
+  return out;
 }
 
 void export_safetensors(Bundle& b, const fs::path& dir) {

@@ -21,6 +21,16 @@ void write_safetensors(const std::filesystem::path& path,
                        const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// A safetensors file read back (Hugging Face's weights, mtx's exports): each tensor under its name, in the
+// order of their data, as a CPU tensor of its dtype (F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL), and the
+// __metadata__ strings. Throws DataError naming the file and what is wrong (a truncated file, a header that is
+// not safetensors' JSON, an unknown dtype, data offsets outside the file or not matching the shape).
+struct Safetensors {
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+};
+Safetensors read_safetensors(const std::filesystem::path& path);
+
 // DIR/model.safetensors (every parameter and buffer, float32; an int8 bundle's dequantized weights),
 // DIR/mtx_export.json ("format": "mtx-export-1", the model's shape, special ids and pieces, both
 // vocabularies, the weights' sha256) and the tokenizer's models (source.spm.model, and target.spm.model
