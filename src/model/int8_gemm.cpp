@@ -27,6 +27,11 @@ constexpr int8_t kSevenBitOffset = 64;  // u = q + 64 in [1, 127] for |q| <= 63
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// Whether a call of `rows` rows at `levels` on the avx2 kernel goes to oneDNN's GEMM.
+bool onednn_takes(bool avx2, int levels, int64_t rows) {
+  return avx2 && levels <= 63 && rows >= kOneDnnRows && kernels::onednn_available();
+}
+
 int levels_of(int bits) {
   TORCH_CHECK(bits == 8 || bits == 7, "int8: activations have 8 or 7 bits, not ", bits);
   return (1 << (bits - 1)) - 1;
@@ -51,9 +56,8 @@ int activation_bits() {
 }
 
 int64_t onednn_from_rows() {
-  const bool used = KernelLinear::available() && std::string(KernelLinear::kernel()) == "avx2" &&
-                    activation_bits() == 7 && kernels::onednn_available();
-  return used ? kOneDnnRows : 0;
+  const bool avx2 = KernelLinear::available() && std::string(KernelLinear::kernel()) == "avx2";
+  return onednn_takes(avx2, levels_of(activation_bits()), kOneDnnRows) ? kOneDnnRows : 0;
 }
 
 std::pair<torch::Tensor, torch::Tensor> quantize_rows(const torch::Tensor& x_in, int bits) {
@@ -203,9 +207,9 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
     kernels::quantize_rows_generic(xp, in_, in_, in_pad_, begin, end, levels_, qp, sxp);
   });
 #if defined(__x86_64__)
-  if (avx2 && levels_ <= 63 && n >= kOneDnnRows && kernels::onednn_available()) {  // as onednn_from_rows()
-    torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);                    // [n, in_pad]: q + 64
-    torch::Tensor sums = torch::empty({n, out_}, torch::kInt);                     // [n, out]
+  if (onednn_takes(avx2, levels_, n)) {
+    torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 64
+    torch::Tensor sums = torch::empty({n, out_}, torch::kInt);   // [n, out]
     uint8_t* up = u.data_ptr<uint8_t>();
     int32_t* sp = sums.data_ptr<int32_t>();
     at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {

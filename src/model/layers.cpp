@@ -25,12 +25,12 @@ void print_layer_options(std::ostream& stream, const LayerOptions& o) {
 }  // namespace
 
 PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model_, config::Positions kind_)
-    : max_len(max_len_), d_model(d_model_), kind(kind_), learned(kind_ == config::Positions::learned) {
+    : max_len(max_len_), d_model(d_model_), kind(kind_) {
   reset();
 }
 
 void PositionalEncodingImpl::reset() {
-  if (learned) {
+  if (kind == config::Positions::learned) {
     embedding = register_module("embedding", torch::nn::Embedding(max_len, d_model));
     return;
   }
@@ -60,7 +60,7 @@ void PositionalEncodingImpl::pretty_print(std::ostream& stream) const {
 torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t offset) {
   const int64_t t = x.size(1);
   TORCH_CHECK(offset + t <= max_len, "sequence of ", offset + t, " positions exceeds model.max_len ", max_len);
-  if (learned) {
+  if (kind == config::Positions::learned) {
     const torch::Tensor positions = torch::arange(offset, offset + t, x.options().dtype(torch::kLong));  // [t]
     return x + embedding->forward(positions).unsqueeze(0).to(x.scalar_type());                           // [b, t, d]
   }

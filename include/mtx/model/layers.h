@@ -45,7 +45,6 @@ class PositionalEncodingImpl : public torch::nn::Cloneable<PositionalEncodingImp
   int64_t max_len;
   int64_t d_model;
   config::Positions kind;
-  bool learned;
   torch::Tensor table;                      // sinusoidal: [max_len, d] buffer
   torch::nn::Embedding embedding{nullptr};  // learned: [max_len, d]
 };
