@@ -20,6 +20,18 @@ build=build
 [[ " ${args[*]} " == *" --torch pip "* ]] && build=build-torch2
 # CTranslate2 for the export parity test (Export.Ct2ScoresTargetsAsMtxDoes skips, saying so, without it).
 scripts/venv.sh ctranslate2==4.8.5 safetensors==0.8.0 numpy || echo "test: no ctranslate2 in .venv: the CTranslate2 export test skips" >&2
+# transformers, its PyTorch and sentencepiece: the importer's oracle (tests/oracles/hf_marian.py), run by the
+# end-to-end tests ImportHf.*. Once installed they must run: MTX_REQUIRE_ORACLES=1 fails them rather than skip.
+if [ -z "${ctest_args[*]}" ]; then
+  if scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}" transformers==5.24.0 sentencepiece==0.2.3 safetensors==0.8.0; then
+    export MTX_REQUIRE_ORACLES=1
+  elif [ "${CI:-}" = true ]; then
+    echo "test: cannot install the importer's oracle (torch, transformers, sentencepiece) into .venv" >&2
+    exit 1
+  else
+    echo "test: no transformers in .venv: the importer's exactness tests (ImportHf.*) skip" >&2
+  fi
+fi
 # Tests run side by side, one per core: OpenMP threads that spin between parallel regions would take the cores
 # from each other's working threads (docs/environment_variables.md#omp_num_threads-omp_wait_policy).
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"

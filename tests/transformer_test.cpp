@@ -411,18 +411,25 @@ TEST(Transformer, PrettyPrintNamesEveryOptionAndTheLayers) {
 }
 
 // Hugging Face's MarianMT layout: the interleaved table's waves, every sine first, then the cosines (an odd width
-// has one sine more).
+// has one sine more), computed in double and rounded once as MarianMT computes its table.
 TEST(Transformer, HalvesPositionsHoldTheInterleavedWavesSinesFirst) {
   for (const int64_t d : {32, 33}) {
-    PositionalEncoding interleaved(16, d, config::Positions::sinusoidal);
-    PositionalEncoding halves(16, d, config::Positions::sinusoidal_halves);
+    PositionalEncoding interleaved(64, d, config::Positions::sinusoidal);
+    PositionalEncoding halves(64, d, config::Positions::sinusoidal_halves);
     const int64_t sines = (d + 1) / 2;
-    EXPECT_TRUE(torch::equal(halves->table.narrow(1, 0, sines), interleaved->table.slice(1, 0, d, 2))) << d;
-    EXPECT_TRUE(torch::equal(halves->table.narrow(1, sines, d / 2), interleaved->table.slice(1, 1, d, 2))) << d;
-    // Position 3, wave 1: sin(3 / 10000^(2/d)) and its cosine.
-    const double angle = 3.0 / std::pow(10000.0, 2.0 / double(d));
-    EXPECT_NEAR(halves->table[3][1].item<double>(), std::sin(angle), 1e-6) << d;
-    EXPECT_NEAR(halves->table[3][sines + 1].item<double>(), std::cos(angle), 1e-6) << d;
+    EXPECT_TRUE(torch::allclose(halves->table.narrow(1, 0, sines), interleaved->table.slice(1, 0, d, 2), 0, 2e-5)) << d;
+    EXPECT_TRUE(torch::allclose(halves->table.narrow(1, sines, d / 2), interleaved->table.slice(1, 1, d, 2), 0, 2e-5))
+        << d;
+    // Every entry within half a float step of sin(p / 10000^(2i/d)) and its cosine.
+    double worst = 0;
+    for (int64_t p = 0; p < 64; ++p) {
+      for (int64_t i = 0; i < sines; ++i) {
+        const double angle = double(p) / std::pow(10000.0, double(2 * i) / double(d));
+        worst = std::max(worst, std::abs(halves->table[p][i].item<double>() - std::sin(angle)));
+        if (i < d / 2) worst = std::max(worst, std::abs(halves->table[p][sines + i].item<double>() - std::cos(angle)));
+      }
+    }
+    EXPECT_LE(worst, 6e-8) << d;
   }
   EXPECT_FALSE(torch::equal(PositionalEncoding(16, 32, config::Positions::sinusoidal_halves)->table,
                             PositionalEncoding(16, 32, config::Positions::sinusoidal)->table));

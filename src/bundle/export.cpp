@@ -1,19 +1,15 @@
 #include "mtx/bundle/export.h"
 
-#include <sys/wait.h>
 #include <torch/torch.h>
-#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <random>
 #include <set>
 
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
+#include "mtx/util/process.h"
 #include "mtx_ct2_converter.h"  // kCt2Converter: scripts/ct2_convert.py, generated at build time
 
 namespace fs = std::filesystem;
@@ -47,39 +43,6 @@ std::string safetensors_dtype(torch::ScalarType t) {
     default:
       throw Error(std::string("safetensors: no dtype for ") + c10::toString(t));
   }
-}
-
-// A temporary directory, removed with everything in it when this goes out of scope.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("mtx-export-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-// Runs argv[0] (searched in PATH) with stdout/stderr inherited; returns its exit status (127: not found).
-int run_process(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw Error(std::string("cannot start a process: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw Error(std::string("waitpid: ") + std::strerror(errno));
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 }  // namespace
@@ -241,11 +204,12 @@ void export_ct2(Bundle& b, const fs::path& dir, const Ct2ExportOptions& options)
   if (fs::exists(dir) && !options.force && !fs::is_empty(dir)) {
     throw ConfigError("export: '" + dir.string() + "' exists and is not empty (--force replaces it)");
   }
-  TempDir tmp;
-  export_safetensors(b, tmp.path);
-  write_file_atomic(tmp.path / "ct2_convert.py", std::string(kCt2Converter));
+  ScratchDir scratch("export");
+  const fs::path& tmp = scratch.path();
+  export_safetensors(b, tmp);
+  write_file_atomic(tmp / "ct2_convert.py", std::string(kCt2Converter));
   std::vector<std::string> args = {
-      options.python, (tmp.path / "ct2_convert.py").string(), "--input", tmp.path.string(), "--output", dir.string()};
+      options.python, (tmp / "ct2_convert.py").string(), "--input", tmp.string(), "--output", dir.string()};
   if (!options.quantization.empty()) {
     args.insert(args.end(), {"--quantization", options.quantization});
   }

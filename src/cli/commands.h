@@ -28,6 +28,7 @@ Command add_plot(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_quantize(CLI::App& app);
 Command add_export(CLI::App& app);
+Command add_import(CLI::App& app);
 
 // --config FILE and repeated --set section.key=value, shared by every config-reading subcommand.
 struct ConfigArgs {

@@ -34,16 +34,20 @@ void PositionalEncodingImpl::reset() {
     embedding = register_module("embedding", torch::nn::Embedding(max_len, d_model));
     return;
   }
-  torch::Tensor pos = torch::arange(max_len, torch::kFloat).unsqueeze(1);  // [max_len, 1]
-  torch::Tensor div =
-      torch::exp(torch::arange(0, d_model, 2, torch::kFloat) * (-std::log(10000.0) / double(d_model)));  // [d/2]
-  torch::Tensor t = torch::zeros({max_len, d_model});                                                    // [max_len, d]
+  torch::Tensor t = torch::zeros({max_len, d_model});  // [max_len, d]
   if (kind == config::Positions::sinusoidal_halves) {
-    // Sines of every wave, then their cosines (an odd width: one sine more than cosines).
+    // Sines of every wave, then their cosines (an odd width: one sine more than cosines), computed in double
+    // and rounded once, as Hugging Face's MarianMT computes its table.
+    const torch::Tensor pos = torch::arange(max_len, torch::kDouble).unsqueeze(1);  // [max_len, 1]
+    const torch::Tensor angle =
+        pos / torch::pow(10000.0, torch::arange(0, d_model, 2, torch::kDouble) / double(d_model));  // [max_len, sines]
     const int64_t sines = (d_model + 1) / 2;
-    t.narrow(1, 0, sines).copy_(torch::sin(pos * div));                                      // [max_len, sines]
-    t.narrow(1, sines, d_model / 2).copy_(torch::cos(pos * div).narrow(1, 0, d_model / 2));  // [max_len, d / 2]
+    t.narrow(1, 0, sines).copy_(torch::sin(angle));                                      // [max_len, sines]
+    t.narrow(1, sines, d_model / 2).copy_(torch::cos(angle).narrow(1, 0, d_model / 2));  // [max_len, d / 2]
   } else {
+    const torch::Tensor pos = torch::arange(max_len, torch::kFloat).unsqueeze(1);  // [max_len, 1]
+    const torch::Tensor div =
+        torch::exp(torch::arange(0, d_model, 2, torch::kFloat) * (-std::log(10000.0) / double(d_model)));  // [d/2]
     t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
                  torch::sin(pos * div));
     t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},

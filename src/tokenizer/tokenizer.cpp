@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
@@ -65,12 +67,22 @@ std::shared_ptr<const SpmModel> train_one(const config::TokenizerConfig& s, cons
 
 Tokenizer::Tokenizer(std::shared_ptr<const Model> src, std::shared_ptr<const Model> tgt)
     : src_(std::move(src)), tgt_(std::move(tgt)) {
-  const SpecialIds expected;
+  // A trained model's ids are 0/1/2/3; an imported vocabulary's are its own (VocabModel). Either way one set
+  // for both sides, four different ids inside each side's vocabulary.
+  const SpecialIds ids = src_->special_ids();
+  auto name = [](const SpecialIds& s) {
+    return std::to_string(s.pad) + "/" + std::to_string(s.unk) + "/" + std::to_string(s.bos) + "/" +
+           std::to_string(s.eos);
+  };
+  if (!(tgt_->special_ids() == ids)) {
+    throw DataError("tokenizer: the source model's special ids pad/unk/bos/eos (" + name(ids) +
+                    ") differ from the target model's (" + name(tgt_->special_ids()) + ")");
+  }
+  const std::set<int32_t> distinct = {ids.pad, ids.unk, ids.bos, ids.eos};
   for (const Model* m : {src_.get(), tgt_.get()}) {
-    if (!(m->special_ids() == expected)) {
-      throw DataError("tokenizer model has special ids pad/unk/bos/eos = " + std::to_string(m->special_ids().pad) +
-                      "/" + std::to_string(m->special_ids().unk) + "/" + std::to_string(m->special_ids().bos) + "/" +
-                      std::to_string(m->special_ids().eos) + ", mtx needs 0/1/2/3");
+    if (distinct.size() != 4 || *distinct.begin() < 0 || *distinct.rbegin() >= m->vocab_size()) {
+      throw DataError("tokenizer: special ids pad/unk/bos/eos = " + name(ids) +
+                      " must be four different ids inside a vocabulary of " + std::to_string(m->vocab_size()));
     }
   }
 }

@@ -1,0 +1,40 @@
+// Models trained elsewhere, brought in as ordinary mtx bundles (weights, tokenizers, model options): Hugging
+// Face's MarianMT directories (OPUS-MT's converted models). The result translates, scores, exports,
+// quantizes and fine-tunes as any bundle does. docs/import.md says what carries over.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "mtx/bundle/bundle.h"
+
+namespace mtx::bundle {
+
+// What an importer built, and what a user should know about it (one line each: what mtx changed or left out).
+struct Imported {
+  Bundle bundle;
+  std::vector<std::string> notes;
+};
+
+struct ImportOptions {
+  // pytorch_model.bin only (torch.save's pickle): an interpreter with torch and safetensors rewrites it first.
+  std::string python = "python3";
+};
+
+// A Hugging Face MarianMT directory: config.json, the weights (model.safetensors, its sharded index
+// model.safetensors.index.json, or pytorch_model.bin through options.python), source.spm and target.spm,
+// vocab.json.
+//
+// Ids stay the vocabulary's own: mtx's pad, unk and eos are config.json's and vocab.json's. mtx starts decoding
+// from a token of its own, so the vocabulary gains one piece ("<s>", or "<mtx-start>" where "<s>" is taken)
+// whose input embedding is the decoder start token's (MarianMT's <pad>) and whose output row is that token's
+// with the bias 30 lower: its probability is e^-30 of the start token's, which mtx never generates either, so
+// the other tokens' log-probabilities are MarianMT's to float precision while label smoothing stays finite.
+//
+// Throws DataError naming the file and the key or parameter: a missing file, a parameter of the wrong shape or
+// one mtx has no place for, an architecture mtx cannot run (unscaled embeddings, pre-norm, unequal encoder and
+// decoder widths, separate source and target vocabularies).
+Imported import_hf(const std::filesystem::path& dir, const ImportOptions& options = {});
+
+}  // namespace mtx::bundle

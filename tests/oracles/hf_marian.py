@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Builds a small random Hugging Face MarianMTModel directory and what transformers computes with it: the
+oracle of mtx's importer test (tests/import_test.cpp). Nothing is downloaded.
+
+    python tests/oracles/hf_marian.py --data MULTI30K_DIR --out DIR [--untied] [--seed N]
+
+DIR/hf/ is a MarianMT directory as save_pretrained writes it (config.json, model.safetensors, source.spm,
+target.spm, vocab.json, tokenizer_config.json; with --untied, pytorch_model.bin instead of model.safetensors). The source and target sentencepiece models are trained here on
+Multi30k lines (German and English), over one vocabulary map in Marian's order (</s>, <unk>, the pieces, <pad>
+last). The weights are random, with a non-zero final_logits_bias and swish; --untied gives the encoder and
+decoder their own embeddings and the output layer its own weights (lm_head), else all three are one matrix.
+
+DIR/expect.safetensors holds, for each test sentence i: src.i (the source ids, </s> appended), tgt.i (the
+reference's ids, </s> appended), logits.i (teacher-forced logits, [len(tgt.i), vocab]), greedy.i and beam.i
+(generate()'s output ids without the start token, beam 4). DIR/expect.json holds the sentences, the generation
+settings and the texts transformers decodes.
+"""
+import argparse
+import gzip
+import io
+import json
+import os
+import sys
+
+
+def lines(path, n, skip=0):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        out = []
+        for k, line in enumerate(f):
+            if k >= skip + n:
+                break
+            if k >= skip:
+                out.append(line.rstrip("\n"))
+        return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="Multi30k directory (train.de.gz, train.en.gz, val.*.gz)")
+    parser.add_argument("--out", required=True, help="directory to write hf/, expect.safetensors, expect.json")
+    parser.add_argument("--untied", action="store_true", help="separate source, target and output matrices")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=200, help="training updates before the weights are saved")
+    parser.add_argument("--sentences", type=int, default=12, help="test sentences (from the validation split)")
+    args = parser.parse_args()
+    try:
+        import sentencepiece as spm
+        import torch
+        from safetensors.torch import save_file
+        from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
+    except ImportError as e:
+        sys.exit(f"hf_marian: {e.name or e} is missing: scripts/venv.sh torch transformers sentencepiece safetensors")
+
+    torch.manual_seed(args.seed)
+    hf = os.path.join(args.out, "hf")
+    os.makedirs(hf, exist_ok=True)
+
+    # Two sentencepiece models, as OPUS-MT has: one per language, Marian's defaults (nmt_nfkc normalisation).
+    models = {}
+    for side, lang in (("source", "de"), ("target", "en")):
+        buf = io.BytesIO()
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines(os.path.join(args.data, f"train.{lang}.gz"), 4000)),
+                                       model_writer=buf, vocab_size=700, model_type="unigram", seed_sentencepiece_size=20000,
+                                       num_threads=1, minloglevel=2)
+        path = os.path.join(hf, f"{side}.spm")
+        with open(path, "wb") as f:
+            f.write(buf.getvalue())
+        models[side] = spm.SentencePieceProcessor(model_file=path)
+
+    # One vocabulary map over both, in Marian's order: </s> and <unk> first, <pad> appended last by the converter.
+    vocab = {"</s>": 0, "<unk>": 1}
+    for side in ("source", "target"):
+        sp = models[side]
+        for i in range(sp.get_piece_size()):
+            piece = sp.id_to_piece(i)
+            if piece not in vocab and piece not in ("<s>", "</s>", "<unk>"):
+                vocab[piece] = len(vocab)
+    vocab["<pad>"] = len(vocab)
+    with open(os.path.join(hf, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False, indent=1)
+    n, pad = len(vocab), vocab["<pad>"]
+
+    config = MarianConfig(vocab_size=n, decoder_vocab_size=n, d_model=64, encoder_layers=2, decoder_layers=2,
+                          encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                          activation_function="swish", scale_embedding=True, max_position_embeddings=256,
+                          pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad, forced_eos_token_id=0,
+                          share_encoder_decoder_embeddings=not args.untied, tie_word_embeddings=not args.untied,
+                          dropout=0.1, init_std=0.02)
+    model = MarianMTModel(config)
+    # A few hundred updates on Multi30k pairs, so that outputs end and differ between sentences; then a non-zero
+    # final_logits_bias (a buffer transformers never trains).
+    pairs = list(zip(lines(os.path.join(args.data, "train.de.gz"), 4000), lines(os.path.join(args.data, "train.en.gz"), 4000)))
+    tok = MarianTokenizer(os.path.join(hf, "source.spm"), os.path.join(hf, "target.spm"), os.path.join(hf, "vocab.json"))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(args.seed)
+    model.train()
+    for step in range(args.steps):
+        batch = [pairs[k] for k in torch.randint(len(pairs), (48,), generator=g).tolist()]
+        enc = tok([p[0] for p in batch], text_target=[p[1] for p in batch], return_tensors="pt", padding=True)
+        labels = enc["labels"].masked_fill(enc["labels"] == pad, -100)
+        loss = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0, 0.5)
+    assert model.final_logits_bias.abs().sum() > 0
+    model.save_pretrained(hf)
+    if args.untied:  # the older format too: LibTorch reads torch.save's zip of pickled tensors
+        os.remove(os.path.join(hf, "model.safetensors"))
+        torch.save(model.state_dict(), os.path.join(hf, "pytorch_model.bin"))
+    tok = MarianTokenizer(os.path.join(hf, "source.spm"), os.path.join(hf, "target.spm"),
+                          os.path.join(hf, "vocab.json"), source_lang="de", target_lang="en")
+    tok.save_pretrained(hf)
+
+    src_lines = lines(os.path.join(args.data, "val.de.gz"), args.sentences)
+    ref_lines = lines(os.path.join(args.data, "val.en.gz"), args.sentences)
+    # The settings mtx matches (docs/import.md): raw log-probabilities (length_penalty 0 = mtx's alpha 0),
+    # a search that ends when no live hypothesis can still win (early_stopping False = mtx's exact_stop),
+    # <pad> never generated, </s> forced at the limit (max_new_tokens tokens, </s> included: mtx's max length).
+    max_new = 40
+    gen = GenerationConfig(max_new_tokens=max_new, do_sample=False, length_penalty=0.0, early_stopping=False,
+                           bad_words_ids=[[pad]], forced_eos_token_id=0, decoder_start_token_id=pad,
+                           eos_token_id=0, pad_token_id=pad)
+    tensors, texts = {}, {"greedy": [], "beam": []}
+    with torch.no_grad():
+        for i, (src, ref) in enumerate(zip(src_lines, ref_lines)):
+            s = tok(src, return_tensors="pt").input_ids  # [1, S], </s> last
+            t = tok(text_target=ref, return_tensors="pt").input_ids  # [1, T], </s> last
+            dec_in = torch.cat([torch.tensor([[pad]]), t[:, :-1]], dim=1)  # [1, T]
+            logits = model(input_ids=s, decoder_input_ids=dec_in).logits[0]  # [T, V]
+            tensors[f"src.{i}"] = s[0].clone()
+            tensors[f"tgt.{i}"] = t[0].clone()
+            tensors[f"logits.{i}"] = logits.float().contiguous()
+            for kind, beams in (("greedy", 1), ("beam", 4)):
+                out = model.generate(s, generation_config=gen, num_beams=beams)[0, 1:]  # without the start token
+                out = out[out != pad]
+                tensors[f"{kind}.{i}"] = out.clone()
+                texts[kind].append(tok.decode(out, skip_special_tokens=True))
+    save_file(tensors, os.path.join(args.out, "expect.safetensors"))
+    with open(os.path.join(args.out, "expect.json"), "w", encoding="utf-8") as f:
+        json.dump({"source": src_lines, "reference": ref_lines, "vocab_size": n, "pad": pad, "max_new_tokens": max_new,
+                   "untied": args.untied, **texts}, f, ensure_ascii=False, indent=1)
+
+
+if __name__ == "__main__":
+    main()
