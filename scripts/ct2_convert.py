@@ -39,7 +39,7 @@ def main():
     m = meta["model"]
     if m["task"] != "translation":
         sys.exit("ct2_convert: only translation models convert to CTranslate2's TransformerSpec")
-    if m["positions"] not in ("sinusoidal", "sinusoidal_halves", "learned"):
+    if m["positions"] not in ("sinusoidal", "sinusoidal_halves", "sinusoidal_marian", "learned"):
         sys.exit(f"ct2_convert: unknown positions {m['positions']!r}")
     w = load_file(os.path.join(args.input, "model.safetensors"))
 
@@ -113,7 +113,7 @@ def main():
             spec.config.eos_token = names["eos"]
             spec.config.decoder_start_token = names["bos"]
             spec.config.add_source_eos = True  # mtx's source ends with </s>
-            spec.config.layer_norm_epsilon = 1e-5  # LibTorch's LayerNorm default
+            spec.config.layer_norm_epsilon = m.get("layer_norm_epsilon", 1e-5)  # the model's (LibTorch's default)
             return spec
 
     out = MtxConverter().convert(args.output, quantization=args.quantization, force=args.force)

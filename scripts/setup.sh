@@ -24,6 +24,7 @@ packages=(
   libsentencepiece-dev sentencepiece
   libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
   libutf8proc-dev   # Unicode categories and case mapping for sacreBLEU-exact tokenisation
+  libminizip-dev libyaml-cpp-dev   # Marian's .npz models and .yml files (mtx import --from marian)
   libgloo-dev       # the headers c10d's ProcessGroupGloo includes (data-parallel training on CPUs)
   iproute2          # ip netns: the two-host test of distributed training
 )

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/bundle/export.h"
@@ -32,21 +33,22 @@ std::string oracle_python() {
   return std::system(cmd.c_str()) == 0 ? py : "";
 }
 
-#define MTX_REQUIRE_ORACLE(py)                                                                              \
-  do {                                                                                                      \
-    MTX_REQUIRE_MULTI30K();                                                                                 \
-    if (py.empty()) {                                                                                       \
-      const char* need = std::getenv("MTX_REQUIRE_ORACLES");                                                \
-      if (need && *need == '1') FAIL() << "MTX_REQUIRE_ORACLES=1 but .venv lacks torch/transformers";        \
+#define MTX_REQUIRE_ORACLE(py)                                                                                   \
+  do {                                                                                                           \
+    MTX_REQUIRE_MULTI30K();                                                                                      \
+    if (py.empty()) {                                                                                            \
+      const char* need = std::getenv("MTX_REQUIRE_ORACLES");                                                     \
+      if (need && *need == '1') FAIL() << "MTX_REQUIRE_ORACLES=1 but .venv lacks torch/transformers";            \
       GTEST_SKIP() << "no .venv with torch, transformers, sentencepiece (scripts/venv.sh, see scripts/test.sh)"; \
-    }                                                                                                       \
+    }                                                                                                            \
   } while (0)
 
-// Runs the oracle into dir (hf/, expect.safetensors, expect.json).
-void make_oracle(const std::string& py, const fs::path& dir, bool untied) {
+// Runs the oracle into dir (hf/, marian/ with `marian`, expect.safetensors, expect.json).
+void make_oracle(const std::string& py, const fs::path& dir, bool untied, bool marian = false) {
   const std::string cmd = "'" + py + "' '" + (fs::path(MTX_SOURCE_DIR) / "tests/oracles/hf_marian.py").string() +
                           "' --data '" + test::multi30k_dir().string() + "' --out '" + dir.string() + "'" +
-                          (untied ? " --untied" : "") + " > '" + (dir / "oracle.log").string() + "' 2>&1";
+                          (untied ? " --untied" : "") + (marian ? " --marian" : "") + " > '" +
+                          (dir / "oracle.log").string() + "' 2>&1";
   fs::create_directories(dir);
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(dir / "oracle.log");
 }
@@ -56,10 +58,11 @@ std::vector<int32_t> ids_of(const torch::Tensor& t) {
   return std::vector<int32_t>(c.data_ptr<int32_t>(), c.data_ptr<int32_t>() + c.numel());
 }
 
-// Everything transformers computed, against the imported bundle.
-void expect_same_as_transformers(const fs::path& dir, const std::string& py) {
-  const test::CommandResult r = test::run_mtx("import --from hf '" + (dir / "hf").string() + "' --out '" +
-                                              (dir / "model.pt").string() + "' --python '" + py + "'");
+// Everything transformers computed, against the bundle `mtx import <import_args> --out dir/model.pt` writes. A
+// Marian model's vocabulary lacks MarianMT's <pad> (its last piece): mtx adds <pad> and the start piece, and
+// Marian never generates <unk>.
+void expect_same_as_transformers(const fs::path& dir, const std::string& import_args, bool marian) {
+  const test::CommandResult r = test::run_mtx("import " + import_args + " --out '" + (dir / "model.pt").string() + "'");
   ASSERT_EQ(r.code, 0) << r.output;
   bundle::Bundle b = bundle::load_bundle(dir / "model.pt");
   const tokenizer::Tokenizer& tok = *b.tokenizer;
@@ -74,6 +77,8 @@ void expect_same_as_transformers(const fs::path& dir, const std::string& py) {
   EXPECT_EQ(ids.eos, 0);
   EXPECT_EQ(ids.bos, vocab);  // mtx's start piece, appended
   ASSERT_EQ(tok.tgt().vocab_size(), vocab + 1);
+  EXPECT_EQ(b.config.decode.allow_unk, !marian);
+  const int64_t columns = marian ? vocab - 1 : vocab;  // the pieces both models have
 
   b.model->eval();
   torch::NoGradGuard no_grad;
@@ -94,8 +99,13 @@ void expect_same_as_transformers(const fs::path& dir, const std::string& py) {
     const torch::Tensor logits = b.model->forward(s, tgt_in)[0];  // [T, V + 1]
     ASSERT_EQ(logits.size(1), vocab + 1);
     const torch::Tensor theirs = t.at("logits." + k);  // [T, V]
-    max_diff = std::max(max_diff, (logits.narrow(1, 0, vocab) - theirs).abs().max().item<double>());
-    EXPECT_TRUE((logits.select(1, vocab) < logits.select(1, ids.pad) - 29).all().item<bool>());
+    max_diff =
+        std::max(max_diff, (logits.narrow(1, 0, columns) - theirs.narrow(1, 0, columns)).abs().max().item<double>());
+    if (marian) {  // zero rows: the added pieces' logits are their bias
+      EXPECT_TRUE((logits.narrow(1, vocab - 1, 2) == -100).all().item<bool>());
+    } else {
+      EXPECT_TRUE((logits.select(1, vocab) < logits.select(1, ids.pad) - 29).all().item<bool>());
+    }
   }
   EXPECT_LT(max_diff, 1e-4) << "teacher-forced logits, max abs diff over " << sources.size() << " sentences";
   ::testing::Test::RecordProperty("max_logit_diff", std::to_string(max_diff));
@@ -103,7 +113,7 @@ void expect_same_as_transformers(const fs::path& dir, const std::string& py) {
 
   // Greedy and beam 4 under the settings that match (docs/import.md): alpha 0, exact stop, </s> at the limit.
   for (const auto& [kind, beam] : {std::pair<std::string, int>{"greedy", 1}, {"beam", 4}}) {
-    decode::TranslateOptions o;
+    decode::TranslateOptions o = decode::options_from_config(b.config.decode);
     o.search.beam = beam;
     o.search.alpha = 0;
     o.search.exact_stop = true;
@@ -131,7 +141,7 @@ TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
   MTX_REQUIRE_ORACLE(py);
   test::TempDir tmp;
   ASSERT_NO_FATAL_FAILURE(make_oracle(py, tmp.path(), /*untied=*/false));
-  ASSERT_NO_FATAL_FAILURE(expect_same_as_transformers(tmp.path(), py));
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_transformers(tmp.path(), "--from hf '" + (tmp / "hf").string() + "'", false));
 
   // Damaged copies: each one error of one line naming the file and the key or parameter.
   const fs::path hf = tmp / "hf";
@@ -146,7 +156,8 @@ TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
     edit(c);
     test::write_text(dir / "config.json", c.dump());
   };
-  auto edit_weights = [](const fs::path& dir, const std::function<void(std::vector<std::pair<std::string, torch::Tensor>>&)>& edit) {
+  auto edit_weights = [](const fs::path& dir,
+                         const std::function<void(std::vector<std::pair<std::string, torch::Tensor>>&)>& edit) {
     bundle::Safetensors s = bundle::read_safetensors(dir / "model.safetensors");
     edit(s.tensors);
     bundle::write_safetensors(dir / "model.safetensors", s.tensors, s.metadata);
@@ -169,8 +180,9 @@ TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
       << e;
   e = damaged("missing", [&](const fs::path& d) {
     edit_weights(d, [](auto& ts) {
-      ts.erase(std::remove_if(ts.begin(), ts.end(), [](auto& p) { return p.first == "model.encoder.layers.0.fc2.bias"; }),
-               ts.end());
+      ts.erase(
+          std::remove_if(ts.begin(), ts.end(), [](auto& p) { return p.first == "model.encoder.layers.0.fc2.bias"; }),
+          ts.end());
     });
   });
   EXPECT_NE(e.find("'model.encoder.layers.0.fc2.bias' is missing"), std::string::npos) << e;
@@ -180,7 +192,8 @@ TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
   EXPECT_NE(e.find("'model.encoder.layernorm_embedding.weight' has no place"), std::string::npos) << e;
   e = damaged("unscaled", [&](const fs::path& d) { edit_config(d, [](auto& c) { c["scale_embedding"] = false; }); });
   EXPECT_NE(e.find("config.json: scale_embedding"), std::string::npos) << e;
-  e = damaged("activation", [&](const fs::path& d) { edit_config(d, [](auto& c) { c["activation_function"] = "tanh"; }); });
+  e = damaged("activation",
+              [&](const fs::path& d) { edit_config(d, [](auto& c) { c["activation_function"] = "tanh"; }); });
   EXPECT_NE(e.find("activation_function 'tanh'"), std::string::npos) << e;
   e = damaged("prenorm", [&](const fs::path& d) { edit_config(d, [](auto& c) { c["normalize_before"] = true; }); });
   EXPECT_NE(e.find("normalize_before"), std::string::npos) << e;
@@ -201,8 +214,147 @@ TEST(ImportHf, UntiedEmbeddingsFromPytorchModelBinMatchTransformers) {
   test::TempDir tmp;
   ASSERT_NO_FATAL_FAILURE(make_oracle(py, tmp.path(), /*untied=*/true));
   ASSERT_TRUE(fs::exists(tmp / "hf" / "pytorch_model.bin"));
-  ASSERT_NO_FATAL_FAILURE(expect_same_as_transformers(tmp.path(), py));
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_transformers(
+      tmp.path(), "--from hf '" + (tmp / "hf").string() + "' --python '" + py + "'", false));
   bundle::Bundle b = bundle::load_bundle(tmp / "model.pt");
   EXPECT_FALSE(b.config.model.share_embeddings);
   EXPECT_FALSE(b.config.model.tie_output);
+}
+
+// A Marian .npz (Marian's names, [in, out] matrices, model.yml inside, vocab.yml, decoder.yml) of the same kind of
+// model, against transformers computing Marian's semantics with the same weights (Marian's sinusoid, layer norm
+// epsilon 1e-6, zero start vector, <unk> never generated).
+TEST(ImportMarian, TiedNpzMatchesItsReferenceAndBadInputsAreNamed) {
+  const std::string py = oracle_python();
+  MTX_REQUIRE_ORACLE(py);
+  test::TempDir tmp;
+  ASSERT_NO_FATAL_FAILURE(make_oracle(py, tmp.path(), /*untied=*/false, /*marian=*/true));
+  const fs::path m = tmp / "marian";
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_transformers(
+      tmp.path(), "--from marian '" + (m / "model.npz").string() + "' --config '" + (m / "decoder.yml").string() + "'",
+      true));
+  bundle::Bundle b = bundle::load_bundle(tmp / "model.pt");
+  EXPECT_EQ(b.config.model.positions, config::Positions::sinusoidal_marian);
+  EXPECT_EQ(b.config.model.layer_norm_eps, 1e-6);
+  EXPECT_EQ(b.config.decode.beam, 4);  // decoder.yml's beam-size
+
+  auto npz_with = [&](const std::string& name,
+                      const std::function<void(std::vector<std::pair<std::string, torch::Tensor>>&)>& edit) {
+    const fs::path dir = tmp / name;
+    fs::copy(m, dir, fs::copy_options::recursive);
+    auto arrays = bundle::read_npz(dir / "model.npz");
+    edit(arrays);
+    // Written back by numpy from a safetensors copy: what Marian's own files look like.
+    bundle::write_safetensors(dir / "a.safetensors", arrays);
+    const std::string cmd = "'" + py + "' -c \"import numpy as np, safetensors.numpy as s; a = s.load_file('" +
+                            (dir / "a.safetensors").string() + "'); np.savez('" + (dir / "model.npz").string() +
+                            "', **a)\"";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return test::boundary_error<DataError>([&] { bundle::import_marian(dir / "model.npz", dir / "decoder.yml"); });
+  };
+  auto set_option = [&](auto& arrays, const std::string& line) {
+    for (auto& [key, t] : arrays) {
+      if (key != "special:model.yml") continue;
+      std::string text(reinterpret_cast<const char*>(t.data_ptr()), size_t(t.numel()));
+      text = text.substr(0, text.find('\0'));
+      // The option's line replaced (or added): "key: value".
+      const std::string option = line.substr(0, line.find(':') + 1);
+      std::string kept;
+      std::istringstream in(text);
+      for (std::string l; std::getline(in, l);) {
+        if (l.rfind(option, 0) != 0) kept += l + "\n";
+      }
+      text = kept + line + "\n";
+      t = torch::from_blob(text.data(), {int64_t(text.size()) + 1}, torch::kChar).clone();
+      t[int64_t(text.size())] = 0;
+    }
+  };
+  std::string e = npz_with("ssru", [&](auto& a) { set_option(a, "transformer-decoder-autoreg: rnn"); });
+  EXPECT_NE(e.find("special:model.yml: transformer-decoder-autoreg 'rnn'"), std::string::npos) << e;
+  e = npz_with("ssru-weights", [&](auto& a) { a.emplace_back("decoder_l1_rnn_W", torch::zeros({64, 64})); });
+  EXPECT_NE(e.find("'decoder_l1_rnn_W' has no place in mtx's Transformer (an RNN/SSRU decoder layer"),
+            std::string::npos)
+      << e;
+  e = npz_with("prenorm", [&](auto& a) { set_option(a, "transformer-preprocess: n"); });
+  EXPECT_NE(e.find("transformer-preprocess 'n'"), std::string::npos) << e;
+  e = npz_with("shape", [&](auto& a) {
+    for (auto& [key, t] : a) {
+      if (key == "encoder_l2_ffn_W1") t = t.narrow(1, 0, 100).clone();
+    }
+  });
+  EXPECT_NE(e.find("model.npz: parameter 'encoder_l2_ffn_W1' has shape [64, 100]; model.yml's sizes need [64, 128]"),
+            std::string::npos)
+      << e;
+  e = npz_with("no-options", [&](auto& a) {
+    a.erase(std::remove_if(a.begin(), a.end(), [](auto& p) { return p.first == "special:model.yml"; }), a.end());
+  });
+  EXPECT_NE(e.find("no 'special:model.yml'"), std::string::npos) << e;
+  {
+    const fs::path dir = tmp / "no-spm";
+    fs::copy(m, dir, fs::copy_options::recursive);
+    fs::remove(dir / "source.spm");
+    e = test::boundary_error<DataError>([&] { bundle::import_marian(dir / "model.npz", dir / "decoder.yml"); });
+    EXPECT_NE(e.find("source.spm"), std::string::npos) << e;
+  }
+  {
+    const fs::path dir = tmp / "truncated";
+    fs::copy(m, dir, fs::copy_options::recursive);
+    fs::resize_file(dir / "model.npz", fs::file_size(dir / "model.npz") / 2);
+    e = test::boundary_error<DataError>([&] { bundle::import_marian(dir / "model.npz", dir / "decoder.yml"); });
+    EXPECT_NE(e.find("model.npz"), std::string::npos) << e;
+  }
+}
+
+TEST(ImportMarian, UntiedCompressedNpzMatchesItsReference) {
+  const std::string py = oracle_python();
+  MTX_REQUIRE_ORACLE(py);
+  test::TempDir tmp;
+  ASSERT_NO_FATAL_FAILURE(make_oracle(py, tmp.path(), /*untied=*/true, /*marian=*/true));
+  const fs::path m = tmp / "marian";
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_transformers(
+      tmp.path(), "--from marian '" + (m / "model.npz").string() + "' --config '" + (m / "decoder.yml").string() + "'",
+      true));
+  bundle::Bundle b = bundle::load_bundle(tmp / "model.pt");
+  EXPECT_FALSE(b.config.model.share_embeddings);
+  EXPECT_FALSE(b.config.model.tie_output);
+}
+
+// read_npz against what numpy writes, stored and deflated, and a damaged archive named.
+TEST(Npz, ReadsWhatNumpyWritesAndNamesDamage) {
+  std::string py = (fs::path(MTX_SOURCE_DIR) / ".venv" / "bin" / "python").string();
+  if (const char* env = std::getenv("MTX_TEST_PYTHON"); env && *env) py = env;
+  if (!fs::exists(py) || std::system(("'" + py + "' -c 'import numpy' >/dev/null 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << "no .venv with numpy";
+  }
+  test::TempDir tmp;
+  for (const char* save : {"savez", "savez_compressed"}) {
+    const fs::path file = tmp / (std::string(save) + ".npz");
+    const std::string cmd = "'" + py + "' -c \"import numpy as np; np." + save + "('" + file.string() +
+                            "', w=np.arange(12, dtype=np.float32).reshape(3, 4) / 8, b=np.array([[1, -2]], np.int8), "
+                            "h=np.array([0.5, 2], np.float16), s=np.float64(3.25), **{'special:model.yml': "
+                            "np.frombuffer(b'a: 1\\\\0', np.int8)})\"";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::map<std::string, torch::Tensor> a;
+    for (auto& [name, t] : bundle::read_npz(file)) a.emplace(name, t);
+    ASSERT_EQ(a.size(), 5u) << save;
+    EXPECT_TRUE(torch::equal(a.at("w"), torch::arange(12, torch::kFloat).view({3, 4}) / 8)) << save;
+    EXPECT_TRUE(torch::equal(a.at("b"), torch::tensor({1, -2}, torch::kChar).view({1, 2}))) << save;
+    EXPECT_TRUE(torch::equal(a.at("h"), torch::tensor({0.5, 2.0}).to(torch::kHalf))) << save;
+    EXPECT_EQ(a.at("s").dim(), 0) << save;
+    EXPECT_EQ(a.at("s").item<double>(), 3.25) << save;
+    const torch::Tensor yml = a.at("special:model.yml");
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(yml.data_ptr()), size_t(yml.numel())),
+              std::string("a: 1\0", 5));
+  }
+  // A flipped data byte: the entry's CRC no longer matches.
+  const fs::path bad = tmp / "bad.npz";
+  std::string bytes = read_file(tmp / "savez.npz");
+  const size_t at = bytes.find("\x93NUMPY");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 140] ^= 0x55;
+  test::write_text(bad, bytes);
+  const std::string e = test::boundary_error<DataError>([&] { bundle::read_npz(bad); });
+  EXPECT_NE(e.find("bad.npz: "), std::string::npos) << e;
+  EXPECT_NE(test::boundary_error<DataError>([&] { bundle::read_npz(tmp / "missing.npz"); }).find("missing.npz"),
+            std::string::npos);
 }

@@ -185,7 +185,7 @@ void export_safetensors(Bundle& b, const fs::path& dir) {
                        {"tie_output", o.tie_output()},
                        {"output_bias", o.tie_output() && o.output_bias()},
                        {"embedding_scale", "sqrt(d_model)"},
-                       {"layer_norm_epsilon", 1e-5}}},
+                       {"layer_norm_epsilon", o.layer_norm_eps()}}},
                      {"decode", config::to_json(b.config)["decode"]},
                      {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
                      {"special_pieces",

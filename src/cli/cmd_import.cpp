@@ -1,4 +1,5 @@
-// mtx import: a model trained elsewhere as an mtx bundle (Hugging Face MarianMT directories; docs/import.md).
+// mtx import: a model trained elsewhere as an mtx bundle (Hugging Face MarianMT directories, Marian/OPUS-MT .npz
+// models; docs/import.md).
 // The bundle translates, scores, exports, quantizes and fine-tunes (mtx train --init) as any other.
 #include "commands.h"
 #include "mtx/bundle/import.h"
@@ -10,15 +11,18 @@
 namespace mtx::cli {
 
 struct ImportCommandArgs {
-  std::string from, input, out;
+  std::string from, input, out, config;
   bundle::ImportOptions options;
 };
 
 namespace {
 
 int run_import(const ImportCommandArgs& a) {
-  if (a.from != "hf") throw ConfigError("import: --from " + a.from + " is not a known format (hf)");
-  bundle::Imported imported = bundle::import_hf(a.input, a.options);
+  if (a.from == "marian" && a.config.empty()) {
+    throw ConfigError("import: --from marian needs --config (the model's decoder.yml, which names its vocabularies)");
+  }
+  bundle::Imported imported =
+      a.from == "hf" ? bundle::import_hf(a.input, a.options) : bundle::import_marian(a.input, a.config);
   bundle::Bundle& b = imported.bundle;
   bundle::save_bundle(a.out, b.config, *b.tokenizer, b.model);
   for (const auto& note : imported.notes) log::info("import: {}", note);
@@ -32,10 +36,15 @@ int run_import(const ImportCommandArgs& a) {
 
 Command add_import(CLI::App& app) {
   auto a = std::make_shared<ImportCommandArgs>();
-  auto* cmd = app.add_subcommand("import", "Write an mtx bundle of a model trained elsewhere (Hugging Face MarianMT)");
-  cmd->add_option("--from", a->from, "The model's format: hf (a MarianMT directory)")->required();
-  cmd->add_option("input", a->input, "The model: a MarianMT directory (config.json, weights, *.spm, vocab.json)")
+  auto* cmd = app.add_subcommand("import", "Write an mtx bundle of a model trained elsewhere (MarianMT, Marian)");
+  cmd->add_option("--from", a->from, "The model's format: hf (a MarianMT directory) or marian (an .npz model)")
+      ->required()
+      ->check(CLI::IsMember({"hf", "marian"}));
+  cmd->add_option("input", a->input,
+                  "hf: a MarianMT directory (config.json, weights, *.spm, vocab.json); marian: the model's .npz")
       ->required();
+  cmd->add_option("--config", a->config,
+                  "marian: the model's decoder.yml (its vocabularies; source/target.spm beside it)");
   cmd->add_option("--out", a->out, "Where to write the bundle")->required();
   cmd->add_option("--python", a->options.python,
                   "pytorch_model.bin only: a Python with torch and safetensors to rewrite it (e.g. .venv/bin/python)")

@@ -31,6 +31,7 @@ struct TranslateArgs {
   int workers = 0;
   std::optional<double> alpha, max_len_a;
   std::optional<bool> exact_stop;
+  std::optional<bool> allow_unk;
   bool scores = false;
   std::string device = "auto";
   int threads = 0;
@@ -64,6 +65,7 @@ int run_translate(const TranslateArgs& args) {
   if (args.alpha) options.search.alpha = *args.alpha;
   if (args.min_len) options.search.min_len = *args.min_len;
   if (args.exact_stop) options.search.exact_stop = *args.exact_stop;
+  if (args.allow_unk) options.search.allow_unk = *args.allow_unk;
   if (args.max_len_a) options.max_len_a = *args.max_len_a;
   if (args.max_len_b) options.max_len_b = *args.max_len_b;
   if (args.batch_tokens) options.batch_tokens = *args.batch_tokens;
@@ -139,6 +141,8 @@ Command add_translate(CLI::App& app) {
   cmd->add_flag("--exact-stop{true},--first-k-stop{false}", args->exact_stop,
                 "Search a sentence until no live hypothesis can still win (default: decode.exact_stop; "
                 "otherwise it ends once `beam` hypotheses finished)");
+  cmd->add_flag("--allow-unk{true},--ban-unk{false}", args->allow_unk,
+                "Whether <unk> may be generated (default: decode.allow_unk; Marian's models ban it)");
   cmd->add_option("--batch-tokens", args->batch_tokens,
                   "Sentences x longest source per batch (default: decode.batch_tokens)");
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));

@@ -57,7 +57,8 @@ template <>
 struct EnumNames<Positions> {
   static constexpr std::pair<Positions, const char*> list[] = {{Positions::sinusoidal, "sinusoidal"},
                                                                {Positions::learned, "learned"},
-                                                               {Positions::sinusoidal_halves, "sinusoidal_halves"}};
+                                                               {Positions::sinusoidal_halves, "sinusoidal_halves"},
+                                                               {Positions::sinusoidal_marian, "sinusoidal_marian"}};
 };
 template <>
 struct EnumNames<Activation> {
@@ -140,6 +141,7 @@ void visit(ModelConfig& c, V&& v) {
   v("tie_output", c.tie_output);
   v("output_bias", c.output_bias);
   v("share_embeddings", c.share_embeddings);
+  v("layer_norm_eps", c.layer_norm_eps);
 }
 
 template <class V>
@@ -201,6 +203,7 @@ void visit(DecodeConfig& c, V&& v) {
   v("nbest", c.nbest);
   v("min_len", c.min_len);
   v("exact_stop", c.exact_stop);
+  v("allow_unk", c.allow_unk);
 }
 
 template <class V>
@@ -421,6 +424,7 @@ void validate(const Config& c) {
   check_range("model.max_len", m.max_len, 8, 1 << 16);
   check(m.attention_dropout >= 0 && m.attention_dropout < 1, "model.attention_dropout: must be in [0, 1)");
   check(m.activation_dropout >= 0 && m.activation_dropout < 1, "model.activation_dropout: must be in [0, 1)");
+  check(m.layer_norm_eps > 0 && m.layer_norm_eps < 1, "model.layer_norm_eps: must be in (0, 1)");
 
   const auto& tr = c.train;
   check_range("train.threads", tr.threads, 0, 1024);

@@ -69,12 +69,15 @@ class CandidatePicker {
           out[0] = {row[rules_.eos] - lse, rules_.eos};
           continue;
         }
-        // Banned tokens (at most 3) are filtered from the row's best want + 3.
+        // Banned tokens (at most 4) are filtered from the row's best want + 4.
         loops.top(row, vocab, held, out);
         int64_t kept = 0;
         for (int64_t j = 0; j < held; ++j) {
           const int64_t t = out[j].index;
-          if (t < 0 || t == rules_.bos || t == rules_.pad || (rules_.eos_banned && t == rules_.eos)) continue;
+          if (t < 0 || t == rules_.bos || t == rules_.pad || t == rules_.unk ||
+              (rules_.eos_banned && t == rules_.eos)) {
+            continue;
+          }
           out[kept++] = {out[j].value - lse, t};
         }
         for (int64_t j = kept; j < held; ++j) out[j] = {kNegInf, -1};
@@ -111,7 +114,7 @@ class CandidatePicker {
   }
 
  private:
-  static constexpr int64_t kHeldExtra = 3;  // BOS, pad, EOS
+  static constexpr int64_t kHeldExtra = 4;  // BOS, pad, unk, EOS
   int64_t held_rows() const { return 2 * k_ + kHeldExtra; }
   int64_t rows_, k_;
   const StepRules& rules_;
@@ -126,6 +129,7 @@ Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<floa
   const int64_t rows = logp.size(0), vocab = logp.size(1), n_active = rows / k;
   logp.select(1, rules.bos).fill_(kNegInf);
   if (rules.pad >= 0 && rules.pad < vocab) logp.select(1, rules.pad).fill_(kNegInf);
+  if (rules.unk >= 0 && rules.unk < vocab) logp.select(1, rules.unk).fill_(kNegInf);
   std::vector<int64_t> forced;
   for (int64_t a = 0; a < n_active; ++a) {
     if (rules.forced[size_t(a)]) {
@@ -179,7 +183,7 @@ double length_penalty(int64_t length, double alpha) {
 }
 
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
-                                                 int32_t eos, const SearchOptions& options, int32_t pad) {
+                                                 int32_t eos, const SearchOptions& options, int32_t pad, int32_t unk) {
   validate(options);
   const int64_t k = options.beam;
   const auto batch = int64_t(max_lengths.size());
@@ -202,12 +206,13 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   for (int64_t t = 0; !active.empty(); ++t) {
     const auto n_active = int64_t(active.size());
     const int64_t rows = n_active * k;
-    // Never generated: BOS (and pad, when given), whatever mass the model (label smoothing) gives them.
+    // Never generated: BOS (and pad and unk, when given), whatever mass the model (label smoothing) gives them.
     // Sentences at their length limit may only end, min_len or not: the limit wins.
     StepRules rules;
     rules.bos = bos;
     rules.eos = eos;
     rules.pad = pad;
+    rules.unk = unk;
     rules.eos_banned = t < options.min_len;
     for (int64_t a = 0; a < n_active; ++a) {
       rules.forced.push_back(t + 1 >= max_lengths[size_t(active[size_t(a)])] ? 1 : 0);

@@ -81,6 +81,7 @@ TranslateOptions options_from_config(const config::DecodeConfig& d) {
   o.search.nbest = d.nbest;
   o.search.min_len = d.min_len;
   o.search.exact_stop = d.exact_stop;
+  o.search.allow_unk = d.allow_unk;
   o.max_len_a = d.max_len_a;
   o.max_len_b = d.max_len_b;
   o.batch_tokens = d.batch_tokens;
@@ -148,14 +149,15 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
   }
   const torch::Device device = models_.front()->parameters().front().device();
   src = src.to(device);
+  const int32_t unk = options_.search.allow_unk ? -1 : ids.unk;
   if (models_.size() == 1) {
     ModelStep step(models_.front(), models_.front()->encode(src));
-    return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad);
+    return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk);
   }
   std::vector<std::unique_ptr<ModelStep>> members;
   for (auto& model : models_) members.push_back(std::make_unique<ModelStep>(model, model->encode(src)));
   EnsembleStep step(std::move(members));
-  return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad);
+  return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources) {

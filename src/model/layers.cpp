@@ -13,7 +13,9 @@ AttentionOptions attention_options(const LayerOptions& o) {
   return AttentionOptions(o.d_model(), o.heads()).dropout(o.attention_dropout()).use_sdpa(o.use_sdpa());
 }
 
-torch::nn::LayerNorm layer_norm(int64_t d) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})); }
+torch::nn::LayerNorm layer_norm(int64_t d, double eps) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(eps));
+}
 
 void print_layer_options(std::ostream& stream, const LayerOptions& o) {
   stream << "d_model=" << o.d_model() << ", heads=" << o.heads() << ", ffn_dim=" << o.ffn_dim()
@@ -44,6 +46,18 @@ void PositionalEncodingImpl::reset() {
     const int64_t sines = (d_model + 1) / 2;
     t.narrow(1, 0, sines).copy_(torch::sin(angle));                                      // [max_len, sines]
     t.narrow(1, sines, d_model / 2).copy_(torch::cos(angle).narrow(1, 0, d_model / 2));  // [max_len, d / 2]
+  } else if (kind == config::Positions::sinusoidal_marian) {
+    // Marian's table, computed as Marian computes it (float throughout): d/2 waves, wave i at
+    // 10000^(-i / (d/2 - 1)); sines in the first half, cosines in the second.
+    const float waves = float(d_model) / 2;
+    const float step = std::log(10000.f) / (waves - 1.f);
+    float* out = t.data_ptr<float>();
+    for (int64_t p = 0; p < max_len; ++p) {
+      for (int64_t i = 0; i < d_model; ++i) {
+        const float v = float(p) * std::exp(float(i % int64_t(waves)) * -step);
+        out[p * d_model + i] = i < int64_t(waves) ? std::sin(v) : std::cos(v);
+      }
+    }
   } else {
     const torch::Tensor pos = torch::arange(max_len, torch::kFloat).unsqueeze(1);  // [max_len, 1]
     const torch::Tensor div =
@@ -109,8 +123,8 @@ EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) { reset()
 void EncoderLayerImpl::reset() {
   self_attn = register_module("self_attn", SelfAttention(attention_options(options)));
   ffn = register_module("ffn", FeedForward(options));
-  norm1 = register_module("norm1", layer_norm(options.d_model()));
-  norm2 = register_module("norm2", layer_norm(options.d_model()));
+  norm1 = register_module("norm1", layer_norm(options.d_model(), options.layer_norm_eps()));
+  norm2 = register_module("norm2", layer_norm(options.d_model(), options.layer_norm_eps()));
 }
 
 void EncoderLayerImpl::pretty_print(std::ostream& stream) const {
@@ -136,9 +150,9 @@ void DecoderLayerImpl::reset() {
   self_attn = register_module("self_attn", SelfAttention(attention_options(options)));
   cross_attn = register_module("cross_attn", CrossAttention(attention_options(options)));
   ffn = register_module("ffn", FeedForward(options));
-  norm1 = register_module("norm1", layer_norm(options.d_model()));
-  norm2 = register_module("norm2", layer_norm(options.d_model()));
-  norm3 = register_module("norm3", layer_norm(options.d_model()));
+  norm1 = register_module("norm1", layer_norm(options.d_model(), options.layer_norm_eps()));
+  norm2 = register_module("norm2", layer_norm(options.d_model(), options.layer_norm_eps()));
+  norm3 = register_module("norm3", layer_norm(options.d_model(), options.layer_norm_eps()));
 }
 
 void DecoderLayerImpl::pretty_print(std::ostream& stream) const {

@@ -26,6 +26,7 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
       .pre_norm(c.norm == config::Norm::pre)
       .positions(c.positions)
       .activation(c.activation)
+      .layer_norm_eps(c.layer_norm_eps)
       .kaiming_init(c.init == config::Init::kaiming)
       .uniform_embeddings(c.init == config::Init::uniform)
       .decoder_only(task == config::Task::lm)
@@ -101,15 +102,18 @@ void TransformerImpl::reset() {
                               .activation_dropout(o.activation_dropout())
                               .pre_norm(o.pre_norm())
                               .activation(o.activation())
+                              .layer_norm_eps(o.layer_norm_eps())
                               .use_sdpa(o.use_sdpa());
   encoder = register_module("encoder", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.encoder_layers(); ++i) encoder->push_back(EncoderLayer(lo));
   decoder = register_module("decoder", torch::nn::ModuleList());
   for (int64_t i = 0; i < (o.decoder_only() ? 0 : o.decoder_layers()); ++i) decoder->push_back(DecoderLayer(lo));
   if (o.pre_norm()) {
-    encoder_norm = register_module("encoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()})));
+    encoder_norm = register_module(
+        "encoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
     if (!o.decoder_only()) {
-      decoder_norm = register_module("decoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()})));
+      decoder_norm = register_module(
+          "decoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
     }
   }
   if (!o.tie_output()) output = register_module("output", Linear(o.d_model(), o.tgt_vocab()));

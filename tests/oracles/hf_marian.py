@@ -34,12 +34,90 @@ def lines(path, n, skip=0):
         return out
 
 
+def marian_semantics(model, torch):
+    """Makes the transformers model compute what Marian computes with the same weights: Marian's position table
+    (float32: d/2 waves, wave i at 10000^(-i / (d/2 - 1)), sines then cosines) and layer norm epsilon 1e-6. Its
+    <pad> row, the decoder start, is zeroed after training: the zero vector Marian starts from."""
+    import numpy as np
+    for stack in (model.model.encoder, model.model.decoder):
+        n, d = stack.embed_positions.weight.shape
+        waves = np.float32(d / 2)
+        step = np.float32(np.log(np.float32(10000.0)) / (waves - np.float32(1)))
+        i = np.arange(d) % int(waves)
+        v = np.arange(n, dtype=np.float32)[:, None] * np.exp(i.astype(np.float32) * -step)[None, :]  # [n, d]
+        table = np.where(np.arange(d)[None, :] < int(waves), np.sin(v), np.cos(v)).astype(np.float32)
+        with torch.no_grad():
+            stack.embed_positions.weight.copy_(torch.from_numpy(table))
+    for module in model.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.eps = 1e-6
+
+
+def write_marian(model, config, vocab, hf, out, compressed):
+    """The model as Marian saves it: [in, out] matrices, [1, n] biases and norms, 1-based layer names, its options
+    in "special:model.yml" (a NUL-ended int8 array), a vocab.yml without <pad> (Marian has none), decoder.yml."""
+    import numpy as np
+    import shutil
+    import yaml
+    os.makedirs(out, exist_ok=True)
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    n = len(vocab) - 1  # Marian's pieces: all but the <pad> the converter appends
+    a = {}
+    def dense(prefix, hf_name, suffix):
+        a[f"{prefix}_W{suffix}"] = sd[hf_name + ".weight"].T.copy()
+        a[f"{prefix}_b{suffix}"] = sd[hf_name + ".bias"][None, :].copy()
+    def norm(prefix, hf_name):
+        a[prefix + "_ln_scale"] = sd[hf_name + ".weight"][None, :].copy()
+        a[prefix + "_ln_bias"] = sd[hf_name + ".bias"][None, :].copy()
+    for side, layers in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
+        for l in range(layers):
+            h, m = f"model.{side}.layers.{l}", f"{side}_l{l + 1}"
+            for p in "qkvo":
+                dense(m + "_self", f"{h}.self_attn.{'out' if p == 'o' else p}_proj", p)
+            norm(m + "_self_Wo", h + ".self_attn_layer_norm")
+            if side == "decoder":
+                for p in "qkvo":
+                    dense(m + "_context", f"{h}.encoder_attn.{'out' if p == 'o' else p}_proj", p)
+                norm(m + "_context_Wo", h + ".encoder_attn_layer_norm")
+            dense(m + "_ffn", h + ".fc1", "1")
+            dense(m + "_ffn", h + ".fc2", "2")
+            norm(m + "_ffn_ffn", h + ".final_layer_norm")
+    tied = config.share_encoder_decoder_embeddings
+    if tied:
+        a["Wemb"] = sd["model.shared.weight"][:n].copy()
+    else:
+        a["encoder_Wemb"] = sd["model.encoder.embed_tokens.weight"][:n].copy()
+        a["decoder_Wemb"] = sd["model.decoder.embed_tokens.weight"][:n].copy()
+        a["decoder_ff_logit_out_Wt"] = sd["lm_head.weight"][:n].copy()
+    a["decoder_ff_logit_out_b"] = sd["final_logits_bias"][:, :n].copy()
+    options = {"type": "transformer", "dim-emb": config.d_model, "dim-vocabs": [n, n], "enc-depth": config.encoder_layers,
+               "dec-depth": config.decoder_layers, "transformer-heads": config.encoder_attention_heads,
+               "transformer-dim-ffn": config.encoder_ffn_dim, "transformer-ffn-depth": 2,
+               "transformer-ffn-activation": "swish", "transformer-preprocess": "", "transformer-postprocess": "dan",
+               "transformer-postprocess-emb": "d", "transformer-decoder-autoreg": "self-attention",
+               "tied-embeddings-all": tied, "tied-embeddings": tied, "tied-embeddings-src": tied,
+               "version": "v1.12.0 (mtx test oracle)"}
+    a["special:model.yml"] = np.frombuffer(yaml.safe_dump(options).encode() + b"\0", dtype=np.int8)
+    (np.savez_compressed if compressed else np.savez)(os.path.join(out, "model.npz"), **a)
+    pieces = sorted(vocab, key=vocab.get)[:n]
+    with open(os.path.join(out, "vocab.yml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump({p: i for i, p in enumerate(pieces)}, f, allow_unicode=True, sort_keys=False)
+    with open(os.path.join(out, "decoder.yml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump({"models": ["model.npz"], "vocabs": ["vocab.yml", "vocab.yml"], "beam-size": 4, "normalize": 1.0,
+                        "relative-paths": True}, f)
+    for name in ("source.spm", "target.spm"):
+        shutil.copy(os.path.join(hf, name), os.path.join(out, name))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="Multi30k directory (train.de.gz, train.en.gz, val.*.gz)")
     parser.add_argument("--out", required=True, help="directory to write hf/, expect.safetensors, expect.json")
     parser.add_argument("--untied", action="store_true", help="separate source, target and output matrices")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--marian", action="store_true",
+                        help="Marian's semantics (its sinusoid, layer norm epsilon 1e-6, <unk> never generated) and the "
+                             "model also as Marian writes it: DIR/marian/ (model.npz, decoder.yml, vocab.yml, *.spm)")
     parser.add_argument("--steps", type=int, default=200, help="training updates before the weights are saved")
     parser.add_argument("--sentences", type=int, default=12, help="test sentences (from the validation split)")
     args = parser.parse_args()
@@ -87,6 +165,8 @@ def main():
                           share_encoder_decoder_embeddings=not args.untied, tie_word_embeddings=not args.untied,
                           dropout=0.1, init_std=0.02)
     model = MarianMTModel(config)
+    if args.marian:
+        marian_semantics(model, torch)
     # A few hundred updates on Multi30k pairs, so that outputs end and differ between sentences; then a non-zero
     # final_logits_bias (a buffer transformers never trains).
     pairs = list(zip(lines(os.path.join(args.data, "train.de.gz"), 4000), lines(os.path.join(args.data, "train.en.gz"), 4000)))
@@ -105,9 +185,15 @@ def main():
     model.eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(0, 0.5)
+        if args.marian:  # the decoder start: Marian's zero vector
+            for table in (model.model.encoder.embed_tokens, model.model.decoder.embed_tokens, model.lm_head):
+                table.weight[pad].zero_()
+            model.final_logits_bias[0, pad] = 0
     assert model.final_logits_bias.abs().sum() > 0
     model.save_pretrained(hf)
-    if args.untied:  # the older format too: LibTorch reads torch.save's zip of pickled tensors
+    if args.marian:
+        write_marian(model, config, vocab, hf, os.path.join(args.out, "marian"), compressed=args.untied)
+    if args.untied:  # the older format too (mtx import has PyTorch rewrite it)
         os.remove(os.path.join(hf, "model.safetensors"))
         torch.save(model.state_dict(), os.path.join(hf, "pytorch_model.bin"))
     tok = MarianTokenizer(os.path.join(hf, "source.spm"), os.path.join(hf, "target.spm"),
@@ -121,7 +207,7 @@ def main():
     # <pad> never generated, </s> forced at the limit (max_new_tokens tokens, </s> included: mtx's max length).
     max_new = 40
     gen = GenerationConfig(max_new_tokens=max_new, do_sample=False, length_penalty=0.0, early_stopping=False,
-                           bad_words_ids=[[pad]], forced_eos_token_id=0, decoder_start_token_id=pad,
+                           bad_words_ids=[[pad], [1]] if args.marian else [[pad]], forced_eos_token_id=0, decoder_start_token_id=pad,
                            eos_token_id=0, pad_token_id=pad)
     tensors, texts = {}, {"greedy": [], "beam": []}
     with torch.no_grad():
@@ -141,7 +227,7 @@ def main():
     save_file(tensors, os.path.join(args.out, "expect.safetensors"))
     with open(os.path.join(args.out, "expect.json"), "w", encoding="utf-8") as f:
         json.dump({"source": src_lines, "reference": ref_lines, "vocab_size": n, "pad": pad, "max_new_tokens": max_new,
-                   "untied": args.untied, **texts}, f, ensure_ascii=False, indent=1)
+                   "untied": args.untied, "marian": args.marian, **texts}, f, ensure_ascii=False, indent=1)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <torch/types.h>
 
 #include "mtx/bundle/bundle.h"
 
@@ -36,5 +39,18 @@ struct ImportOptions {
 // one mtx has no place for, an architecture mtx cannot run (unscaled embeddings, pre-norm, unequal encoder and
 // decoder widths, separate source and target vocabularies).
 Imported import_hf(const std::filesystem::path& dir, const ImportOptions& options = {});
+
+// A Marian model (OPUS-MT's): its .npz parameters with their options ("special:model.yml"), and decoder.yml,
+// whose 'vocabs' name the vocabulary (Marian's .yml, or a sentencepiece model) of each side; with .yml
+// vocabularies, source.spm and target.spm beside decoder.yml cut the text. The model is Marian's transformer
+// (post-norm, Marian's sinusoid, layer norm epsilon 1e-6, <unk> never generated); its vocabulary gains <pad> and
+// a decoder start (zero embeddings, logit bias -100). Throws DataError naming the file and the option or
+// parameter mtx cannot use (an SSRU or average-attention decoder, pre-norm, factors, separate vocabularies).
+Imported import_marian(const std::filesystem::path& npz, const std::filesystem::path& decoder_yml);
+
+// A NumPy .npz archive (a zip of .npy arrays, stored or deflated, as numpy.savez and Marian write them), read
+// through minizip: each array under its name without ".npy", as a CPU tensor (f2/f4/f8, i1/i2/i4/i8, u1, b1, and
+// S1 characters as u1), in archive order. Throws DataError naming the file and the entry.
+std::vector<std::pair<std::string, torch::Tensor>> read_npz(const std::filesystem::path& path);
 
 }  // namespace mtx::bundle

@@ -17,7 +17,7 @@ enum class Optimizer { adam, adamw, sgd };
 enum class Schedule { noam, inverse_sqrt, plateau, step, constant, cosine, linear };
 enum class BestMetric { loss, bleu };
 enum class Norm { post, pre };
-enum class Positions { sinusoidal, learned, sinusoidal_halves };
+enum class Positions { sinusoidal, learned, sinusoidal_halves, sinusoidal_marian };
 enum class Activation { relu, gelu, swish, gelu_sigmoid };
 enum class Init { xavier, kaiming, uniform };
 enum class Task { translation, lm };
@@ -63,6 +63,8 @@ struct ModelConfig {
   Norm norm = Norm::post;                       // post (Vaswani, PyTorch tutorial) | pre (Annotated Transformer)
   Positions positions = Positions::sinusoidal;  // sinusoidal (sin, cos interleaved) | learned | sinusoidal_halves
                                                 // (the same waves, sines in the first half: Hugging Face's MarianMT)
+                                                // | sinusoidal_marian (Marian's: sines first, wave i of d/2 at
+                                                // 10000^(-i / (d/2 - 1)), computed in float)
   Activation activation = Activation::relu;     // relu | gelu (erf) | swish (x sigmoid(x)) | gelu_sigmoid
                                                 // (x sigmoid(1.702 x), Marian's gelu)
   Init init = Init::xavier;                     // xavier | kaiming (uniform) | uniform (the LM tutorial: embedding and
@@ -72,6 +74,7 @@ struct ModelConfig {
   bool output_bias = false;      // a bias on the tied output projection (MarianMT's final_logits_bias); an untied
                                  // projection always has one
   bool share_embeddings = true;  // one source/target embedding when the vocabulary is joint
+  double layer_norm_eps = 1e-5;  // every LayerNorm's epsilon (LibTorch's and Hugging Face's 1e-5; Marian's 1e-6)
 };
 
 struct TrainConfig {
@@ -143,6 +146,7 @@ struct DecodeConfig {
   int min_len = 0;          // tokens generated before EOS may be chosen (the length limit wins)
   bool exact_stop = false;  // end a sentence's search only when no live hypothesis can still win
                             // (false: once `beam` hypotheses finished, as fairseq and CTranslate2 do)
+  bool allow_unk = true;    // false: <unk> is never generated (Marian's default, kept by models imported from it)
 };
 
 struct Config {

@@ -25,6 +25,7 @@ struct SearchOptions {
   // when no live hypothesis can beat the beam-th finished one (its log-probability over the length
   // penalty at its length limit is the bound): exact under the scoring, slower.
   bool exact_stop = config::DecodeConfig{}.exact_stop;
+  bool allow_unk = config::DecodeConfig{}.allow_unk;  // false: <unk> is never generated
 };
 
 // Throws ConfigError naming the offending option.
@@ -66,6 +67,7 @@ struct Candidates {
 };
 struct StepRules {
   int32_t bos = -1, eos = -1, pad = -1;  // BOS and pad are never chosen
+  int32_t unk = -1;                      // nor <unk>, when given (decode.allow_unk false)
   bool eos_banned = false;               // before min_len
   std::vector<uint8_t> forced;           // per sentence: at its length limit, may only end (wins over eos_banned)
 };
@@ -79,9 +81,10 @@ Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>
 double length_penalty(int64_t length, double alpha);
 
 // Searches for every sentence of the state; max_lengths[i] = the most tokens sentence i may generate
-// (EOS included, >= 1). Returns, per sentence, up to options.nbest hypotheses, best first. BOS and `pad`
+// (EOS included, >= 1). Returns, per sentence, up to options.nbest hypotheses, best first. BOS, `pad` and `unk`
 // (when >= 0) are never generated. Throws ConfigError when the vocabulary is under twice the beam.
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
-                                                 int32_t eos, const SearchOptions& options, int32_t pad = -1);
+                                                 int32_t eos, const SearchOptions& options, int32_t pad = -1,
+                                                 int32_t unk = -1);
 
 }  // namespace mtx::decode

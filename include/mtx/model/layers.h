@@ -29,6 +29,7 @@ struct LayerOptions {
   TORCH_ARG(double, activation_dropout) = config::ModelConfig{}.activation_dropout;  // after the FFN activation
   TORCH_ARG(bool, pre_norm) = config::ModelConfig{}.norm == config::Norm::pre;
   TORCH_ARG(config::Activation, activation) = config::ModelConfig{}.activation;  // of the feed-forward block
+  TORCH_ARG(double, layer_norm_eps) = config::ModelConfig{}.layer_norm_eps;
   TORCH_ARG(bool, use_sdpa) = true;
 };
 

@@ -44,6 +44,7 @@ struct TransformerOptions {
   // false: sinusoidal
   TORCH_ARG(config::Positions, positions) = config::ModelConfig{}.positions;
   TORCH_ARG(config::Activation, activation) = config::ModelConfig{}.activation;
+  TORCH_ARG(double, layer_norm_eps) = config::ModelConfig{}.layer_norm_eps;
   // false: xavier-uniform (or uniform_embeddings)
   TORCH_ARG(bool, kaiming_init) = config::ModelConfig{}.init == config::Init::kaiming;
   // embeddings and output U(-0.1, 0.1), output bias 0, the other matrices xavier (LM tutorial)
