@@ -134,6 +134,80 @@ void expect_same_as_transformers(const fs::path& dir, const std::string& import_
   }
 }
 
+// BLEU of `ckpt` on the first 200 validation sentences (mtx eval --ckpt).
+double val_bleu(const fs::path& dir, const fs::path& ckpt) {
+  const test::CommandResult r =
+      test::run_mtx("eval --ckpt '" + ckpt.string() + "' --src '" + (dir / "val.de").string() + "' --ref '" +
+                    (dir / "val.en").string() + "' --metric bleu --json");
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.value("name", "") == "BLEU") return j.at("score").get<double>();
+  }
+  ADD_FAILURE() << "no BLEU line: " << r.output;
+  return -1;
+}
+
+// What docs/import.md shows on a real model, on the oracle's: score, fine-tune on Multi30k (configs/finetune-opus.json
+// with a short budget and a rate for a small model), score again; quantize; export to CTranslate2, which translates
+// as mtx does.
+void use_like_any_bundle(const fs::path& dir, const std::string& py) {
+  const std::string multi30k = test::multi30k_dir().string();
+  ASSERT_EQ(std::system(("zcat '" + multi30k + "/val.de.gz' | head -200 > '" + (dir / "val.de").string() +
+                         "' && zcat '" + multi30k + "/val.en.gz' | head -200 > '" + (dir / "val.en").string() + "'")
+                            .c_str()),
+            0);
+  const double before = val_bleu(dir, dir / "model.pt");
+  test::CommandResult r = test::run_mtx(
+      "train --config '" + (fs::path(MTX_SOURCE_DIR) / "configs/finetune-opus.json").string() + "' --init '" +
+      (dir / "model.pt").string() + "' --out '" + (dir / "run").string() + "' --set data.dir='" + multi30k +
+      "' --set data.cache_dir='" + (dir / "cache").string() +
+      "' --set train.max_steps=120 --set train.validate_every=60 --set train.lr=1e-3 --set train.warmup_steps=20 "
+      "--set train.threads=1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("from " + (dir / "model.pt").string()), std::string::npos) << r.output;
+  const double after = val_bleu(dir, dir / "run" / "best.pt");
+  std::cout << "fine-tuned 120 updates on Multi30k: validation BLEU (200 sentences) " << before << " -> " << after
+            << "\n";
+  EXPECT_GT(after, before);
+  bundle::Bundle tuned = bundle::load_bundle(dir / "run" / "best.pt");
+  EXPECT_EQ(tuned.tokenizer->hash(), bundle::load_bundle(dir / "model.pt").tokenizer->hash());
+
+  r = test::run_mtx("quantize --ckpt '" + (dir / "model.pt").string() + "' --out '" + (dir / "int8.pt").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const double int8 = val_bleu(dir, dir / "int8.pt");
+  EXPECT_NEAR(int8, before, 1.5) << "int8 against float";
+
+  if (std::system(("'" + py + "' -c 'import ctranslate2' >/dev/null 2>&1").c_str()) != 0) return;
+  r = test::run_mtx("export --format ct2 --python '" + py + "' --ckpt '" + (dir / "model.pt").string() + "' --out '" +
+                    (dir / "ct2").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = test::run_mtx("translate --ckpt '" + (dir / "model.pt").string() +
+                    "' --beam 1 --max-len-a 0 --max-len-b 100 < '" + (dir / "val.de").string() + "' > '" +
+                    (dir / "mtx.en").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // CTranslate2 greedy on the exported model: identical wherever neither side reached its length limit.
+  const std::string check =
+      "'" + py +
+      "' -c \"import sys, ctranslate2, sentencepiece as s\n"
+      "d = sys.argv[1]\n"
+      "src = s.SentencePieceProcessor(model_file=d + '/ct2/source.spm.model')\n"
+      "tgt = s.SentencePieceProcessor(model_file=d + '/ct2/target.spm.model')\n"
+      "lines = open(d + '/val.de').read().splitlines()\n"
+      "res = ctranslate2.Translator(d + '/ct2').translate_batch([src.encode(l, out_type=str) for l in "
+      "lines], beam_size=1, max_decoding_length=100)\n"
+      "mtx = open(d + '/mtx.en').read().splitlines()\n"
+      "pairs = [(tgt.decode_pieces(r.hypotheses[0]), m) for r, m in zip(res, mtx) if "
+      "len(r.hypotheses[0]) < 90]\n"
+      "same = sum(a == b for a, b in pairs)\n"
+      "print('ctranslate2 vs mtx greedy:', same, 'of', len(pairs), 'identical')\n"
+      "sys.exit(0 if same == len(pairs) and len(pairs) > 50 else 1)\" '" +
+      dir.string() + "'";
+  EXPECT_EQ(std::system(check.c_str()), 0) << check;
+}
+
 }  // namespace
 
 TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
@@ -142,6 +216,9 @@ TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
   test::TempDir tmp;
   ASSERT_NO_FATAL_FAILURE(make_oracle(py, tmp.path(), /*untied=*/false));
   ASSERT_NO_FATAL_FAILURE(expect_same_as_transformers(tmp.path(), "--from hf '" + (tmp / "hf").string() + "'", false));
+
+  // The imported bundle as any other: scored, fine-tuned (--init), quantized, exported to CTranslate2.
+  ASSERT_NO_FATAL_FAILURE(use_like_any_bundle(tmp.path(), py));
 
   // Damaged copies: each one error of one line naming the file and the key or parameter.
   const fs::path hf = tmp / "hf";

@@ -145,7 +145,14 @@ void export_safetensors(Bundle& b, const fs::path& dir) {
   if (b.config.task != config::Task::translation) {
     throw ConfigError("export: only translation models export (this is a language model)");
   }
-  if (b.tokenizer->src().kind() != "sentencepiece") throw ConfigError("export: the tokenizer is not sentencepiece");
+  // The sentencepiece model that cuts a side's text (an imported vocabulary maps its pieces to the ids written in
+  // the vocabularies below).
+  const auto spm_bytes = [](const tokenizer::Model& m) -> const std::string& {
+    if (const auto* v = dynamic_cast<const tokenizer::VocabModel*>(&m)) return v->spm().bytes();
+    if (m.kind() != "sentencepiece") throw ConfigError("export: the tokenizer is not sentencepiece");
+    return m.bytes();
+  };
+  spm_bytes(b.tokenizer->src());
   fs::create_directories(dir);
   const auto& o = b.model->options;
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
@@ -162,10 +169,10 @@ void export_safetensors(Bundle& b, const fs::path& dir) {
   const tokenizer::SpecialIds ids = b.tokenizer->special_ids();
   const tokenizer::Model& tgt = b.tokenizer->tgt();
   json files = json::array({"source.spm.model"});
-  write_file_atomic(dir / "source.spm.model", b.tokenizer->src().bytes());
+  write_file_atomic(dir / "source.spm.model", spm_bytes(b.tokenizer->src()));
   if (!b.tokenizer->joint()) {
     files.push_back("target.spm.model");
-    write_file_atomic(dir / "target.spm.model", tgt.bytes());
+    write_file_atomic(dir / "target.spm.model", spm_bytes(tgt));
   }
   const json meta = {{"format", "mtx-export-1"},
                      {"weights_sha256", b.weights_sha256},

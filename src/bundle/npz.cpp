@@ -91,7 +91,8 @@ std::vector<std::pair<std::string, torch::Tensor>> read_npz(const fs::path& path
     std::string bytes(size_t(info.uncompressed_size), '\0');
     size_t got = 0;
     while (got < bytes.size()) {
-      const int n = unzReadCurrentFile(zip.get(), bytes.data() + got, unsigned(std::min<size_t>(bytes.size() - got, 1u << 30)));
+      const int n =
+          unzReadCurrentFile(zip.get(), bytes.data() + got, unsigned(std::min<size_t>(bytes.size() - got, 1u << 30)));
       if (n <= 0) break;
       got += size_t(n);
     }

@@ -18,6 +18,7 @@ struct TrainArgs {
   ConfigArgs config;
   std::string out;     // run directory (default: runs/<config name>)
   std::string resume;  // run directory to continue
+  std::string init;    // model file a new run starts from
   int nproc = 1;       // local ranks to start (data-parallel training; 1 = this process alone)
 };
 
@@ -33,7 +34,7 @@ void on_signal(int sig) {
 int exit_code_for(int sig) { return sig == SIGINT ? kExitInterrupted : sig == SIGTERM ? kExitTerminated : 128 + sig; }
 
 train::RunRequest request_of(const TrainArgs& args) {
-  return {args.config.config, args.config.overrides, args.out, args.resume};
+  return {args.config.config, args.config.overrides, args.out, args.resume, args.init};
 }
 
 // --nproc N: this command again in N ranks (without --nproc), with the run's collective timeout.
@@ -74,6 +75,9 @@ Command add_train(CLI::App& app) {
   cmd->add_option("--out", args->out, "Run directory (default: runs/<config name>)");
   cmd->add_option("--resume", args->resume,
                   "Continue the run in this directory exactly (only stop criteria may change)");
+  cmd->add_option("--init", args->init,
+                  "Start a new run from this model's weights and tokenizer (e.g. mtx import's; fine-tuning)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--nproc", args->nproc,
                   "Train data-parallel in N local processes (c10d; as torchrun --standalone --nproc-per-node N)")
       ->check(CLI::Range(1, 1024));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "mtx/bundle/bundle.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/strings.h"
 
@@ -64,6 +65,9 @@ RunSettings resume_run(CheckpointContent checkpoint, const config::Config& reque
 }
 
 RunSettings resolve_run(const RunRequest& request) {
+  if (!request.init.empty() && !request.resume.empty()) {
+    throw ConfigError("--init starts a new run; --resume continues one: give one of them");
+  }
   if (request.resume.empty()) {
     config::Config config = config::load(request.config_file, request.overrides);
     const fs::path out = request.out.empty() ? fs::path("runs") / request.config_file.stem() : fs::path(request.out);
@@ -71,7 +75,25 @@ RunSettings resolve_run(const RunRequest& request) {
       throw ConfigError("--out " + out.string() + " already holds a run (last.pt): continue it with --resume " +
                         out.string() + " or choose another --out");
     }
-    return {std::move(config), out, std::nullopt};
+    if (request.init.empty()) return {std::move(config), out, std::nullopt, std::nullopt};
+    bundle::Bundle init = bundle::load_bundle(request.init);
+    if (init.model->is_int8()) {
+      throw ConfigError("--init " + request.init.string() +
+                        ": an int8 bundle cannot be trained; start from its float model");
+    }
+    if (init.config.task != config.task) {
+      throw ConfigError("--init " + request.init.string() + ": a " + config::to_string(init.config.task) +
+                        " model for a " + config::to_string(config.task) + " run");
+    }
+    config::ModelConfig model = init.config.model;
+    model.dropout = config.model.dropout;
+    model.attention_dropout = config.model.attention_dropout;
+    model.activation_dropout = config.model.activation_dropout;
+    config.model = model;
+    config.tokenizer = init.config.tokenizer;
+    config.tokenizer.model_dir.clear();
+    config::validate(config);
+    return {std::move(config), out, std::nullopt, std::move(init)};
   }
   CheckpointContent checkpoint = load_run(request.resume);
   // The run's own settings with --set on top; --config, if given, must describe the same run.

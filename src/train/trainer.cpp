@@ -166,6 +166,7 @@ Trainer::Trainer(RunSettings settings)
   data::PrepareOptions prep;
   prep.threads = tc_.threads;
   if (resume) prep.tokenizer = resume->tokenizer;
+  if (settings_.init) prep.tokenizer = settings_.init->tokenizer;
   // Rank 0 first: it trains and caches the tokenizer and the encoded corpus that the others then reuse.
   if (writer_) data_ = make_training_data(cfg, prep);
   if (group_) {
@@ -180,6 +181,18 @@ Trainer::Trainer(RunSettings settings)
 
   torch::manual_seed(uint64_t(tc_.seed));
   model_ = resume ? resume->model : build_model(cfg, tok);
+  const std::string init_from = settings_.init ? settings_.init->path.string() : "";
+  if (settings_.init) {
+    // The starting weights, name by name (the same model: built from the file's own model section).
+    torch::NoGradGuard no_grad;
+    auto from = settings_.init->model->named_parameters();
+    for (auto& p : model_->named_parameters()) p.value().copy_(from[p.key()]);
+    auto buffers = settings_.init->model->named_buffers();
+    for (auto& b : model_->named_buffers()) b.value().copy_(buffers[b.key()]);
+    log::info("starting from {}: its weights and tokenizer; the optimizer and the schedule start fresh",
+              settings_.init->path.string());
+    settings_.init.reset();
+  }
   model_->to(device_);
   model_->train();
   optimizer_ = make_optimizer(tc_, model_->parameters());
@@ -208,7 +221,9 @@ Trainer::Trainer(RunSettings settings)
   }
   log::info("training {} parameters on {} ({} threads): {}, {} batches per epoch, {}{}", model_->parameter_count(),
             device_.str(), runtime_info().threads, data_->describe(), batches_per_epoch_,
-            resume ? fmt::format("resuming at step {} (epoch {})", state.step, state.epoch) : "from scratch",
+            resume              ? fmt::format("resuming at step {} (epoch {})", state.step, state.epoch)
+            : init_from.empty() ? std::string("from scratch")
+                                : "from " + init_from,
             bf16_ ? ", bf16 autocast" : "");
   if (resume) restore_rng(*resume);  // last: nothing above may consume random numbers after this
 

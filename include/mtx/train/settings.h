@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mtx/bundle/bundle.h"
 #include "mtx/config/config.h"
 #include "mtx/train/checkpoint.h"
 
@@ -16,6 +17,7 @@ struct RunSettings {
   config::Config config;                    // the run's resolved settings
   std::filesystem::path run_dir;            // best.pt, last.pt, step-N.pt, config.json, metrics.jsonl, curve.svg
   std::optional<CheckpointContent> resume;  // the run's last.pt when it continues
+  std::optional<bundle::Bundle> init;       // a new run's starting weights and tokenizer (--init)
 };
 
 // What `mtx train` was asked: a new run (config_file, out) or a resume (resume), each with --set overrides.
@@ -24,6 +26,7 @@ struct RunRequest {
   std::vector<std::string> overrides;  // "section.key=value"
   std::filesystem::path out;           // new run's directory (empty: runs/<config file's stem>)
   std::filesystem::path resume;        // run directory to continue (empty: a new run)
+  std::filesystem::path init;          // new run: a model file to start from (e.g. mtx import's; empty: none)
 };
 
 // The settings keys a resume may change: the stop criteria, the device (a run moves between CPU and GPU
@@ -33,7 +36,10 @@ struct RunRequest {
 const std::vector<std::string>& resumable_keys();
 
 // A new run: `request.config_file` with the overrides, into `request.out`. Throws ConfigError when the
-// config is invalid or the directory already holds a run (last.pt). A resume: the run's last.pt, its config
+// config is invalid or the directory already holds a run (last.pt). With `request.init`, the run starts from
+// that model file's weights and tokenizer: its model section replaces the config's (whose dropout settings are
+// kept: they only act in training) and its tokenizer the config's tokenizer section; the optimizer and the
+// schedule start fresh. A resume: the run's last.pt, its config
 // with the overrides on top (see resume_run()); a given config file must differ from the run's only in
 // resumable keys. Throws DataError when the directory holds no run.
 RunSettings resolve_run(const RunRequest& request);
