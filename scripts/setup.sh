@@ -25,6 +25,7 @@ packages=(
   libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
   libutf8proc-dev   # Unicode categories and case mapping for sacreBLEU-exact tokenisation
   libminizip-dev libyaml-cpp-dev   # Marian's .npz models and .yml files (mtx import --from marian)
+  libboost-dev      # Boost.Beast/Asio, headers only: mtx serve's HTTP
   libgloo-dev       # the headers c10d's ProcessGroupGloo includes (data-parallel training on CPUs)
   iproute2          # ip netns: the two-host test of distributed training
 )

@@ -29,6 +29,7 @@ Command add_generate(CLI::App& app);
 Command add_quantize(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_import(CLI::App& app);
+Command add_serve(CLI::App& app);
 
 // --config FILE and repeated --set section.key=value, shared by every config-reading subcommand.
 struct ConfigArgs {

@@ -1,0 +1,90 @@
+// Cross-request batching for the server: sentences from concurrent requests that ask for the same model and search
+// settings are pooled into token-budget batches. A batch waits at most max_wait_ms for company after its oldest
+// request arrived; each result goes back to its own request. Translation is batch-invariant (decode/translator.h),
+// so a sentence's result does not depend on what else is in its batch.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "mtx/decode/search.h"
+
+namespace mtx::serve {
+
+// What requests must share to ride in one batch.
+struct BatchKey {
+  std::string model;
+  int beam = 5;
+  int nbest = 1;
+  double alpha = 0.6;
+  bool operator==(const BatchKey& o) const {
+    return std::tie(model, beam, nbest, alpha) == std::tie(o.model, o.beam, o.nbest, o.alpha);
+  }
+};
+
+using Hypotheses = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
+
+// One request's sentences. `done` is called exactly once, from the batch thread: with the hypotheses of every
+// sentence in order, or with an error message (then the hypotheses are empty). A job whose `gone` says its client
+// has gone away is not translated (done gets "the client went away").
+struct Job {
+  BatchKey key;
+  std::vector<std::vector<int32_t>> sources;  // source ids without EOS, none empty
+  std::function<bool()> gone;                 // may be empty: never gone
+  std::function<void(Hypotheses, const std::string& error)> done;
+  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+  int64_t tokens() const;  // source tokens (EOS included)
+};
+
+struct BatcherOptions {
+  int64_t max_batch_tokens = 8192;  // source tokens per batch (EOS included); a larger request goes alone
+  int max_wait_ms = 5;              // how long a batch waits for company after its oldest request arrived
+  int64_t max_queue = 4096;         // sentences waiting at most; past it submit() refuses
+};
+
+// What the batch thread ran, for metrics and tests.
+struct BatchRecord {
+  int64_t jobs = 0, sentences = 0, tokens = 0;
+};
+
+class Batcher {
+ public:
+  // `run` translates one batch (a key's sources, in order) and returns their hypotheses; `on_batch` (optional) is
+  // told about each batch before it runs.
+  using Run = std::function<Hypotheses(const BatchKey&, const std::vector<std::vector<int32_t>>&)>;
+  Batcher(BatcherOptions options, Run run, std::function<void(const BatchRecord&)> on_batch = {});
+  ~Batcher();  // stop()
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Queues a job; false (and nothing queued) when its sentences would take the queue past max_queue, or after
+  // stop().
+  bool submit(std::shared_ptr<Job> job);
+  int64_t queued_sentences() const;
+  // Translates everything queued, then ends the batch thread. Idempotent.
+  void stop();
+
+ private:
+  void loop();
+
+  BatcherOptions options_;
+  Run run_;
+  std::function<void(const BatchRecord&)> on_batch_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  int64_t queued_ = 0;  // sentences in queue_
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace mtx::serve
