@@ -51,8 +51,9 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--ckpt", a->ckpts, "A model to serve, PATH or NAME=PATH (repeat; the first is the default)")
       ->required();
   cmd->add_option("--host", a->server.host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", a->server.port, "Port (0: any free one, printed)")->capture_default_str()->check(
-      CLI::Range(0, 65535));
+  cmd->add_option("--port", a->server.port, "Port (0: any free one, printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--max-batch-tokens", a->server.batching.max_batch_tokens,
                   "Source tokens per batch, pooled across requests")
       ->capture_default_str()

@@ -78,7 +78,7 @@ void Batcher::loop() {
     std::vector<std::shared_ptr<Job>> live;
     for (auto& job : batch) {
       if (job->gone && job->gone()) {
-        job->done({}, "the client went away");
+        job->done({}, kClientGone);
       } else {
         live.push_back(std::move(job));
       }

@@ -51,7 +51,9 @@ class Histogram {
       cumulative += counts_[i];
       out << name << "_bucket{le=\"" << bounds_[i] << "\"} " << cumulative << "\n";
     }
-    out << name << "_bucket{le=\"+Inf\"} " << n_ << "\n" << name << "_sum " << sum_ << "\n" << name << "_count " << n_ << "\n";
+    out << name << "_bucket{le=\"+Inf\"} " << n_ << "\n"
+        << name << "_sum " << sum_ << "\n"
+        << name << "_count " << n_ << "\n";
   }
 
  private:
@@ -133,7 +135,8 @@ struct Server::Impl {
     std::ostringstream out;
     std::lock_guard<std::mutex> lock(metrics.mutex);
     out << "# HELP mtx_requests_total Requests answered, by HTTP status.\n# TYPE mtx_requests_total counter\n";
-    for (const auto& [status, n] : metrics.requests) out << "mtx_requests_total{status=\"" << status << "\"} " << n << "\n";
+    for (const auto& [status, n] : metrics.requests)
+      out << "mtx_requests_total{status=\"" << status << "\"} " << n << "\n";
     const std::array<std::tuple<const char*, const char*, int64_t>, 4> counters = {
         {{"mtx_sentences_total", "Sentences translated.", metrics.sentences},
          {"mtx_source_tokens_total", "Source tokens translated (EOS included).", metrics.source_tokens},
@@ -191,15 +194,17 @@ struct Server::Impl {
     auto bad = [](const std::string& reason) { return HttpError{http::status::bad_request, reason}; };
     if (!doc.is_object()) throw bad("the body must be a JSON object with \"text\"");
     for (const auto& [k, v] : doc.items()) {
-      static const std::array<const char*, 7> known = {"text", "model", "beam", "nbest", "alpha", "scores", "alignment"};
+      static const std::array<const char*, 7> known = {"text",  "model",  "beam",     "nbest",
+                                                       "alpha", "scores", "alignment"};
       if (std::find_if(known.begin(), known.end(), [&](const char* n) { return k == n; }) == known.end()) {
         throw bad("unknown field \"" + k + "\" (text, model, beam, nbest, alpha, scores, alignment)");
       }
     }
     Parsed p;
-    const std::string model_name = doc.contains("model") ? (doc["model"].is_string() ? doc["model"].get<std::string>()
-                                                                                     : throw bad("\"model\" must be a string"))
-                                                         : models.front().name;
+    const std::string model_name =
+        doc.contains("model")
+            ? (doc["model"].is_string() ? doc["model"].get<std::string>() : throw bad("\"model\" must be a string"))
+            : models.front().name;
     p.model = find(model_name);
     if (!p.model) {
       std::string names;
@@ -227,7 +232,8 @@ struct Server::Impl {
     job->key.nbest = integer("nbest", 1, 1, job->key.beam);
     job->key.alpha = decode.alpha;
     if (doc.contains("alpha")) {
-      if (!doc["alpha"].is_number() || !(doc["alpha"].get<double>() >= 0) || !std::isfinite(doc["alpha"].get<double>())) {
+      if (!doc["alpha"].is_number() || !(doc["alpha"].get<double>() >= 0) ||
+          !std::isfinite(doc["alpha"].get<double>())) {
         throw bad("\"alpha\" must be a number >= 0");
       }
       job->key.alpha = doc["alpha"].get<double>();
@@ -254,6 +260,7 @@ struct Server::Impl {
       const size_t invalid = utf8::find_invalid(lines[i]);
       if (invalid != utf8::kValid) throw bad(where + " is not valid UTF-8 (byte " + std::to_string(invalid) + ")");
       if (lines[i].find_first_of("\r\n") != std::string::npos) throw bad(where + " holds a line break: one line each");
+      if (lines[i].find_first_not_of(" \t\f\v") == std::string::npos) throw bad(where + " is empty");
       std::vector<int32_t> ids = tok.src().encode(lines[i]);
       if (ids.empty()) throw bad(where + " is empty");
       if (int64_t(ids.size()) > longest) {
@@ -278,7 +285,8 @@ struct Server::Impl {
       if (p.scores && !h.empty()) t["score"] = h.front().score;
       if (p.job->key.nbest > 1) {
         json alternatives = json::array();
-        for (const auto& alt : h) alternatives.push_back({{"text", tok.tgt().decode(alt.tokens)}, {"score", alt.score}});
+        for (const auto& alt : h)
+          alternatives.push_back({{"text", tok.tgt().decode(alt.tokens)}, {"score", alt.score}});
         t["nbest"] = alternatives;
       }
       list.push_back(t);
@@ -325,8 +333,11 @@ Response make_response(http::status status, std::string body, const char* type, 
   return res;
 }
 
+// JSON text of a document that may hold bytes a client sent: invalid UTF-8 becomes U+FFFD, never an exception.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 Response error_response(const HttpError& e, unsigned version, bool keep_alive) {
-  return make_response(e.status, json{{"error", e.reason}}.dump() + "\n", "application/json", version, keep_alive);
+  return make_response(e.status, dump(json{{"error", e.reason}}) + "\n", "application/json", version, keep_alive);
 }
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -365,7 +376,8 @@ class Session : public std::enable_shared_from_this<Session> {
     };
     try {
       if (target == "/v1/translate") {
-        if (request_.method() != http::verb::post) throw HttpError{http::status::method_not_allowed, "POST a JSON body"};
+        if (request_.method() != http::verb::post)
+          throw HttpError{http::status::method_not_allowed, "POST a JSON body"};
         if (server_.draining.load()) throw HttpError{http::status::service_unavailable, "the server is shutting down"};
         return translate(keep, version);
       }
@@ -373,13 +385,18 @@ class Session : public std::enable_shared_from_this<Session> {
         throw HttpError{http::status::method_not_allowed, "GET " + target};
       }
       if (target == "/health") return send(http::status::ok, "{\"status\":\"ok\"}\n", "application/json");
-      if (target == "/v1/models") return send(http::status::ok, server_.models_json().dump() + "\n", "application/json");
+      if (target == "/v1/models")
+        return send(http::status::ok, server_.models_json().dump() + "\n", "application/json");
       if (target == "/metrics") return send(http::status::ok, server_.metrics_text(), "text/plain; version=0.0.4");
       if (target == "/" || target == "/index.html") return send(http::status::ok, kPage, "text/html; charset=utf-8");
       throw HttpError{http::status::not_found, "no such path: " + target};
     } catch (const HttpError& e) {
       server_.count(int(e.status), -1);
       write(error_response(e, version, keep));
+    } catch (const std::exception& e) {
+      const HttpError internal{http::status::internal_server_error, bundle::short_what(e)};
+      server_.count(int(internal.status), -1);
+      write(error_response(internal, version, false));
     }
   }
 
@@ -393,11 +410,18 @@ class Session : public std::enable_shared_from_this<Session> {
     };
     auto self = shared_from_this();
     parsed->job->done = [self, parsed, keep, version](Hypotheses hyps, const std::string& error) {
+      if (error == kClientGone) {  // nobody to answer: counted as nginx's 499
+        net::post(self->stream_.get_executor(), [self] {
+          self->server_.count(499, -1);
+          --self->server_.in_flight;
+          self->close();
+        });
+        return;
+      }
       // On the batch thread: the answer is built here, written on the connection's strand.
-      Response res = error.empty()
-                         ? make_response(http::status::ok, self->server_.answer(*parsed, hyps).dump() + "\n",
-                                         "application/json", version, keep)
-                         : error_response({http::status::internal_server_error, error}, version, false);
+      Response res = error.empty() ? make_response(http::status::ok, dump(self->server_.answer(*parsed, hyps)) + "\n",
+                                                   "application/json", version, keep)
+                                   : error_response({http::status::internal_server_error, error}, version, false);
       net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - self->started_).count();
         self->server_.count(int(res.result()), seconds);

@@ -33,6 +33,9 @@ struct BatchKey {
 
 using Hypotheses = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
 
+// The error a job gets when its client went away before its batch ran.
+inline const std::string kClientGone = "the client went away";
+
 // One request's sentences. `done` is called exactly once, from the batch thread: with the hypotheses of every
 // sentence in order, or with an error message (then the hypotheses are empty). A job whose `gone` says its client
 // has gone away is not translated (done gets "the client went away").

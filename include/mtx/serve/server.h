@@ -17,19 +17,19 @@
 namespace mtx::serve {
 
 struct ServedModel {
-  std::string name;         // what requests call it ("model": name); the first model is the default
-  bundle::Bundle bundle;    // loaded (and quantized, when asked) on the CPU or a GPU
+  std::string name;          // what requests call it ("model": name); the first model is the default
+  bundle::Bundle bundle;     // loaded (and quantized, when asked) on the CPU or a GPU
   std::string quantization;  // "none" | "int8", for /v1/models
 };
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                       // 0: any free port (run()'s callback is told which)
-  BatcherOptions batching;               // --max-batch-tokens, --max-wait-ms, --max-queue
-  int64_t max_request_bytes = 1 << 20;   // larger bodies get 413
-  int io_threads = 2;                    // threads that read and write connections (not translation)
-  int workers = 0;                       // decode::TranslateOptions::workers
-  int max_beam = 32;                     // larger "beam" values get 400
+  int port = 8080;                      // 0: any free port (run()'s callback is told which)
+  BatcherOptions batching;              // --max-batch-tokens, --max-wait-ms, --max-queue
+  int64_t max_request_bytes = 1 << 20;  // larger bodies get 413
+  int io_threads = 2;                   // threads that read and write connections (not translation)
+  int workers = 0;                      // decode::TranslateOptions::workers
+  int max_beam = 32;                    // larger "beam" values get 400
 };
 
 class Server {

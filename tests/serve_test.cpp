@@ -1,0 +1,375 @@
+// mtx serve: the batcher alone, then the server in this process (port 0) spoken to over real sockets, and the
+// binary's SIGTERM drain.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <regex>
+#include <thread>
+
+#include "mtx/bundle/bundle.h"
+#include "mtx/data/prepare.h"
+#include "mtx/serve/batcher.h"
+#include "mtx/serve/server.h"
+#include "mtx/util/atomic_file.h"
+#include "test_utils.h"
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+using namespace mtx;
+using namespace std::chrono_literals;
+
+namespace {
+
+serve::Hypotheses echo(const serve::BatchKey&, const std::vector<std::vector<int32_t>>& sources) {
+  serve::Hypotheses out;
+  for (const auto& s : sources) out.push_back({decode::Hypothesis{s, 0, 0}});
+  return out;
+}
+
+std::shared_ptr<serve::Job> job_of(std::vector<std::vector<int32_t>> sources, std::promise<serve::Hypotheses>& result,
+                                   std::string model = "m") {
+  auto job = std::make_shared<serve::Job>();
+  job->key.model = std::move(model);
+  job->sources = std::move(sources);
+  job->done = [&result](serve::Hypotheses h, const std::string& error) {
+    if (error.empty()) {
+      result.set_value(std::move(h));
+    } else {
+      result.set_exception(std::make_exception_ptr(std::runtime_error(error)));
+    }
+  };
+  return job;
+}
+
+struct Reply {
+  int status = 0;
+  std::string body;
+  std::string retry_after;
+};
+
+// One HTTP/1.1 exchange on a fresh connection.
+Reply call(int port, http::verb verb, const std::string& target, const std::string& body = "") {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  req.body() = body;
+  req.prepare_payload();
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(1 << 26);
+  http::read(stream, buffer, parser);
+  const auto& res = parser.get();
+  beast::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  return {int(res.result_int()), res.body(), std::string(res[http::field::retry_after])};
+}
+
+Reply post(int port, const json& body) { return call(port, http::verb::post, "/v1/translate", body.dump()); }
+
+// The metric's value in a /metrics text (-1: absent).
+double metric(const std::string& text, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex("\\n" + std::regex_replace(name, std::regex(R"([{}\"])"), R"(\$&)") +
+                                             " ([0-9.e+-]+)\\n"))) {
+    return -1;
+  }
+  return std::stod(m[1].str());
+}
+
+// A toy model (random weights, the toy corpus's tokenizer), served in this process on a free port.
+class ServeTest : public ::testing::Test {
+ protected:
+  void start(serve::ServerOptions options) {
+    config::Config config = test::toy_setup(tmp);
+    tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
+    torch::manual_seed(3);
+    bundle::Bundle b;
+    b.config = config;
+    b.tokenizer = tok;
+    b.model = bundle::build_model(config, tok);
+    b.model->eval();
+    b.path = tmp / "toy.pt";
+    options.port = 0;
+    std::vector<serve::ServedModel> models;
+    models.push_back({"toy", std::move(b), "none"});
+    server = std::make_unique<serve::Server>(std::move(models), options);
+    std::promise<int> bound;
+    thread = std::thread([&] { server->run([&](int p) { bound.set_value(p); }); });
+    port = bound.get_future().get();
+  }
+  void TearDown() override {
+    if (server) server->stop();
+    if (thread.joinable()) thread.join();
+  }
+  test::TempDir tmp;
+  std::unique_ptr<serve::Server> server;
+  std::thread thread;
+  int port = 0;
+};
+
+const std::vector<std::string> kSentences = {"ein Hund läuft",   "zwei Männer spielen Fußball im Park heute",
+                                             "Kinder",           "eine Frau liest ein Buch",
+                                             "ein Mann fährt Fahrrad und ein Hund läuft", "ein Hund"};
+
+}  // namespace
+
+TEST(ServeBatcher, PoolsConcurrentRequestsAndKeepsEachResultWithItsRequest) {
+  std::vector<serve::BatchRecord> batches;
+  std::mutex m;
+  serve::BatcherOptions o;
+  o.max_wait_ms = 200;
+  serve::Batcher batcher(o, echo, [&](const serve::BatchRecord& r) {
+    std::lock_guard<std::mutex> lock(m);
+    batches.push_back(r);
+  });
+  std::promise<serve::Hypotheses> a, b, c;
+  ASSERT_TRUE(batcher.submit(job_of({{5, 6}, {7}}, a)));
+  ASSERT_TRUE(batcher.submit(job_of({{8, 9, 10}}, b)));
+  ASSERT_TRUE(batcher.submit(job_of({{11}}, c, "other")));  // another model: its own batch
+  const serve::Hypotheses ra = a.get_future().get(), rb = b.get_future().get(), rc = c.get_future().get();
+  ASSERT_EQ(ra.size(), 2u);
+  EXPECT_EQ(ra[0][0].tokens, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(ra[1][0].tokens, (std::vector<int32_t>{7}));
+  EXPECT_EQ(rb[0][0].tokens, (std::vector<int32_t>{8, 9, 10}));
+  EXPECT_EQ(rc[0][0].tokens, (std::vector<int32_t>{11}));
+  std::lock_guard<std::mutex> lock(m);
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].jobs, 2);
+  EXPECT_EQ(batches[0].sentences, 3);
+  EXPECT_EQ(batches[0].tokens, 3 + 2 + 4);
+  EXPECT_EQ(batches[1].jobs, 1);
+}
+
+TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {
+  std::atomic<int> translated{0};
+  serve::BatcherOptions o;
+  o.max_queue = 3;
+  o.max_wait_ms = 300;
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s) {
+    translated += int(s.size());
+    return echo(k, s);
+  });
+  std::promise<serve::Hypotheses> a, b, c;
+  auto left = job_of({{1}, {2}}, a);
+  left->gone = [] { return true; };
+  ASSERT_TRUE(batcher.submit(left));
+  EXPECT_FALSE(batcher.submit(job_of({{3}, {4}}, b)));  // 2 + 2 > 3
+  EXPECT_EQ(batcher.queued_sentences(), 2);
+  ASSERT_TRUE(batcher.submit(job_of({{5}}, c)));
+  EXPECT_THROW(a.get_future().get(), std::runtime_error);  // "the client went away"
+  EXPECT_EQ(c.get_future().get()[0][0].tokens, (std::vector<int32_t>{5}));
+  EXPECT_EQ(translated.load(), 1);
+  batcher.stop();
+  std::promise<serve::Hypotheses> d;
+  EXPECT_FALSE(batcher.submit(job_of({{6}}, d)));
+}
+
+TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
+  serve::ServerOptions o;
+  o.max_request_bytes = 2000;
+  start(o);
+  EXPECT_EQ(call(port, http::verb::get, "/health").body, "{\"status\":\"ok\"}\n");
+  const json models = json::parse(call(port, http::verb::get, "/v1/models").body);
+  EXPECT_EQ(models["default"], "toy");
+  EXPECT_EQ(models["models"][0]["direction"], "de-en");
+  EXPECT_EQ(models["models"][0]["quantization"], "none");
+  EXPECT_NE(call(port, http::verb::get, "/").body.find("<textarea"), std::string::npos);
+
+  // String in: one object out; a list: one each, in order; nbest and scores on request.
+  Reply r = post(port, {{"text", kSentences[0]}, {"scores", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  ASSERT_EQ(j["translations"].size(), 1u);
+  EXPECT_TRUE(j["translations"][0]["text"].is_string());
+  EXPECT_TRUE(j["translations"][0]["score"].is_number());
+  EXPECT_EQ(j["model"], "toy");
+  r = post(port, {{"text", kSentences}, {"beam", 3}, {"nbest", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  ASSERT_EQ(j["translations"].size(), kSentences.size());
+  for (const auto& t : j["translations"]) {
+    ASSERT_EQ(t["nbest"].size(), 2u);
+    EXPECT_EQ(t["nbest"][0]["text"], t["text"]);
+    EXPECT_FALSE(t.contains("score"));
+  }
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"{\"text\": ", "invalid JSON"},
+      {"[1, 2]", "JSON object"},
+      {"{\"txt\": \"x\"}", "unknown field \"txt\""},
+      {"{\"beam\": 2}", "\"text\" is missing"},
+      {"{\"text\": 5}", "a string or a non-empty list"},
+      {"{\"text\": []}", "a string or a non-empty list"},
+      {"{\"text\": [\"a\", 3]}", "a string or a list of strings"},
+      {"{\"text\": \"\"}", "\"text\" is empty"},
+      {"{\"text\": [\"ein Hund\", \"   \"]}", "\"text\"[1] is empty"},
+      {"{\"text\": \"\xff\xfe\"}", "invalid JSON"},  // JSON must be UTF-8 already
+      {"{\"text\": \"a\\nb\"}", "line break"},
+      {"{\"text\": \"ein Hund\", \"model\": \"nope\"}", "unknown model \"nope\" (serving: toy)"},
+      {"{\"text\": \"ein Hund\", \"beam\": 0}", "\"beam\" must be in [1, 32]"},
+      {"{\"text\": \"ein Hund\", \"beam\": 2, \"nbest\": 3}", "\"nbest\" must be in [1, 2]"},
+      {"{\"text\": \"ein Hund\", \"alpha\": -1}", "\"alpha\" must be a number >= 0"},
+      {"{\"text\": \"ein Hund\", \"scores\": 1}", "\"scores\" must be true or false"},
+  };
+  for (const auto& [body, reason] : bad) {
+    const Reply e = call(port, http::verb::post, "/v1/translate", body);
+    EXPECT_EQ(e.status, 400) << body;
+    const std::string error = json::parse(e.body).value("error", "");
+    EXPECT_NE(error.find(reason), std::string::npos) << body << " -> " << e.body;
+    EXPECT_EQ(std::count(e.body.begin(), e.body.end(), '\n'), 1) << "one line: " << e.body;
+  }
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += "Hund ";
+  r = post(port, {{"text", many}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("pieces; the model takes at most"), std::string::npos) << r.body;
+  r = post(port, {{"text", std::string(3000, 'a')}});
+  EXPECT_EQ(r.status, 413) << r.body;
+  EXPECT_EQ(call(port, http::verb::get, "/nowhere").status, 404);
+  EXPECT_EQ(call(port, http::verb::get, "/v1/translate").status, 405);
+  // Still serving after all that.
+  EXPECT_EQ(post(port, {{"text", kSentences[1]}}).status, 200);
+  const std::string m = call(port, http::verb::get, "/metrics").body;
+  EXPECT_EQ(metric(m, "mtx_requests_total{status=\"400\"}"), double(bad.size() + 1)) << m;
+  EXPECT_EQ(metric(m, "mtx_requests_total{status=\"413\"}"), 1) << m;
+  EXPECT_GE(metric(m, "mtx_sentences_total"), 1 + double(kSentences.size()) + 1) << m;
+}
+
+// 128 clients at once, each sentence sent alone beforehand: every translation byte-identical, and requests did
+// share batches (from /metrics).
+TEST_F(ServeTest, ATranslationIsTheSameAloneOrAmong127OtherClients) {
+  serve::ServerOptions o;
+  o.batching.max_wait_ms = 20;
+  o.io_threads = 4;
+  start(o);
+  std::vector<std::string> alone;
+  for (const auto& s : kSentences) {
+    const Reply r = post(port, {{"text", s}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    alone.push_back(json::parse(r.body)["translations"][0]["text"]);
+  }
+  std::vector<std::thread> clients;
+  std::atomic<int> wrong{0}, failed{0};
+  for (int c = 0; c < 128; ++c) {
+    clients.emplace_back([&, c] {
+      try {
+        for (int k = 0; k < 2; ++k) {
+          const size_t i = size_t(c + k) % kSentences.size();
+          const Reply r = post(port, {{"text", kSentences[i]}});
+          if (r.status != 200) {
+            ++failed;
+          } else if (json::parse(r.body)["translations"][0]["text"] != alone[i]) {
+            ++wrong;
+          }
+        }
+      } catch (const std::exception&) {
+        ++failed;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  const std::string m = call(port, http::verb::get, "/metrics").body;
+  EXPECT_GE(metric(m, "mtx_batch_requests_max"), 2) << m;
+  EXPECT_EQ(metric(m, "mtx_requests_total{status=\"200\"}"), double(kSentences.size() + 256)) << m;
+  EXPECT_EQ(metric(m, "mtx_queue_sentences"), 0);
+}
+
+TEST_F(ServeTest, AFullQueueAnswers429AndAClientThatLeftIsNotTranslated) {
+  serve::ServerOptions o;
+  o.batching.max_wait_ms = 400;
+  o.batching.max_queue = 2;
+  start(o);
+  // A client that sends and hangs up: its request waits for company, then is dropped untranslated.
+  {
+    net::io_context ioc;
+    beast::tcp_stream stream(ioc);
+    stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+    http::request<http::string_body> req{http::verb::post, "/v1/translate", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.body() = json{{"text", kSentences[0]}}.dump();
+    req.prepare_payload();
+    http::write(stream, req);
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream.socket().close(ec);
+  }
+  // Meanwhile two sentences fill the queue: a third request is refused.
+  auto waiting = std::async(std::launch::async, [&] { return post(port, {{"text", {kSentences[1]}}}); });
+  std::this_thread::sleep_for(50ms);
+  const Reply full = post(port, {{"text", {kSentences[2], kSentences[3]}}});
+  EXPECT_EQ(full.status, 429) << full.body;
+  EXPECT_EQ(full.retry_after, "1");
+  EXPECT_EQ(waiting.get().status, 200);
+  const std::string m = call(port, http::verb::get, "/metrics").body;
+  EXPECT_EQ(metric(m, "mtx_sentences_total"), 1) << m;  // the waiting one; not the one whose client left
+  EXPECT_EQ(metric(m, "mtx_requests_total{status=\"429\"}"), 1) << m;
+}
+
+TEST_F(ServeTest, StoppingFinishesTheRequestsInFlight) {
+  serve::ServerOptions o;
+  o.batching.max_wait_ms = 300;
+  start(o);
+  std::vector<std::future<Reply>> replies;
+  for (size_t i = 0; i < kSentences.size(); ++i) {
+    replies.push_back(std::async(std::launch::async, [&, i] { return post(port, {{"text", kSentences[i]}}); }));
+  }
+  std::this_thread::sleep_for(100ms);  // all queued, waiting for company
+  server->stop();
+  for (auto& r : replies) EXPECT_EQ(r.get().status, 200);
+  thread.join();  // run() returned
+  EXPECT_THROW(call(port, http::verb::get, "/health"), std::exception);  // no longer listening
+}
+
+// The binary: SIGTERM while a request is in flight; the request is answered and mtx exits 0.
+TEST(Serve, SigtermDrainsAndExitsZero) {
+  test::TempDir tmp;
+  config::Config config = test::toy_setup(tmp);
+  tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
+  model::Transformer model = bundle::build_model(config, tok);
+  bundle::save_bundle(tmp / "toy.pt", config, tok, model);
+  const std::string log = (tmp / "serve.log").string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string binary = MTX_BINARY;
+    ::freopen(log.c_str(), "w", stderr);
+    ::execl(binary.c_str(), binary.c_str(), "serve", "--ckpt", (tmp / "toy.pt").c_str(), "--port", "0",
+            "--max-wait-ms", "500", "--threads", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int port = 0;
+  for (int i = 0; i < 300 && port == 0; ++i) {
+    std::this_thread::sleep_for(50ms);
+    std::smatch m;
+    const std::string text = read_file(log);
+    if (std::regex_search(text, m, std::regex(R"(serving on http://127\.0\.0\.1:(\d+))"))) port = std::stoi(m[1]);
+  }
+  ASSERT_GT(port, 0) << read_file(log);
+  auto reply = std::async(std::launch::async, [&] { return post(port, {{"text", kSentences[1]}}); });
+  std::this_thread::sleep_for(150ms);  // queued, waiting out --max-wait-ms
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(reply.get().status, 200);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << read_file(log);
+  EXPECT_NE(read_file(log).find("draining"), std::string::npos);
+}
