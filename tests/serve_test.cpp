@@ -86,8 +86,9 @@ Reply post(int port, const json& body) { return call(port, http::verb::post, "/v
 // The metric's value in a /metrics text (-1: absent).
 double metric(const std::string& text, const std::string& name) {
   std::smatch m;
-  if (!std::regex_search(text, m, std::regex("\\n" + std::regex_replace(name, std::regex(R"([{}\"])"), R"(\$&)") +
-                                             " ([0-9.e+-]+)\\n"))) {
+  if (!std::regex_search(
+          text, m,
+          std::regex("\\n" + std::regex_replace(name, std::regex(R"([{}\"])"), R"(\$&)") + " ([0-9.e+-]+)\\n"))) {
     return -1;
   }
   return std::stod(m[1].str());
@@ -124,9 +125,9 @@ class ServeTest : public ::testing::Test {
   int port = 0;
 };
 
-const std::vector<std::string> kSentences = {"ein Hund läuft",   "zwei Männer spielen Fußball im Park heute",
-                                             "Kinder",           "eine Frau liest ein Buch",
-                                             "ein Mann fährt Fahrrad und ein Hund läuft", "ein Hund"};
+const std::vector<std::string> kSentences = {
+    "ein Hund läuft",           "zwei Männer spielen Fußball im Park heute", "Kinder",
+    "eine Frau liest ein Buch", "ein Mann fährt Fahrrad und ein Hund läuft", "ein Hund"};
 
 }  // namespace
 
@@ -297,6 +298,7 @@ TEST_F(ServeTest, AFullQueueAnswers429AndAClientThatLeftIsNotTranslated) {
   serve::ServerOptions o;
   o.batching.max_wait_ms = 400;
   o.batching.max_queue = 2;
+  o.eager_batches = false;  // the requests wait: the first one's client leaves meanwhile
   start(o);
   // A client that sends and hangs up: its request waits for company, then is dropped untranslated.
   {
@@ -327,6 +329,7 @@ TEST_F(ServeTest, AFullQueueAnswers429AndAClientThatLeftIsNotTranslated) {
 TEST_F(ServeTest, StoppingFinishesTheRequestsInFlight) {
   serve::ServerOptions o;
   o.batching.max_wait_ms = 300;
+  o.eager_batches = false;  // the requests are still queued when the server is told to stop
   start(o);
   std::vector<std::future<Reply>> replies;
   for (size_t i = 0; i < kSentences.size(); ++i) {
@@ -335,7 +338,7 @@ TEST_F(ServeTest, StoppingFinishesTheRequestsInFlight) {
   std::this_thread::sleep_for(100ms);  // all queued, waiting for company
   server->stop();
   for (auto& r : replies) EXPECT_EQ(r.get().status, 200);
-  thread.join();  // run() returned
+  thread.join();                                                         // run() returned
   EXPECT_THROW(call(port, http::verb::get, "/health"), std::exception);  // no longer listening
 }
 
@@ -352,8 +355,8 @@ TEST(Serve, SigtermDrainsAndExitsZero) {
   if (pid == 0) {
     const std::string binary = MTX_BINARY;
     ::freopen(log.c_str(), "w", stderr);
-    ::execl(binary.c_str(), binary.c_str(), "serve", "--ckpt", (tmp / "toy.pt").c_str(), "--port", "0",
-            "--max-wait-ms", "500", "--threads", "1", static_cast<char*>(nullptr));
+    ::execl(binary.c_str(), binary.c_str(), "serve", "--ckpt", (tmp / "toy.pt").c_str(), "--port", "0", "--max-wait-ms",
+            "500", "--no-eager-batches", "--threads", "1", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   int port = 0;

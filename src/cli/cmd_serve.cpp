@@ -62,6 +62,8 @@ Command add_serve(CLI::App& app) {
                   "How long a batch waits for other requests after its oldest arrived")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("!--no-eager-batches", a->server.eager_batches,
+                "Always wait --max-wait-ms for company, even when every request in flight is already queued");
   cmd->add_option("--max-queue", a->server.batching.max_queue, "Sentences waiting at most; past it, 429")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -58,7 +58,10 @@ void Batcher::loop() {
       }
       return n;
     };
-    wake_.wait_until(lock, deadline, [&] { return stopping_ || pooled_tokens() >= options_.max_batch_tokens; });
+    wake_.wait_until(lock, deadline, [&] {
+      return stopping_ || pooled_tokens() >= options_.max_batch_tokens ||
+             (options_.outstanding && int64_t(queue_.size()) >= options_.outstanding());
+    });
     // Take that key's jobs in arrival order while they fit (the first always does).
     std::vector<std::shared_ptr<Job>> batch;
     int64_t tokens = 0;

@@ -95,6 +95,7 @@ struct Server::Impl {
 
   Impl(std::vector<ServedModel> m, ServerOptions o) : models(std::move(m)), options(std::move(o)) {
     if (models.empty()) throw ConfigError("serve: no model (--ckpt)");
+    if (options.eager_batches) options.batching.outstanding = [this] { return in_flight.load(); };
     batcher = std::make_unique<Batcher>(
         options.batching, [this](const BatchKey& key, const auto& sources) { return translate(key, sources); },
         [this](const BatchRecord& r) {

@@ -52,6 +52,9 @@ struct BatcherOptions {
   int64_t max_batch_tokens = 8192;  // source tokens per batch (EOS included); a larger request goes alone
   int max_wait_ms = 5;              // how long a batch waits for company after its oldest request arrived
   int64_t max_queue = 4096;         // sentences waiting at most; past it submit() refuses
+  // Requests in flight, when the caller knows (the server does): once every one of them is queued, no more
+  // company can come from the clients already waiting, and the batch starts without waiting out max_wait_ms.
+  std::function<int64_t()> outstanding;
 };
 
 // What the batch thread ran, for metrics and tests.

@@ -26,6 +26,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                      // 0: any free port (run()'s callback is told which)
   BatcherOptions batching;              // --max-batch-tokens, --max-wait-ms, --max-queue
+  bool eager_batches = true;            // a batch starts once every request in flight is queued, without waiting out
+                                        // max_wait_ms (--no-eager-batches: always wait)
   int64_t max_request_bytes = 1 << 20;  // larger bodies get 413
   int io_threads = 2;                   // threads that read and write connections (not translation)
   int workers = 0;                      // decode::TranslateOptions::workers

@@ -1,0 +1,38 @@
+-- wrk script for scripts/bench/serve_load.sh: each request POSTs one source sentence (cycling through the file
+-- named by MTX_LOAD_SENTENCES, each wrk thread from its own offset) to /v1/translate, with "beam" when
+-- MTX_LOAD_BEAM is set.
+local sentences = {}
+local counter = 0
+local beam = os.getenv("MTX_LOAD_BEAM") or ""
+
+local function json_string(s)
+  s = s:gsub('\\', '\\\\'):gsub('"', '\\"'):gsub('\t', '\\t')
+  return '"' .. s .. '"'
+end
+
+for line in io.lines(os.getenv("MTX_LOAD_SENTENCES")) do
+  if line ~= "" then sentences[#sentences + 1] = line end
+end
+
+function setup(thread)
+  thread:set("offset", counter * 7919)
+  counter = counter + 1
+end
+
+function init(args)
+  i = offset or 0
+end
+
+function request()
+  i = i + 1
+  local body = '{"text": ' .. json_string(sentences[(i % #sentences) + 1]) ..
+               (beam ~= "" and (', "beam": ' .. beam) or "") .. '}'
+  return wrk.format("POST", "/v1/translate", {["Content-Type"] = "application/json"}, body)
+end
+
+function done(summary, latency, requests)
+  io.write(string.format("MTXLOAD requests=%d seconds=%.3f errors=%d non2xx=%d p50_ms=%.2f p99_ms=%.2f\n",
+    summary.requests, summary.duration / 1e6,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    summary.errors.status, latency:percentile(50) / 1e3, latency:percentile(99) / 1e3))
+end
