@@ -13,7 +13,9 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <iterator>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "mtx/bundle/bundle.h"
@@ -201,6 +203,14 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
   EXPECT_TRUE(j["translations"][0]["text"].is_string());
   EXPECT_TRUE(j["translations"][0]["score"].is_number());
   EXPECT_EQ(j["model"], "toy");
+  // Alignments: one "src-tgt" pair per target word.
+  r = post(port, {{"text", kSentences[4]}, {"alignment", true}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body)["translations"][0];
+  const std::string text = j["text"], pairs = j["alignment"];
+  std::istringstream text_words(text);
+  const auto words = std::distance(std::istream_iterator<std::string>(text_words), {});
+  EXPECT_EQ(std::count(pairs.begin(), pairs.end(), '-'), words) << text << " ||| " << pairs;
   r = post(port, {{"text", kSentences}, {"beam", 3}, {"nbest", 2}});
   ASSERT_EQ(r.status, 200) << r.body;
   j = json::parse(r.body);
@@ -228,6 +238,7 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
       {"{\"text\": \"ein Hund\", \"beam\": 2, \"nbest\": 3}", "\"nbest\" must be in [1, 2]"},
       {"{\"text\": \"ein Hund\", \"alpha\": -1}", "\"alpha\" must be a number >= 0"},
       {"{\"text\": \"ein Hund\", \"scores\": 1}", "\"scores\" must be true or false"},
+      {"{\"text\": \"ein Hund\", \"alignment\": \"yes\"}", "\"alignment\" must be true or false"},
   };
   for (const auto& [body, reason] : bad) {
     const Reply e = call(port, http::verb::post, "/v1/translate", body);
@@ -340,6 +351,34 @@ TEST_F(ServeTest, StoppingFinishesTheRequestsInFlight) {
   for (auto& r : replies) EXPECT_EQ(r.get().status, 200);
   thread.join();                                                         // run() returned
   EXPECT_THROW(call(port, http::verb::get, "/health"), std::exception);  // no longer listening
+}
+
+// The page in headless Chromium (Debian's chromium): the box filled and submitted (/?text=...), the translation in
+// the DOM once the page's script has it, the same text the API gives.
+TEST_F(ServeTest, ThePageTranslatesInHeadlessChromium) {
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
+    const char* need = std::getenv("MTX_REQUIRE_CHROMIUM");
+    if (need && *need == '1') FAIL() << "MTX_REQUIRE_CHROMIUM=1 but there is no chromium";
+    GTEST_SKIP() << "no chromium (apt-get install chromium)";
+  }
+  start({});
+  const std::string expected = json::parse(post(port, {{"text", kSentences[3]}}).body)["translations"][0]["text"];
+  const std::string dom = (tmp / "dom.html").string();
+  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir='" +
+                          (tmp / "chromium").string() +
+                          "' --virtual-time-budget=20000 --dump-dom 'http://127.0.0.1:" + std::to_string(port) +
+                          "/?text=eine%20Frau%20liest%20ein%20Buch' > '" + dom + "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string html = read_file(dom);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(html, m, std::regex(R"(<div id="out" data-done="yes">([^<]*)</div>)"))) << html;
+  std::string shown = m[1].str();  // as the DOM serialises text: & < > escaped
+  for (const auto& [entity, c] : std::vector<std::pair<std::string, std::string>>{
+           {"&lt;", "<"}, {"&gt;", ">"}, {"&nbsp;", "\u00a0"}, {"&amp;", "&"}}) {
+    for (size_t at; (at = shown.find(entity)) != std::string::npos;) shown.replace(at, entity.size(), c);
+  }
+  EXPECT_EQ(shown, expected) << html;
+  EXPECT_NE(html.find("eine Frau liest ein Buch"), std::string::npos);  // typed into the box
 }
 
 // The binary: SIGTERM while a request is in flight; the request is answered and mtx exits 0.

@@ -33,6 +33,8 @@ struct TranslateArgs {
   std::optional<bool> exact_stop;
   std::optional<bool> allow_unk;
   bool scores = false;
+  std::string align;  // "" | "hard" | "soft"
+  int align_layer = -1;
   std::string device = "auto";
   int threads = 0;
   int chunk_lines = 2000;
@@ -94,6 +96,8 @@ int run_translate(const TranslateArgs& args) {
   decode::StreamOptions stream;
   stream.chunk_lines = args.chunk_lines;
   stream.nbest_format = args.scores || options.search.nbest > 1;
+  stream.align = args.align;
+  stream.align_layer = args.align_layer;
   // Developer aid, as in training: MTX_PROFILE=FILE records the run with torch's profiler.
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (const char* p = std::getenv("MTX_PROFILE"); p && *p) {
@@ -134,6 +138,14 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--beam", args->beam, "Beam size; 1 = greedy (default: the checkpoint's decode.beam)");
   cmd->add_option("--alpha", args->alpha, "GNMT length normalisation; 0 = raw log-probability (default: decode.alpha)");
   cmd->add_option("--nbest", args->nbest, "Hypotheses per line, in `index ||| hypothesis ||| score` lines");
+  auto* align =
+      cmd->add_option("--align", args->align,
+                      "Word alignments after ` ||| `: hard (Pharaoh pairs src-tgt, the default for a bare --align) or "
+                      "soft (per target word, its source probabilities)")
+          ->expected(0, 1)
+          ->check(CLI::IsMember({"hard", "soft"}));
+  cmd->add_option("--align-layer", args->align_layer,
+                  "Decoder layer the alignments come from (negative: from the last; default -1, the last)");
   cmd->add_flag("--scores", args->scores, "Write `index ||| hypothesis ||| score` lines even for one hypothesis");
   cmd->add_option("--max-len-a", args->max_len_a, "Output limit a * source_length + b: a (default: decode.max_len_a)");
   cmd->add_option("--max-len-b", args->max_len_b, "Output limit a * source_length + b: b (default: decode.max_len_b)");
@@ -157,7 +169,10 @@ Command add_translate(CLI::App& app) {
   add_quantize_flags(*cmd, args->quantize);
   cmd->add_option("--input", args->input, "Read this file instead of stdin");
   cmd->add_option("--output", args->output, "Write this file instead of stdout");
-  return {cmd, [args] { return run_translate(*args); }};
+  return {cmd, [args, align] {
+            if (align->count() > 0 && args->align.empty()) args->align = "hard";  // a bare --align
+            return run_translate(*args);
+          }};
 }
 
 }  // namespace mtx::cli

@@ -1,5 +1,7 @@
 #include "mtx/decode/stream.h"
 
+#include "mtx/decode/align.h"
+
 #include <poll.h>
 #include <unistd.h>
 
@@ -200,14 +202,24 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       if (!t.hypotheses.empty()) {
         stats.generated_tokens += int64_t(t.hypotheses.front().tokens.size()) + 1;
       }
+      // " ||| alignment" of hypothesis h ("" without --align).
+      auto alignment = [&](size_t h) -> std::string {
+        if (options.align.empty()) return "";
+        if (t.hypotheses.empty()) return " ||| ";
+        std::vector<int32_t> src = translator.tokenizer().src().encode(valid[i]);
+        if (int64_t(src.size()) > translator.max_source_tokens()) src.resize(size_t(translator.max_source_tokens()));
+        const WordAlignment a =
+            align_words(translator.model(), translator.tokenizer(), src, t.hypotheses[h].tokens, options.align_layer);
+        return " ||| " + (options.align == "soft" ? soft_text(a) : pharaoh(a));
+      };
       if (!options.nbest_format) {
-        out << (t.texts.empty() ? std::string() : one_line(t.texts.front())) << '\n';
+        out << (t.texts.empty() ? std::string() : one_line(t.texts.front())) << alignment(0) << '\n';
       } else if (t.hypotheses.empty()) {
-        out << index << " |||  ||| " << fmt::format("{:.4f}", 0.0) << '\n';
+        out << index << " |||  ||| " << fmt::format("{:.4f}", 0.0) << alignment(0) << '\n';
       } else {
         for (size_t h = 0; h < t.hypotheses.size(); ++h) {
           out << index << " ||| " << one_line(t.texts[h]) << " ||| " << fmt::format("{:.4f}", t.hypotheses[h].score)
-              << '\n';
+              << alignment(h) << '\n';
         }
       }
     }

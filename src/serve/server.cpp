@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 
+#include "mtx/decode/align.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/utf8.h"
@@ -183,7 +184,7 @@ struct Server::Impl {
   struct Parsed {
     std::shared_ptr<Job> job;
     const ServedModel* model = nullptr;
-    bool single = false, scores = false;
+    bool single = false, scores = false, alignment = false;
   };
   Parsed parse_translate(const std::string& body) const {
     json doc;
@@ -240,7 +241,7 @@ struct Server::Impl {
       job->key.alpha = doc["alpha"].get<double>();
     }
     p.scores = boolean("scores");
-    if (boolean("alignment")) throw bad("\"alignment\": word alignments are not served yet");
+    p.alignment = boolean("alignment");
     if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
     std::vector<std::string> lines;
     if (doc["text"].is_string()) {
@@ -284,6 +285,12 @@ struct Server::Impl {
       json t = {{"text", h.empty() ? "" : tok.tgt().decode(h.front().tokens)}};
       if (!h.empty()) generated += int64_t(h.front().tokens.size()) + 1;
       if (p.scores && !h.empty()) t["score"] = h.front().score;
+      if (p.alignment) {
+        // On the batch thread, after the batch: the model is free.
+        model::Transformer model = p.model->bundle.model;
+        t["alignment"] =
+            h.empty() ? "" : decode::pharaoh(decode::align_words(model, tok, p.job->sources[i], h.front().tokens));
+      }
       if (p.job->key.nbest > 1) {
         json alternatives = json::array();
         for (const auto& alt : h)
@@ -523,6 +530,8 @@ const char* const kPage = R"HTML(<!doctype html>
 body { font-family: sans-serif; max-width: 48rem; margin: 2rem auto; padding: 0 1rem; }
 textarea { width: 100%; height: 6rem; font-size: 1rem; }
 #out { margin-top: 1rem; font-size: 1.1rem; min-height: 2rem; white-space: pre-wrap; }
+.pair { margin-bottom: 0.8rem; } .src { color: #555; } .w { padding: 0 1px; }
+.hl { background: #ffe08a; }
 #err { color: #a00; }
 </style>
 </head>
@@ -533,25 +542,51 @@ textarea { width: 100%; height: 6rem; font-size: 1rem; }
 <p><select id="model"></select> <button type="submit" id="go">Translate</button></p>
 </form>
 <div id="out"></div>
+<div id="pairs"></div>
 <div id="err"></div>
 <script>
 const models = document.getElementById('model');
 fetch('/v1/models').then(r => r.json()).then(m => {
   for (const x of m.models) { const o = document.createElement('option'); o.value = o.textContent = x.name; models.appendChild(o); }
 });
-document.getElementById('form').addEventListener('submit', async (ev) => {
+const form = document.getElementById('form');
+form.addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const lines = document.getElementById('src').value.split('\n').filter(l => l.trim() !== '');
   const out = document.getElementById('out'), err = document.getElementById('err');
   out.textContent = ''; err.textContent = '';
   if (!lines.length) return;
   const r = await fetch('/v1/translate', {method: 'POST', headers: {'Content-Type': 'application/json'},
-                                          body: JSON.stringify({text: lines, model: models.value || undefined})});
+                                          body: JSON.stringify({text: lines, model: models.value || undefined,
+                                                                alignment: true})});
   const body = await r.json();
   if (!r.ok) { err.textContent = body.error; return; }
   out.textContent = body.translations.map(t => t.text).join('\n');
+  // Each pair: the source words, the translation's words; hovering a target word lights the source word it
+  // attended to most (the Pharaoh pairs "src-tgt").
+  const pairs = document.getElementById('pairs');
+  pairs.textContent = '';
+  body.translations.forEach((t, i) => {
+    const div = document.createElement('div'); div.className = 'pair';
+    const words = (s, cls) => { const p = document.createElement('div'); p.className = cls;
+      const spans = s.split(/\s+/).filter(w => w).map(w => { const e = document.createElement('span');
+        e.className = 'w'; e.textContent = w; p.appendChild(e); p.appendChild(document.createTextNode(' ')); return e; });
+      div.appendChild(p); return spans; };
+    const src = words(lines[i], 'src'), tgt = words(t.text, 'tgt');
+    for (const link of (t.alignment || '').split(' ').filter(x => x)) {
+      const [s, w] = link.split('-').map(Number);
+      if (!tgt[w] || !src[s]) continue;
+      tgt[w].dataset.src = s;
+      tgt[w].addEventListener('mouseenter', () => { src[s].classList.add('hl'); tgt[w].classList.add('hl'); });
+      tgt[w].addEventListener('mouseleave', () => { src[s].classList.remove('hl'); tgt[w].classList.remove('hl'); });
+    }
+    pairs.appendChild(div);
+  });
   out.dataset.done = 'yes';
 });
+// /?text=...: the box filled and submitted, as if typed (links to a translation; the headless browser test).
+const given = new URLSearchParams(location.search).get('text');
+if (given !== null) { document.getElementById('src').value = given; form.requestSubmit(); }
 </script>
 </body>
 </html>

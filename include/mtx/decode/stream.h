@@ -1,7 +1,8 @@
 // Streaming translation: read lines in chunks, translate each chunk, write and flush, so a stream of
 // any length runs in bounded memory and the first translations appear before the input ends. Exactly
 // one output line per input line in plain mode (empty in -> empty out; invalid UTF-8 -> reported with its
-// line number, empty out); in n-best mode `index ||| hypothesis ||| score` lines, index 0-based.
+// line number, empty out); in n-best mode `index ||| hypothesis ||| score` lines, index 0-based; with an
+// alignment, ` ||| 0-0 1-2 ...` after each hypothesis.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,9 @@ std::unique_ptr<LineSource> istream_line_source(std::istream& in);
 struct StreamOptions {
   int chunk_lines = 2000;     // the most lines translated together (memory bound)
   bool nbest_format = false;  // `index ||| hypothesis ||| score` (all n-best entries) instead of plain lines
+  std::string align;          // "hard" | "soft": each hypothesis is followed by ` ||| ` and its word alignment
+                              // (decode/align.h: Pharaoh pairs, or per target word its source probabilities)
+  int align_layer = -1;       // the decoder layer the alignment is read from (negative: from the last)
 };
 
 struct StreamStats {

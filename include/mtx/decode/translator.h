@@ -55,6 +55,8 @@ class Translator {
 
   const TranslateOptions& options() const { return options_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+  // The model (an ensemble's first member: alignments are read from it).
+  model::Transformer& model() { return models_.front(); }
   // Source tokens kept at most (without EOS).
   int64_t max_source_tokens() const;
 
