@@ -26,6 +26,7 @@ packages=(
   libutf8proc-dev   # Unicode categories and case mapping for sacreBLEU-exact tokenisation
   libminizip-dev libyaml-cpp-dev   # Marian's .npz models and .yml files (mtx import --from marian)
   libboost-dev      # Boost.Beast/Asio, headers only: mtx serve's HTTP
+  chromium          # the serve page's test in a headless browser (ServeTest.ThePageTranslatesInHeadlessChromium)
   libgloo-dev       # the headers c10d's ProcessGroupGloo includes (data-parallel training on CPUs)
   iproute2          # ip netns: the two-host test of distributed training
 )

@@ -32,6 +32,8 @@ if [ -z "${ctest_args[*]}" ]; then
     echo "test: no transformers in .venv: the importer's exactness tests (ImportHf.*) skip" >&2
   fi
 fi
+# CI installs chromium (scripts/setup.sh): the page's browser test must then run, not skip.
+[ "${CI:-}" = true ] && export MTX_REQUIRE_CHROMIUM=1
 # Tests run side by side, one per core: OpenMP threads that spin between parallel regions would take the cores
 # from each other's working threads (docs/environment_variables.md#omp_num_threads-omp_wait_policy).
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"

@@ -378,7 +378,9 @@ TEST_F(ServeTest, ThePageTranslatesInHeadlessChromium) {
     for (size_t at; (at = shown.find(entity)) != std::string::npos;) shown.replace(at, entity.size(), c);
   }
   EXPECT_EQ(shown, expected) << html;
-  EXPECT_NE(html.find("eine Frau liest ein Buch"), std::string::npos);  // typed into the box
+  // The source (as typed into the box) word by word, and target words linked to source words for the hover.
+  EXPECT_NE(html.find("<span class=\"w\">Frau</span>"), std::string::npos) << html;
+  EXPECT_NE(html.find("data-src=\""), std::string::npos) << html;
 }
 
 // The binary: SIGTERM while a request is in flight; the request is answered and mtx exits 0.

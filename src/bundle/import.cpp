@@ -308,7 +308,10 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
   Imported out;
   Bundle& b = out.bundle;
   b.config = model_config(hf, rows + 1, generation);
-  auto [pieces, ids] = read_vocabulary(dir, hf, rows);
+  // Not a structured binding: lambdas below capture these (C++17).
+  auto vocabulary = read_vocabulary(dir, hf, rows);
+  const std::vector<std::string>& pieces = vocabulary.first;
+  const tokenizer::SpecialIds ids = vocabulary.second;
   const int32_t start = hf.has("decoder_start_token_id") ? hf.id("decoder_start_token_id") : ids.pad;
   if (start < 0 || start >= rows)
     hf.refuse("decoder_start_token_id " + std::to_string(start) + " is outside the vocabulary");

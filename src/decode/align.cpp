@@ -52,7 +52,8 @@ WordAlignment align_words(model::Transformer& model, const tokenizer::Tokenizer&
   const auto a = attn.accessor<float, 2>();
   for (size_t i = 0; i < tgt.size(); ++i) {
     ++pieces[size_t(tgt_words[i])];
-    for (size_t j = 0; j < src.size(); ++j) out.soft[size_t(tgt_words[i])][size_t(src_words[j])] += a[int64_t(i)][int64_t(j)];
+    for (size_t j = 0; j < src.size(); ++j)
+      out.soft[size_t(tgt_words[i])][size_t(src_words[j])] += a[int64_t(i)][int64_t(j)];
   }
   for (size_t w = 0; w < n_tgt; ++w) {
     float total = 0;

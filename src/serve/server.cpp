@@ -195,9 +195,10 @@ struct Server::Impl {
     }
     auto bad = [](const std::string& reason) { return HttpError{http::status::bad_request, reason}; };
     if (!doc.is_object()) throw bad("the body must be a JSON object with \"text\"");
-    for (const auto& [k, v] : doc.items()) {
+    for (const auto& item : doc.items()) {
       static const std::array<const char*, 7> known = {"text",  "model",  "beam",     "nbest",
                                                        "alpha", "scores", "alignment"};
+      const std::string& k = item.key();
       if (std::find_if(known.begin(), known.end(), [&](const char* n) { return k == n; }) == known.end()) {
         throw bad("unknown field \"" + k + "\" (text, model, beam, nbest, alpha, scores, alignment)");
       }
@@ -377,7 +378,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void handle() {
     const bool keep = request_.keep_alive() && !server_.draining.load();
     const unsigned version = request_.version();
-    const std::string target(request_.target());
+    const std::string full(request_.target());
+    const std::string target = full.substr(0, full.find('?'));  // the path; the page reads its own query
     auto send = [&](http::status status, std::string body, const char* type) {
       server_.count(int(status), -1);
       write(make_response(status, std::move(body), type, version, keep));
