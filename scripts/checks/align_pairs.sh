@@ -18,6 +18,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$work" ] || { work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; }
+mkdir -p "$work"
 fixtures=tests/fixtures/align
 "$mtx" --log-level warn train --config configs/quick.json --set data.dir="$data" --set data.cache_dir="$work/cache" \
   --set train.max_minutes=0 --set train.max_steps="$steps" --set train.threads=2 --out "$work/run" > "$work/train.log" 2>&1 ||
