@@ -57,7 +57,9 @@ TEST(Align, EveryTargetWordGetsOneSourceWordFromAChosenLayer) {
   EXPECT_EQ(std::count(soft.begin(), soft.end(), ','), tgt_words * (src_words - 1));
   // Another layer reads other weights; a layer the model lacks is an error naming the range.
   const int layers = int(model->options.decoder_layers());
-  if (layers > 1) EXPECT_NE(decode::soft_text(decode::align_words(model, tok, src, tgt, 0)), soft);
+  if (layers > 1) {
+    EXPECT_NE(decode::soft_text(decode::align_words(model, tok, src, tgt, 0)), soft);
+  }
   const std::string e = test::boundary_error<ConfigError>([&] { decode::align_words(model, tok, src, tgt, layers); });
   EXPECT_NE(e.find("decoder layers 0.." + std::to_string(layers - 1)), std::string::npos) << e;
   EXPECT_TRUE(decode::align_words(model, tok, src, {}).hard.empty());

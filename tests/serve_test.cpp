@@ -96,7 +96,10 @@ double metric(const std::string& text, const std::string& name) {
   return std::stod(m[1].str());
 }
 
-// A toy model (random weights, the toy corpus's tokenizer), served in this process on a free port.
+}  // namespace
+
+// A toy model (random weights, the toy corpus's tokenizer), served in this process on a free port (outside the
+// anonymous namespace: gtest's test classes derive from it).
 class ServeTest : public ::testing::Test {
  protected:
   void start(serve::ServerOptions options) {
@@ -126,6 +129,8 @@ class ServeTest : public ::testing::Test {
   std::thread thread;
   int port = 0;
 };
+
+namespace {
 
 const std::vector<std::string> kSentences = {
     "ein Hund läuft",           "zwei Männer spielen Fußball im Park heute", "Kinder",

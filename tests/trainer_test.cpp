@@ -656,7 +656,7 @@ TEST(Settings, ResolveRunReadsTheFileOrTheRunAndRefusesWhatMayNotChange) {
   mtx::config::Config c = toy_training(tmp);
   c.train.max_steps = 3;
   mtx::config::write_resolved(c, tmp / "toy.json");
-  train::RunRequest fresh{tmp / "toy.json", {"train.max_steps=2"}, tmp / "run", {}};
+  train::RunRequest fresh{tmp / "toy.json", {"train.max_steps=2"}, tmp / "run", {}, {}};
   const train::RunSettings s = train::resolve_run(fresh);
   EXPECT_EQ(s.config.train.max_steps, 2);
   EXPECT_EQ(s.run_dir, tmp / "run");
@@ -666,7 +666,7 @@ TEST(Settings, ResolveRunReadsTheFileOrTheRunAndRefusesWhatMayNotChange) {
             std::string::npos)
       << "a directory holding a run is not started afresh";
 
-  train::RunRequest resume{{}, {"train.max_steps=5"}, {}, tmp / "run"};
+  train::RunRequest resume{{}, {"train.max_steps=5"}, {}, tmp / "run", {}};
   const train::RunSettings r = train::resolve_run(resume);
   ASSERT_TRUE(r.resume);
   EXPECT_EQ(r.resume->state.step, 2);
@@ -684,7 +684,7 @@ TEST(Settings, ResolveRunReadsTheFileOrTheRunAndRefusesWhatMayNotChange) {
   const std::string file = mtx::test::boundary_error<mtx::ConfigError>([&] { train::resolve_run(resume); });
   EXPECT_NE(file.find("model.ffn_dim"), std::string::npos) << file;
   EXPECT_NE(mtx::test::boundary_error<mtx::DataError>([&] {
-              train::resolve_run({{}, {}, {}, tmp / "nothing"});
+              train::resolve_run({{}, {}, {}, tmp / "nothing", {}});
             }).find("not a run directory"),
             std::string::npos);
 }
