@@ -160,6 +160,9 @@ void use_like_any_bundle(const fs::path& dir, const std::string& py) {
                             .c_str()),
             0);
   const double before = val_bleu(dir, dir / "model.pt");
+  test::CommandResult info = test::run_mtx("info --ckpt '" + (dir / "model.pt").string() + "'");
+  ASSERT_EQ(info.code, 0) << info.output;
+  EXPECT_NE(info.output.find("\"training_state\": null"), std::string::npos) << info.output;
   test::CommandResult r = test::run_mtx(
       "train --config '" + (fs::path(MTX_SOURCE_DIR) / "configs/finetune-opus.json").string() + "' --init '" +
       (dir / "model.pt").string() + "' --out '" + (dir / "run").string() + "' --set data.dir='" + multi30k +

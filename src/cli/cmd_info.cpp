@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "mtx/bundle/bundle.h"
 #include "mtx/config/config.h"
 #include "mtx/data/prepare.h"
 #include "mtx/model/fp32_gemm.h"
@@ -25,8 +26,26 @@ struct InfoArgs {
 
 namespace {
 
+// A model file without training state (mtx quantize's, mtx import's): what it holds.
+nlohmann::json bundle_info(const std::string& path) {
+  bundle::Bundle b = bundle::load_bundle(path);  // verifies the weights against their sha256
+  return {{"checkpoint", path},
+          {"params", b.model->parameter_count()},
+          {"int8", b.model->is_int8()},
+          {"training_state", nullptr},
+          {"weights_sha256", b.weights_sha256},
+          {"tokenizer", b.tokenizer->describe()},
+          {"config", config::to_json(b.config)}};
+}
+
 nlohmann::json checkpoint_info(const std::string& path) {
-  train::CheckpointContent c = train::load_checkpoint(path);  // verifies the weights against their sha256
+  train::CheckpointContent c;
+  try {
+    c = train::load_checkpoint(path);  // verifies the weights against their sha256
+  } catch (const DataError& e) {
+    if (std::string(e.what()).find(": no training state") == std::string::npos) throw;
+    return bundle_info(path);
+  }
   const std::string actual = c.weights_sha256;
   const auto best = c.state.best_metric;
   return {{"checkpoint", path},
