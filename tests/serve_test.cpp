@@ -15,6 +15,7 @@
 #include <future>
 #include <iterator>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -163,6 +164,41 @@ TEST(ServeBatcher, PoolsConcurrentRequestsAndKeepsEachResultWithItsRequest) {
   EXPECT_EQ(batches[0].sentences, 3);
   EXPECT_EQ(batches[0].tokens, 3 + 2 + 4);
   EXPECT_EQ(batches[1].jobs, 1);
+}
+
+// Two batch threads: the queued requests are shared out between them, and each result still goes to its request.
+TEST(ServeBatcher, TwoBatchThreadsShareTheQueueAndKeepEachResultWithItsRequest) {
+  std::mutex m;
+  std::vector<serve::BatchRecord> batches;
+  std::set<std::thread::id> threads;
+  serve::BatcherOptions o;
+  o.max_wait_ms = 100;
+  o.threads = 2;
+  serve::Batcher batcher(
+      o,
+      [&](const serve::BatchKey& k, const auto& s) {
+        {
+          std::lock_guard<std::mutex> lock(m);
+          threads.insert(std::this_thread::get_id());
+        }
+        std::this_thread::sleep_for(30ms);  // long enough for the other thread to take its share
+        return echo(k, s);
+      },
+      [&](const serve::BatchRecord& r) {
+        std::lock_guard<std::mutex> lock(m);
+        batches.push_back(r);
+      });
+  std::vector<std::promise<serve::Hypotheses>> results(40);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(batcher.submit(job_of({{i, i + 1}}, results[size_t(i)])));
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(results[size_t(i)].get_future().get()[0][0].tokens, (std::vector<int32_t>{i, i + 1}));
+  }
+  std::lock_guard<std::mutex> lock(m);
+  EXPECT_EQ(threads.size(), 2u);
+  int64_t jobs = 0;
+  for (const auto& r : batches) jobs += r.jobs;
+  EXPECT_EQ(jobs, 40);
+  EXPECT_GE(batches.size(), 2u);
 }
 
 TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {

@@ -28,7 +28,7 @@ OMP_WAIT_POLICY=passive "$mtx" translate --ckpt "$ckpt" --threads "$threads" "${
 offline=$(grep -o '[0-9.]* sentences/s' "$work/offline.log" | tail -1 | cut -d' ' -f1)
 echo "offline: $n sentences, $offline sentences/s ($threads threads)" >&2
 
-OMP_WAIT_POLICY=passive "$mtx" serve --ckpt "$ckpt" --port 0 --threads "$threads" --max-queue 100000 \
+OMP_WAIT_POLICY=passive "$mtx" serve --ckpt "$ckpt" --port 0 --threads "$threads" --max-queue 100000 ${MTX_SERVE_FLAGS:-} \
   2> "$work/serve.log" &
 server=$!
 for _ in $(seq 1 200); do

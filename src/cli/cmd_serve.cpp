@@ -35,6 +35,7 @@ int run_serve(ServeArgs& a) {
     models.push_back({name, std::move(loaded.bundles.front()), int8 ? "int8" : "none"});
   }
   set_threads(a.threads);
+  if (a.server.batches == 0) a.server.batches = runtime_info().threads;  // one batch per translation thread
   serve::Server server(std::move(models), a.server);
   server.run([&](int port) {
     log::info("serving on http://{}:{} (POST /v1/translate, GET /health /v1/models /metrics /)", a.server.host, port);
@@ -73,6 +74,11 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "CPU threads for translation (0 = one per core)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", a->server.workers, "Searches at once on the CPU (0 = one per thread)")
+      ->check(CLI::NonNegativeNumber);
+  a->server.batches = 0;
+  cmd->add_option("--batches", a->server.batches,
+                  "Batches translated at once, each one search on one CPU thread (default: one per thread; 1: one "
+                  "batch, its searches on every thread)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--io-threads", a->server.io_threads, "Threads that read and write connections")
       ->capture_default_str()

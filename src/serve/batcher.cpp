@@ -13,7 +13,14 @@ int64_t Job::tokens() const {
 }
 
 Batcher::Batcher(BatcherOptions options, Run run, std::function<void(const BatchRecord&)> on_batch)
-    : options_(options), run_(std::move(run)), on_batch_(std::move(on_batch)), thread_([this] { loop(); }) {}
+    : options_(std::move(options)), run_(std::move(run)), on_batch_(std::move(on_batch)) {
+  for (int i = 0; i < std::max(1, options_.threads); ++i) {
+    threads_.emplace_back([this] {
+      if (options_.thread_init) options_.thread_init();
+      loop();
+    });
+  }
+}
 
 Batcher::~Batcher() { stop(); }
 
@@ -40,12 +47,15 @@ void Batcher::stop() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void Batcher::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    ++idle_;
     wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
     // The oldest job decides the key; company with that key may join until the budget fills or its wait is over.
@@ -59,15 +69,22 @@ void Batcher::loop() {
       return n;
     };
     wake_.wait_until(lock, deadline, [&] {
-      return stopping_ || pooled_tokens() >= options_.max_batch_tokens ||
+      return stopping_ || queue_.empty() || pooled_tokens() >= options_.max_batch_tokens ||
              (options_.outstanding && int64_t(queue_.size()) >= options_.outstanding());
     });
-    // Take that key's jobs in arrival order while they fit (the first always does).
+    --idle_;
+    if (queue_.empty()) continue;  // another batch thread took it
+    // Take the (current) oldest job's key, in arrival order while they fit (the first always does); with other
+    // batch threads idle, only this thread's share of them.
+    const BatchKey take = queue_.front()->key;
+    int64_t same = 0;
+    for (const auto& j : queue_) same += j->key == take;
+    const int64_t share = (same + idle_) / (idle_ + 1);
     std::vector<std::shared_ptr<Job>> batch;
     int64_t tokens = 0;
-    for (auto it = queue_.begin(); it != queue_.end();) {
+    for (auto it = queue_.begin(); it != queue_.end() && int64_t(batch.size()) < share;) {
       const int64_t t = (*it)->tokens();
-      if ((*it)->key == key && (batch.empty() || tokens + t <= options_.max_batch_tokens)) {
+      if ((*it)->key == take && (batch.empty() || tokens + t <= options_.max_batch_tokens)) {
         tokens += t;
         queued_ -= int64_t((*it)->sources.size());
         batch.push_back(std::move(*it));
@@ -76,6 +93,8 @@ void Batcher::loop() {
         ++it;
       }
     }
+    if (!queue_.empty()) wake_.notify_one();  // the rest: another batch thread's
+    const BatchKey& key_taken = take;
     lock.unlock();
     // Requests whose clients went away while they waited are answered without translating.
     std::vector<std::shared_ptr<Job>> live;
@@ -101,7 +120,7 @@ void Batcher::loop() {
       Hypotheses results;
       std::string error;
       try {
-        results = run_(key, sources);
+        results = run_(key_taken, sources);
       } catch (const std::exception& e) {
         error = bundle::short_what(e);
       }

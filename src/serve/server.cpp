@@ -21,6 +21,7 @@
 #include "mtx/decode/align.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
+#include "mtx/util/system.h"
 #include "mtx/util/utf8.h"
 
 namespace beast = boost::beast;
@@ -97,6 +98,10 @@ struct Server::Impl {
   Impl(std::vector<ServedModel> m, ServerOptions o) : models(std::move(m)), options(std::move(o)) {
     if (models.empty()) throw ConfigError("serve: no model (--ckpt)");
     if (options.eager_batches) options.batching.outstanding = [this] { return in_flight.load(); };
+    if (options.batches > 1) {
+      options.batching.threads = options.batches;
+      options.batching.thread_init = use_one_thread_here;
+    }
     batcher = std::make_unique<Batcher>(
         options.batching, [this](const BatchKey& key, const auto& sources) { return translate(key, sources); },
         [this](const BatchRecord& r) {
@@ -122,7 +127,7 @@ struct Server::Impl {
     o.search.beam = key.beam;
     o.search.nbest = key.nbest;
     o.search.alpha = key.alpha;
-    o.workers = options.workers;
+    o.workers = options.batches > 1 ? 1 : options.workers;
     decode::Translator translator(m.bundle.model, *m.bundle.tokenizer, o);
     return translator.translate_ids(sources);
   }

@@ -55,6 +55,11 @@ struct BatcherOptions {
   // Requests in flight, when the caller knows (the server does): once every one of them is queued, no more
   // company can come from the clients already waiting, and the batch starts without waiting out max_wait_ms.
   std::function<int64_t()> outstanding;
+  // Batches translated at once, each on a thread of its own (`thread_init` runs first on each, e.g. to give it
+  // one CPU thread). While another batch thread is idle, a batch takes its share of the queued requests, so
+  // that the batches overlap instead of one batch's tail holding every client.
+  int threads = 1;
+  std::function<void()> thread_init;
 };
 
 // What the batch thread ran, for metrics and tests.
@@ -90,7 +95,8 @@ class Batcher {
   std::deque<std::shared_ptr<Job>> queue_;
   int64_t queued_ = 0;  // sentences in queue_
   bool stopping_ = false;
-  std::thread thread_;
+  int idle_ = 0;  // batch threads waiting for work
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace mtx::serve

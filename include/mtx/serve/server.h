@@ -31,7 +31,9 @@ struct ServerOptions {
   int64_t max_request_bytes = 1 << 20;  // larger bodies get 413
   int io_threads = 2;                   // threads that read and write connections (not translation)
   int workers = 0;                      // decode::TranslateOptions::workers
-  int max_beam = 32;                    // larger "beam" values get 400
+  int batches = 1;    // batches translated at once, each a single search on one CPU thread (1: one batch, its
+                      // searches split among the threads as --workers says)
+  int max_beam = 32;  // larger "beam" values get 400
 };
 
 class Server {
