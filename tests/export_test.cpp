@@ -87,13 +87,7 @@ struct Toy {
 };
 
 // The Python of the project's .venv when it has ctranslate2, safetensors and numpy; "" otherwise.
-std::string ct2_python() {
-  std::string py = (fs::path(MTX_SOURCE_DIR) / ".venv" / "bin" / "python").string();
-  if (const char* env = std::getenv("MTX_TEST_PYTHON"); env && *env) py = env;
-  if (!fs::exists(py)) return "";
-  const std::string cmd = "'" + py + "' -c 'import ctranslate2, safetensors, numpy' >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0 ? py : "";
-}
+std::string ct2_python() { return test::venv_python("ctranslate2, safetensors, numpy"); }
 
 }  // namespace
 

@@ -25,13 +25,7 @@ namespace {
 
 // .venv's python with torch, transformers and sentencepiece ("" when missing: the tests skip, or fail where
 // MTX_REQUIRE_ORACLES=1 says the suite installed them).
-std::string oracle_python() {
-  std::string py = (fs::path(MTX_SOURCE_DIR) / ".venv" / "bin" / "python").string();
-  if (const char* env = std::getenv("MTX_TEST_PYTHON"); env && *env) py = env;
-  if (!fs::exists(py)) return "";
-  const std::string cmd = "'" + py + "' -c 'import torch, transformers, sentencepiece, safetensors' >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0 ? py : "";
-}
+std::string oracle_python() { return test::venv_python("torch, transformers, sentencepiece, safetensors"); }
 
 #define MTX_REQUIRE_ORACLE(py)                                                                                   \
   do {                                                                                                           \
@@ -401,11 +395,8 @@ TEST(ImportMarian, UntiedCompressedNpzMatchesItsReference) {
 
 // read_npz against what numpy writes, stored and deflated, and a damaged archive named.
 TEST(Npz, ReadsWhatNumpyWritesAndNamesDamage) {
-  std::string py = (fs::path(MTX_SOURCE_DIR) / ".venv" / "bin" / "python").string();
-  if (const char* env = std::getenv("MTX_TEST_PYTHON"); env && *env) py = env;
-  if (!fs::exists(py) || std::system(("'" + py + "' -c 'import numpy' >/dev/null 2>&1").c_str()) != 0) {
-    GTEST_SKIP() << "no .venv with numpy";
-  }
+  const std::string py = test::venv_python("numpy");
+  if (py.empty()) GTEST_SKIP() << "no .venv with numpy";
   test::TempDir tmp;
   for (const char* save : {"savez", "savez_compressed"}) {
     const fs::path file = tmp / (std::string(save) + ".npz");

@@ -60,6 +60,14 @@ CommandResult run_mtx(const std::string& args, const std::string& env) {
   return r;
 }
 
+std::string venv_python(const std::string& modules) {
+  std::string py = (fs::path(MTX_SOURCE_DIR) / ".venv" / "bin" / "python").string();
+  if (const char* env = std::getenv("MTX_TEST_PYTHON"); env && *env) py = env;
+  if (!fs::exists(py)) return "";
+  const std::string cmd = "'" + py + "' -c 'import " + modules + "' >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0 ? py : "";
+}
+
 fs::path multi30k_dir() {
   if (const char* env = std::getenv("MTX_DATA_DIR"); env && *env) return env;
   return fs::path(MTX_SOURCE_DIR) / "data" / "multi30k";

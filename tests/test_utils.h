@@ -33,6 +33,10 @@ void write_gzip(const std::filesystem::path& path, const std::string& content);
 std::filesystem::path multi30k_dir();
 bool have_multi30k();
 
+// The project's .venv python (env MTX_TEST_PYTHON overrides it) when it imports every module of `modules` (a
+// comma-separated Python import list, e.g. "numpy, safetensors"); "" when it is missing or lacks one.
+std::string venv_python(const std::string& modules);
+
 // Runs the mtx binary under test with `args` (which may go on with more shell) and optional leading
 // environment assignments; captures stdout and stderr together.
 struct CommandResult {

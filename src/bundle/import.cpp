@@ -90,7 +90,7 @@ class Weights {
   // The tensor as float, checked against the shape config.json implies.
   torch::Tensor take(const std::string& name, std::vector<int64_t> shape) {
     const auto it = tensors_.find(name);
-    if (it == tensors_.end()) throw DataError(file_of(name) + ": parameter '" + name + "' is missing");
+    if (it == tensors_.end()) throw DataError(where() + ": parameter '" + name + "' is missing");
     torch::Tensor t = it->second.second;
     if (t.sizes() != torch::IntArrayRef(shape)) {
       throw DataError(it->second.first + ": parameter '" + name + "' has shape " + shape_of(t.sizes()) + "; " +
@@ -147,7 +147,7 @@ class Weights {
   }
 
  private:
-  std::string file_of(const std::string&) const { return files_.empty() ? "weights" : files_.front(); }
+  std::string where() const { return files_.empty() ? "weights" : files_.front(); }
   std::string config_;
   std::vector<std::string> files_;
   std::map<std::string, std::pair<std::string, torch::Tensor>> tensors_;  // name -> (file, tensor)
@@ -294,8 +294,9 @@ std::pair<std::vector<std::string>, tokenizer::SpecialIds> read_vocabulary(const
 Imported import_hf(const fs::path& dir, const ImportOptions& options) {
   if (!fs::is_directory(dir)) throw DataError(dir.string() + ": not a directory (a Hugging Face MarianMT model)");
   const HfConfig hf(dir / "config.json");
-  if (fs::exists(dir / "tokenizer_config.json") &&
-      read_json(dir / "tokenizer_config.json").value("separate_vocabs", false)) {
+  const json tokenizer_config =
+      fs::exists(dir / "tokenizer_config.json") ? read_json(dir / "tokenizer_config.json") : json::object();
+  if (tokenizer_config.value("separate_vocabs", false)) {
     throw DataError((dir / "tokenizer_config.json").string() +
                     ": separate_vocabs: separate source and target vocabularies are not supported (one vocab.json)");
   }
@@ -421,8 +422,7 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
   b.path = dir;
   out.notes.push_back("the vocabulary gains '" + pieces.back() + "' (id " + std::to_string(ids.bos) +
                       "): mtx's decoder start, MarianMT's id " + std::to_string(start) + " in all but its name");
-  if (fs::exists(dir / "tokenizer_config.json") &&
-      !read_json(dir / "tokenizer_config.json").value("source_lang", std::string()).empty()) {
+  if (!tokenizer_config.value("source_lang", std::string()).empty()) {
     out.notes.push_back(
         "MarianTokenizer's Moses punctuation normalisation (sacremoses) is not applied; sentencepiece's is");
   }
@@ -601,7 +601,7 @@ Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
   if (vocab_files.size() != 2) decoder.refuse("'vocabs' must name the source and target vocabularies");
   auto resolve = [&](const std::string& name) { return fs::path(name).is_absolute() ? fs::path(name) : dir / name; };
   std::vector<std::string> pieces = marian_vocabulary(resolve(vocab_files[0]));
-  if (marian_vocabulary(resolve(vocab_files[1])) != pieces) {
+  if (resolve(vocab_files[1]) != resolve(vocab_files[0]) && marian_vocabulary(resolve(vocab_files[1])) != pieces) {
     decoder.refuse("the source and target vocabularies differ: separate vocabularies are not supported");
   }
   const auto rows = int64_t(pieces.size());

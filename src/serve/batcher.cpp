@@ -94,7 +94,6 @@ void Batcher::loop() {
       }
     }
     if (!queue_.empty()) wake_.notify_one();  // the rest: another batch thread's
-    const BatchKey& key_taken = take;
     lock.unlock();
     // Requests whose clients went away while they waited are answered without translating.
     std::vector<std::shared_ptr<Job>> live;
@@ -120,7 +119,7 @@ void Batcher::loop() {
       Hypotheses results;
       std::string error;
       try {
-        results = run_(key_taken, sources);
+        results = run_(take, sources);
       } catch (const std::exception& e) {
         error = bundle::short_what(e);
       }
