@@ -101,7 +101,9 @@ TEST(Layering, DesignDeclaresEveryArea) {
   ASSERT_TRUE(rules.count("inference") && rules.count("no-torch")) << "docs/design.md has no complete layers block";
   for (const fs::path& dir : {kRoot / "include" / "mtx", kRoot / "src"}) {
     for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.is_directory()) EXPECT_TRUE(rules.count(e.path().filename().string())) << e.path() << ": not in design.md";
+      if (e.is_directory()) {
+        EXPECT_TRUE(rules.count(e.path().filename().string())) << e.path() << ": not in design.md";
+      }
     }
   }
 }

@@ -124,6 +124,35 @@ TEST(BeamSearch, StopsAtEosAndForcesItAtTheLengthLimit) {
   EXPECT_LE(quiet.steps, 2);
 }
 
+// Each sentence is told of once, as soon as its search ends (the server answers its request then), with the
+// hypotheses the search returns for it.
+TEST(BeamSearch, EachSentenceIsToldOfOnceWhenItsSearchEnds) {
+  auto chatty = [](int64_t, const std::vector<int32_t>&) { return dist({{6, 0.7}, {kEos, 1e-6}}); };
+  for (const bool exact : {false, true}) {
+    for (const int beam : {1, 3}) {
+      FakeStep fn(chatty, 3);
+      std::map<int64_t, int> told_at;  // sentence -> steps taken when told
+      std::map<int64_t, std::vector<Hypothesis>> told;
+      SearchOptions o = opts(beam, 0.6, beam);
+      o.exact_stop = exact;
+      const auto out =
+          beam_search(fn, {4, 7, 2}, kBos, kEos, o, -1, -1, [&](int64_t s, const std::vector<Hypothesis>& h) {
+            EXPECT_EQ(told_at.count(s), 0u) << "sentence " << s << " told twice";
+            told_at[s] = fn.steps;
+            told[s] = h;
+          });
+      EXPECT_EQ(told_at, (std::map<int64_t, int>{{0, 4}, {1, 7}, {2, 2}})) << "beam " << beam;
+      for (int64_t s = 0; s < 3; ++s) {
+        ASSERT_EQ(told[s].size(), out[size_t(s)].size());
+        for (size_t h = 0; h < out[size_t(s)].size(); ++h) {
+          EXPECT_EQ(told[s][h].tokens, out[size_t(s)][h].tokens);
+          EXPECT_EQ(told[s][h].score, out[size_t(s)][h].score);
+        }
+      }
+    }
+  }
+}
+
 TEST(BeamSearch, MinimumLengthDelaysEos) {
   FakeStep fn([](int64_t, const std::vector<int32_t>&) { return dist({{kEos, 0.9}}); }, 1);
   SearchOptions o = opts(2);

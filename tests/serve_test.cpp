@@ -36,7 +36,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-serve::Hypotheses echo(const serve::BatchKey&, const std::vector<std::vector<int32_t>>& sources) {
+serve::Hypotheses echo(const serve::BatchKey&, const std::vector<std::vector<int32_t>>& sources,
+                       const decode::SentenceDone& = {}) {
   serve::Hypotheses out;
   for (const auto& s : sources) out.push_back({decode::Hypothesis{s, 0, 0}});
   return out;
@@ -176,7 +177,7 @@ TEST(ServeBatcher, TwoBatchThreadsShareTheQueueAndKeepEachResultWithItsRequest) 
   o.threads = 2;
   serve::Batcher batcher(
       o,
-      [&](const serve::BatchKey& k, const auto& s) {
+      [&](const serve::BatchKey& k, const auto& s, const auto&) {
         {
           std::lock_guard<std::mutex> lock(m);
           threads.insert(std::this_thread::get_id());
@@ -201,12 +202,45 @@ TEST(ServeBatcher, TwoBatchThreadsShareTheQueueAndKeepEachResultWithItsRequest) 
   EXPECT_GE(batches.size(), 2u);
 }
 
+// A request is answered as soon as its own sentences are done, while the rest of its batch still runs; what the
+// run returns fills in the sentences it did not tell of, and a failing run fails only the requests still waiting.
+TEST(ServeBatcher, ARequestIsAnsweredWhenItsSentencesAreDoneNotWhenItsBatchIs) {
+  serve::BatcherOptions o;
+  o.max_wait_ms = 200;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  bool fail = false;
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished) {
+    const serve::Hypotheses all = echo(k, s);
+    finished(2, all[2]);  // the first job's two sentences, in any order
+    finished(1, all[1]);
+    finished(1, all[1]);  // a repeat is ignored
+    released.wait();      // the batch goes on
+    if (fail) throw std::runtime_error("the model broke");
+    return all;
+  });
+  std::promise<serve::Hypotheses> a, b;
+  ASSERT_TRUE(batcher.submit(job_of({{5}}, a)));
+  ASSERT_TRUE(batcher.submit(job_of({{6}, {7}}, b)));
+  auto fb = b.get_future();
+  ASSERT_EQ(fb.wait_for(5s), std::future_status::ready);  // answered while its batch still runs
+  const serve::Hypotheses rb = fb.get();
+  ASSERT_EQ(rb.size(), 2u);
+  EXPECT_EQ(rb[0][0].tokens, (std::vector<int32_t>{6}));
+  EXPECT_EQ(rb[1][0].tokens, (std::vector<int32_t>{7}));
+  auto fa = a.get_future();
+  EXPECT_EQ(fa.wait_for(50ms), std::future_status::timeout);
+  fail = true;
+  release.set_value();
+  EXPECT_THROW(fa.get(), std::runtime_error);  // the unfinished request gets the run's error
+}
+
 TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {
   std::atomic<int> translated{0};
   serve::BatcherOptions o;
   o.max_queue = 3;
   o.max_wait_ms = 300;
-  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s) {
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const auto&) {
     translated += int(s.size());
     return echo(k, s);
   });

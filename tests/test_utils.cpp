@@ -83,7 +83,7 @@ bool have_multi30k() {
 
 mtx::train::TrainSummary train_run(const mtx::config::Config& config, const std::filesystem::path& run_dir,
                                    std::optional<mtx::train::CheckpointContent> resume) {
-  return mtx::train::Trainer(mtx::train::RunSettings{config, run_dir, std::move(resume)}).run();
+  return mtx::train::Trainer(mtx::train::RunSettings{config, run_dir, std::move(resume), std::nullopt}).run();
 }
 
 mtx::config::Config toy_setup(const TempDir& tmp) {

@@ -4,7 +4,8 @@
 # sentences with the same model, threads and beam, run first in this command:
 #   scripts/bench/serve_load.sh CKPT [SECONDS] [THREADS] [BEAM]
 # (defaults: 20 s per level, 2 threads, the checkpoint's beam). Prints one table: sentences/s, its ratio to
-# offline, p50/p99 latency, errors, and the server's peak RSS after each level.
+# offline, p50/p99 latency, errors, and the server's peak RSS after each level. MTX_LOAD_CLIENTS="32" runs only
+# the levels it lists; MTX_SERVE_FLAGS adds flags to `mtx serve`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ckpt=${1:?usage: serve_load.sh CKPT [SECONDS] [THREADS] [BEAM]}
@@ -39,7 +40,7 @@ done
 [ -n "$port" ] || { cat "$work/serve.log" >&2; exit 1; }
 
 printf '| clients | sentences/s | vs offline | p50 ms | p99 ms | errors | server peak RSS MB |\n|---|---|---|---|---|---|---|\n'
-for clients in 1 8 32 128; do
+for clients in ${MTX_LOAD_CLIENTS:-1 8 32 128}; do
   wthreads=$(( clients < 2 ? 1 : 2 ))
   MTX_LOAD_SENTENCES="$work/src.de" MTX_LOAD_BEAM="$beam" wrk -t "$wthreads" -c "$clients" -d "${seconds}s" --timeout 30s \
     -s scripts/bench/serve_load.lua "http://127.0.0.1:$port" > "$work/wrk.$clients" 2>&1

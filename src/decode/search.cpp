@@ -183,12 +183,21 @@ double length_penalty(int64_t length, double alpha) {
 }
 
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
-                                                 int32_t eos, const SearchOptions& options, int32_t pad, int32_t unk) {
+                                                 int32_t eos, const SearchOptions& options, int32_t pad, int32_t unk,
+                                                 const SentenceDone& on_done) {
   validate(options);
   const int64_t k = options.beam;
   const auto batch = int64_t(max_lengths.size());
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
   if (batch == 0) return finished;
+  // A sentence's search has ended: its hypotheses best first, the n best kept.
+  const auto conclude = [&](int64_t s) {
+    auto& done = finished[size_t(s)];
+    std::stable_sort(done.begin(), done.end(),
+                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    if (int64_t(done.size()) > options.nbest) done.resize(size_t(options.nbest));
+    if (on_done) on_done(s, done);
+  };
   for (const int64_t m : max_lengths) TORCH_CHECK(m >= 1, "beam_search: max length must be >= 1, got ", m);
   // Live state: `active` sentences, k rows each (sentence-major). Row r's history and score.
   std::vector<int64_t> active(static_cast<size_t>(batch));
@@ -269,9 +278,15 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
           chosen.push_back(c);
         }
       }
-      if (chosen.empty()) continue;  // sentence finished: nothing left alive
+      if (chosen.empty()) {  // sentence finished: nothing left alive
+        conclude(s);
+        continue;
+      }
       if (int64_t(done.size()) >= k) {
-        if (!options.exact_stop) continue;  // finished: `beam` hypotheses ended (the first-k rule)
+        if (!options.exact_stop) {  // finished: `beam` hypotheses ended (the first-k rule)
+          conclude(s);
+          continue;
+        }
         // Exact: finished unless a live hypothesis can still beat the k-th best finished one. Its score
         // can only fall with more tokens, the length penalty only grow up to the sentence's limit.
         std::vector<double> ended;
@@ -279,7 +294,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
         std::nth_element(ended.begin(), ended.begin() + (k - 1), ended.end(), std::greater<double>());
         const double kth = ended[size_t(k - 1)];
         const double best_live = double(sc[a][chosen.front()]);  // candidates come best first
-        if (best_live / length_penalty(max_lengths[size_t(s)], options.alpha) <= kth) continue;
+        if (best_live / length_penalty(max_lengths[size_t(s)], options.alpha) <= kth) {
+          conclude(s);
+          continue;
+        }
       }
       next_active.push_back(s);
       for (int64_t j = 0; j < k; ++j) {
@@ -299,12 +317,6 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     tokens = std::move(next_tokens);
     scores = std::move(next_scores);
     history = std::move(next_history);
-  }
-
-  for (auto& done : finished) {
-    std::stable_sort(done.begin(), done.end(),
-                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
-    if (int64_t(done.size()) > options.nbest) done.resize(size_t(options.nbest));
   }
   return finished;
 }

@@ -132,7 +132,8 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
 
 int64_t Translator::max_source_tokens() const { return std::max<int64_t>(1, max_len_ - 1); }
 
-std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources) {
+std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources,
+                                                              const SentenceDone& on_done) {
   const auto ids = tokenizer_.special_ids();
   const auto n = int64_t(sources.size());
   int64_t longest = 0;
@@ -152,15 +153,16 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
   const int32_t unk = options_.search.allow_unk ? -1 : ids.unk;
   if (models_.size() == 1) {
     ModelStep step(models_.front(), models_.front()->encode(src));
-    return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk);
+    return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk, on_done);
   }
   std::vector<std::unique_ptr<ModelStep>> members;
   for (auto& model : models_) members.push_back(std::make_unique<ModelStep>(model, model->encode(src)));
   EnsembleStep step(std::move(members));
-  return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk);
+  return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk, on_done);
 }
 
-std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources) {
+std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources,
+                                                               const SentenceDone& on_done) {
   torch::NoGradGuard no_grad;
   const int64_t keep = max_source_tokens();
   std::vector<std::vector<int32_t>> cut;  // only the sources that need cutting
@@ -193,7 +195,11 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
       if (mine.empty()) continue;
       std::vector<const std::vector<int32_t>*> batch;
       for (const size_t i : mine) batch.push_back(view[i]);
-      auto results = search_batch(batch);
+      SentenceDone tell;
+      if (on_done) {
+        tell = [&](int64_t i, const std::vector<Hypothesis>& h) { on_done(int64_t(mine[size_t(i)]), h); };
+      }
+      auto results = search_batch(batch, tell);
       for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
     }
   };

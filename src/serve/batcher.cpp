@@ -1,6 +1,7 @@
 #include "mtx/serve/batcher.h"
 
 #include <exception>
+#include <utility>
 
 #include "mtx/bundle/bundle.h"
 
@@ -50,6 +51,91 @@ void Batcher::stop() {
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
+}
+
+namespace {
+
+// One batch's jobs while it runs: which job each sentence belongs to, and what is still missing. A job is answered
+// (exactly once) when its last sentence comes in, or with the error when the run fails.
+class Replies {
+ public:
+  explicit Replies(const std::vector<std::shared_ptr<Job>>& jobs) : jobs_(jobs), missing_(jobs.size()) {
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      answers_.emplace_back(jobs[j]->sources.size());
+      missing_[j] = jobs[j]->sources.size();
+      for (size_t i = 0; i < jobs[j]->sources.size(); ++i) where_.emplace_back(j, i);
+    }
+    told_.assign(where_.size(), 0);
+  }
+
+  // Sentence `s` of the batch has its hypotheses (a repeat is ignored).
+  void give(size_t s, std::vector<decode::Hypothesis> hypotheses) {
+    std::shared_ptr<Job> ready;
+    Hypotheses answer;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (s >= where_.size() || told_[s]) return;
+      told_[s] = 1;
+      const auto [j, i] = where_[s];
+      answers_[j][i] = std::move(hypotheses);
+      if (--missing_[j] > 0) return;
+      ready = jobs_[j];
+      answer = std::move(answers_[j]);
+    }
+    ready->done(std::move(answer), "");
+  }
+
+  // Everything not yet told: from the run's result, or the error for every job still waiting.
+  void finish(Hypotheses results, const std::string& error) {
+    if (error.empty()) {
+      for (size_t s = 0; s < results.size(); ++s) give(s, std::move(results[s]));
+    }
+    std::vector<std::shared_ptr<Job>> failed;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t j = 0; j < jobs_.size(); ++j) {
+        if (missing_[j] > 0) {
+          missing_[j] = 0;
+          failed.push_back(jobs_[j]);
+        }
+      }
+    }
+    for (const auto& job : failed) job->done({}, error.empty() ? "the translator gave no result" : error);
+  }
+
+ private:
+  const std::vector<std::shared_ptr<Job>>& jobs_;
+  std::mutex mutex_;
+  std::vector<Hypotheses> answers_;               // per job, per sentence
+  std::vector<size_t> missing_;                   // per job: sentences not yet told
+  std::vector<std::pair<size_t, size_t>> where_;  // per batch sentence: (job, its sentence)
+  std::vector<uint8_t> told_;                     // per batch sentence
+};
+
+}  // namespace
+
+void Batcher::run_batch(const BatchKey& key, const std::vector<std::shared_ptr<Job>>& jobs) {
+  std::vector<std::vector<int32_t>> sources;
+  BatchRecord record;
+  for (const auto& job : jobs) {
+    for (const auto& s : job->sources) {
+      sources.push_back(s);
+      record.tokens += int64_t(s.size()) + 1;
+    }
+  }
+  record.jobs = int64_t(jobs.size());
+  record.sentences = int64_t(sources.size());
+  if (on_batch_) on_batch_(record);
+  Replies replies(jobs);
+  Hypotheses results;
+  std::string error;
+  try {
+    results = run_(key, sources,
+                   [&replies](int64_t s, const std::vector<decode::Hypothesis>& h) { replies.give(size_t(s), h); });
+  } catch (const std::exception& e) {
+    error = bundle::short_what(e);
+  }
+  replies.finish(std::move(results), error);
 }
 
 void Batcher::loop() {
@@ -104,37 +190,7 @@ void Batcher::loop() {
         live.push_back(std::move(job));
       }
     }
-    if (!live.empty()) {
-      std::vector<std::vector<int32_t>> sources;
-      BatchRecord record;
-      for (const auto& job : live) {
-        for (const auto& s : job->sources) {
-          sources.push_back(s);
-          record.tokens += int64_t(s.size()) + 1;
-        }
-      }
-      record.jobs = int64_t(live.size());
-      record.sentences = int64_t(sources.size());
-      if (on_batch_) on_batch_(record);
-      Hypotheses results;
-      std::string error;
-      try {
-        results = run_(take, sources);
-      } catch (const std::exception& e) {
-        error = bundle::short_what(e);
-      }
-      size_t at = 0;
-      for (const auto& job : live) {
-        if (!error.empty()) {
-          job->done({}, error);
-          continue;
-        }
-        Hypotheses mine(std::make_move_iterator(results.begin() + std::ptrdiff_t(at)),
-                        std::make_move_iterator(results.begin() + std::ptrdiff_t(at + job->sources.size())));
-        at += job->sources.size();
-        job->done(std::move(mine), "");
-      }
-    }
+    if (!live.empty()) run_batch(take, live);
     lock.lock();
   }
 }

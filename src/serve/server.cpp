@@ -103,7 +103,10 @@ struct Server::Impl {
       options.batching.thread_init = use_one_thread_here;
     }
     batcher = std::make_unique<Batcher>(
-        options.batching, [this](const BatchKey& key, const auto& sources) { return translate(key, sources); },
+        options.batching,
+        [this](const BatchKey& key, const auto& sources, const decode::SentenceDone& finished) {
+          return translate(key, sources, finished);
+        },
         [this](const BatchRecord& r) {
           std::lock_guard<std::mutex> lock(metrics.mutex);
           ++metrics.batches;
@@ -121,7 +124,9 @@ struct Server::Impl {
     return nullptr;
   }
 
-  Hypotheses translate(const BatchKey& key, const std::vector<std::vector<int32_t>>& sources) {
+  // Each request is answered as soon as its own sentences are translated (`finished`), not when its batch ends.
+  Hypotheses translate(const BatchKey& key, const std::vector<std::vector<int32_t>>& sources,
+                       const decode::SentenceDone& finished) {
     const ServedModel& m = *find(key.model);
     decode::TranslateOptions o = decode::options_from_config(m.bundle.config.decode);
     o.search.beam = key.beam;
@@ -129,7 +134,7 @@ struct Server::Impl {
     o.search.alpha = key.alpha;
     o.workers = options.batches > 1 ? 1 : options.workers;
     decode::Translator translator(m.bundle.model, *m.bundle.tokenizer, o);
-    return translator.translate_ids(sources);
+    return translator.translate_ids(sources, finished);
   }
 
   void count(int status, double seconds) {

@@ -80,11 +80,15 @@ Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>
 // GNMT: ((5 + length) / 6) ^ alpha.
 double length_penalty(int64_t length, double alpha);
 
+// Told once per sentence, as soon as its search has ended (before beam_search returns): its index in the state
+// and its final hypotheses, the ones beam_search returns for it.
+using SentenceDone = std::function<void(int64_t sentence, const std::vector<Hypothesis>& hypotheses)>;
+
 // Searches for every sentence of the state; max_lengths[i] = the most tokens sentence i may generate
 // (EOS included, >= 1). Returns, per sentence, up to options.nbest hypotheses, best first. BOS, `pad` and `unk`
 // (when >= 0) are never generated. Throws ConfigError when the vocabulary is under twice the beam.
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
                                                  int32_t eos, const SearchOptions& options, int32_t pad = -1,
-                                                 int32_t unk = -1);
+                                                 int32_t unk = -1, const SentenceDone& on_done = {});
 
 }  // namespace mtx::decode

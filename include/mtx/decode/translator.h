@@ -51,7 +51,10 @@ class Translator {
   // Translations of `lines`, in input order. Empty lines give an empty translation.
   std::vector<Translation> translate(const std::vector<std::string>& lines);
   // Token level: source ids without EOS (longer than the model allows: cut) -> hypotheses per source.
-  std::vector<std::vector<Hypothesis>> translate_ids(const std::vector<std::vector<int32_t>>& sources);
+  // `on_done` (optional) is told each source's index and hypotheses as soon as its search ends, possibly from
+  // several search threads at once.
+  std::vector<std::vector<Hypothesis>> translate_ids(const std::vector<std::vector<int32_t>>& sources,
+                                                     const SentenceDone& on_done = {});
 
   const TranslateOptions& options() const { return options_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
@@ -61,7 +64,8 @@ class Translator {
   int64_t max_source_tokens() const;
 
  private:
-  std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources);
+  std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
+                                                    const SentenceDone& on_done);
 
   std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;

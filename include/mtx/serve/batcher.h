@@ -69,9 +69,12 @@ struct BatchRecord {
 
 class Batcher {
  public:
-  // `run` translates one batch (a key's sources, in order) and returns their hypotheses; `on_batch` (optional) is
-  // told about each batch before it runs.
-  using Run = std::function<Hypotheses(const BatchKey&, const std::vector<std::vector<int32_t>>&)>;
+  // `run` translates one batch (a key's sources, in order) and returns their hypotheses. It may tell `finished`
+  // of a sentence as soon as its search has ended (decode::SentenceDone, from any thread): a job is answered once
+  // all its sentences are, without waiting for the rest of the batch. Sentences it did not tell of are taken
+  // from what it returns. `on_batch` (optional) is told about each batch before it runs.
+  using Run = std::function<Hypotheses(const BatchKey&, const std::vector<std::vector<int32_t>>&,
+                                       const decode::SentenceDone& finished)>;
   Batcher(BatcherOptions options, Run run, std::function<void(const BatchRecord&)> on_batch = {});
   ~Batcher();  // stop()
   Batcher(const Batcher&) = delete;
@@ -86,6 +89,8 @@ class Batcher {
 
  private:
   void loop();
+  // Runs one batch of live jobs and answers each of them exactly once.
+  void run_batch(const BatchKey& key, const std::vector<std::shared_ptr<Job>>& jobs);
 
   BatcherOptions options_;
   Run run_;
