@@ -32,17 +32,22 @@ class FakeStep final : public StepFunction {
     torch::Tensor out = torch::empty({int64_t(rows_.size()), kVocab});
     for (size_t r = 0; r < rows_.size(); ++r) {
       const auto tok = int32_t(tokens[int64_t(r)].item<int64_t>());
-      if (tok != kBos || !rows_[r].second.empty() || started_) rows_[r].second.push_back(tok);
+      if (tok != kBos || !rows_[r].second.empty()) rows_[r].second.push_back(tok);  // BOS: a row's first step
       const std::vector<double> p = table_(rows_[r].first, rows_[r].second);
       for (int64_t v = 0; v < kVocab; ++v) out[int64_t(r)][v] = float(std::log(p[size_t(v)]));
     }
-    started_ = true;
     ++steps;
     return out;
   }
+  // Sentences joining the search (beam_search's Admit): their fresh rows follow the state's in the next reorder.
+  void join(const std::vector<int64_t>& sentences) { joining_ = sentences; }
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
     std::vector<std::pair<int64_t, std::vector<int32_t>>> next;
-    for (int64_t i = 0; i < indices.size(0); ++i) next.push_back(rows_[size_t(indices[i].item<int64_t>())]);
+    for (int64_t i = 0; i < indices.size(0); ++i) {
+      const auto row = size_t(indices[i].item<int64_t>());
+      next.push_back(row < rows_.size() ? rows_[row] : std::make_pair(joining_.at(row - rows_.size()), Prefix{}));
+    }
+    joining_.clear();
     if (same_sentences) {
       for (size_t i = 0; i < next.size(); ++i) EXPECT_EQ(next[i].first, rows_[i].first) << "rows changed sentence";
     }
@@ -51,9 +56,10 @@ class FakeStep final : public StepFunction {
   int steps = 0;
 
  private:
+  using Prefix = std::vector<int32_t>;
   Table table_;
-  std::vector<std::pair<int64_t, std::vector<int32_t>>> rows_;
-  bool started_ = false;
+  std::vector<std::pair<int64_t, Prefix>> rows_;
+  std::vector<int64_t> joining_;
 };
 
 // Probability mass p on each listed token, the rest spread evenly over the other non-special tokens.
@@ -147,6 +153,61 @@ TEST(BeamSearch, EachSentenceIsToldOfOnceWhenItsSearchEnds) {
         for (size_t h = 0; h < out[size_t(s)].size(); ++h) {
           EXPECT_EQ(told[s][h].tokens, out[size_t(s)][h].tokens);
           EXPECT_EQ(told[s][h].score, out[size_t(s)][h].score);
+        }
+      }
+    }
+  }
+}
+
+// Continuous batching: sentences admitted into a running search (at different steps, several at once, after all
+// others ended) are searched exactly as alone -- their length limits and min_len count from their own start.
+TEST(BeamSearch, SentencesAdmittedMidSearchAreSearchedAsIfAlone) {
+  auto table = [](int64_t s, const std::vector<int32_t>& prefix) {
+    if (s % 3 == 1) return prefix.empty() ? dist({{5, 0.6}}) : dist({{kEos, 0.9}});
+    if (s % 3 == 2) return garden_path(s, prefix);
+    return prefix.size() < 4 ? dist({{int32_t(4 + prefix.size()), 0.5}, {kEos, 0.05}}) : dist({{kEos, 0.8}});
+  };
+  // sentence -> its length limit; sentences 2-5 join after the steps listed, 6 and 7 once all others ended.
+  const std::vector<int64_t> limit = {12, 3, 12, 12, 4, 12, 12, 2};
+  const std::map<int64_t, std::vector<int64_t>> joins = {{1, {2}}, {2, {3, 4}}, {5, {5}}};
+  for (const int beam : {1, 4}) {
+    for (const int min_len : {0, 2}) {
+      SearchOptions o = opts(beam, 0.6, beam > 1 ? 2 : 1);
+      o.min_len = min_len;
+      FakeStep fn(table, 2);
+      int64_t searching_seen = -1;
+      bool late = false;
+      std::map<int64_t, std::vector<Hypothesis>> told;
+      const auto all = beam_search(
+          fn, {limit[0], limit[1]}, kBos, kEos, o, -1, -1,
+          [&](int64_t s, const std::vector<Hypothesis>& h) { told[s] = h; },
+          [&](int64_t searching) {
+            searching_seen = searching;
+            const auto it = joins.find(fn.steps);
+            std::vector<int64_t> sentences;
+            if (it != joins.end()) sentences = it->second;
+            if (searching == 0 && !late) {
+              late = true;
+              sentences = {6, 7};
+            }
+            fn.join(sentences);
+            std::vector<int64_t> limits;
+            for (const int64_t s : sentences) limits.push_back(limit[size_t(s)]);
+            return limits;
+          });
+      EXPECT_EQ(searching_seen, 0) << "the last call comes when nothing is left";
+      ASSERT_EQ(all.size(), limit.size());
+      for (size_t s = 0; s < limit.size(); ++s) {
+        FakeStep one_fn([&](int64_t, const std::vector<int32_t>& p) { return table(int64_t(s), p); }, 1);
+        const auto one = beam_search(one_fn, {limit[s]}, kBos, kEos, o);
+        const std::string where =
+            "sentence " + std::to_string(s) + " beam " + std::to_string(beam) + " min_len " + std::to_string(min_len);
+        ASSERT_EQ(all[s].size(), one[0].size()) << where;
+        ASSERT_EQ(told[int64_t(s)].size(), one[0].size()) << where;
+        for (size_t h = 0; h < one[0].size(); ++h) {
+          EXPECT_EQ(all[s][h].tokens, one[0][h].tokens) << where;
+          EXPECT_EQ(all[s][h].score, one[0][h].score) << where;
+          EXPECT_EQ(told[int64_t(s)][h].tokens, one[0][h].tokens) << where;
         }
       }
     }
@@ -302,7 +363,7 @@ TEST(BeamSearch, FusedCandidatesMatchTheTensorPath) {
       rules.eos = 3;
       rules.pad = 0;
       for (const bool banned : {false, true}) {
-        rules.eos_banned = banned;
+        rules.eos_banned.assign(size_t(sentences), banned ? 1 : 0);
         rules.forced = {0, 1, 0, 0};
         // Make EOS attractive in sentence 0 so that the ban matters.
         logits.select(1, 3).narrow(0, 0, k).fill_(80);

@@ -5,11 +5,13 @@
 
 #include <unistd.h>
 
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "mtx/data/prepare.h"
 #include "mtx/decode/stream.h"
+#include "mtx/model/fp32_gemm.h"
 #include "mtx/train/checkpoint.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
@@ -135,6 +137,56 @@ TEST(Translator, OutputDoesNotDependOnTheBatch) {
       EXPECT_NEAR(together[i].hypotheses[0].score, alone[0].hypotheses[0].score, 1e-4);
       EXPECT_EQ(tiny_batches[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens);
       EXPECT_EQ(together[i].texts[0], alone[0].texts[0]) << "outputs come back in input order";
+    }
+  }
+}
+
+// Continuous batching (the server's): sentences fed into a running search -- after different steps, several at
+// once, a repeat, and one after all others ended -- get exactly the translations and scores they get alone, for
+// beam 1 and 5, in float and int8.
+TEST(Translator, SentencesJoiningARunningSearchTranslateExactlyAsAlone) {
+  if (!model::fp32::PackedLinear::available()) GTEST_SKIP() << "mtx's float kernel (row-independent Linear) needs AVX2";
+  Toy toy;
+  std::vector<std::vector<int32_t>> sources;
+  for (const auto& line : kLines) sources.push_back(toy.tok->src().encode(line));
+  // Fed after call n of the feed (n counts from 1): sentence indices into kLines.
+  const std::map<int, std::vector<size_t>> plan = {{1, {1, 2}}, {3, {3}}, {4, {1}}};
+  const std::vector<size_t> order = {0, 1, 2, 3, 1, 4};  // kLines index of each fed sentence, 4 fed last
+  for (const bool int8 : {false, true}) {
+    if (int8) {
+      toy.model->eval();
+      toy.model->quantize_int8(true);
+    }
+    for (const int beam : {1, 5}) {
+      auto tr = toy.translator(beam);
+      int calls = 0;
+      bool last = false;
+      std::vector<int64_t> told;
+      const auto all = tr.translate_continuously(
+          {sources[0]},
+          [&](int64_t searching) {
+            ++calls;
+            std::vector<std::vector<int32_t>> more;
+            const auto it = plan.find(calls);
+            if (it != plan.end()) {
+              for (const size_t i : it->second) more.push_back(sources[i]);
+            } else if (searching == 0 && !last && calls > 4) {
+              last = true;
+              more.push_back(sources[4]);
+            }
+            return more;
+          },
+          [&](int64_t i, const std::vector<decode::Hypothesis>&) { told.push_back(i); });
+      ASSERT_EQ(all.size(), order.size()) << "beam " << beam;
+      EXPECT_EQ(told.size(), order.size());
+      for (size_t j = 0; j < order.size(); ++j) {
+        const auto alone = tr.translate_ids({sources[order[j]]});
+        const std::string where = (int8 ? "int8" : "float") + std::string(" beam ") + std::to_string(beam) +
+                                  ": fed sentence " + std::to_string(j);
+        ASSERT_EQ(all[j].size(), 1u) << where;
+        EXPECT_EQ(all[j][0].tokens, alone[0][0].tokens) << where;
+        EXPECT_EQ(all[j][0].score, alone[0][0].score) << where;
+      }
     }
   }
 }

@@ -75,7 +75,7 @@ class CandidatePicker {
         for (int64_t j = 0; j < held; ++j) {
           const int64_t t = out[j].index;
           if (t < 0 || t == rules_.bos || t == rules_.pad || t == rules_.unk ||
-              (rules_.eos_banned && t == rules_.eos)) {
+              (t == rules_.eos && !rules_.eos_banned.empty() && rules_.eos_banned[size_t(r / k_)])) {
             continue;
           }
           out[kept++] = {out[j].value - lse, t};
@@ -130,20 +130,21 @@ Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<floa
   logp.select(1, rules.bos).fill_(kNegInf);
   if (rules.pad >= 0 && rules.pad < vocab) logp.select(1, rules.pad).fill_(kNegInf);
   if (rules.unk >= 0 && rules.unk < vocab) logp.select(1, rules.unk).fill_(kNegInf);
-  std::vector<int64_t> forced;
+  std::vector<int64_t> forced, banned;  // rows
   for (int64_t a = 0; a < n_active; ++a) {
-    if (rules.forced[size_t(a)]) {
-      for (int64_t b = 0; b < k; ++b) forced.push_back(a * k + b);
-    }
+    const bool force = rules.forced[size_t(a)] != 0;
+    const bool ban = !force && !rules.eos_banned.empty() && rules.eos_banned[size_t(a)];
+    for (int64_t b = 0; b < k && (force || ban); ++b) (force ? forced : banned).push_back(a * k + b);
+  }
+  if (!banned.empty()) {
+    const torch::Tensor idx = torch::tensor(banned, torch::kLong).to(logp.device());
+    logp.select(1, rules.eos).index_fill_(0, idx, kNegInf);
   }
   if (!forced.empty()) {
     const torch::Tensor idx = torch::tensor(forced, torch::kLong).to(logp.device());
     const torch::Tensor eos_col = logp.index_select(0, idx).select(1, rules.eos).clone();  // [forced]
-    if (rules.eos_banned) logp.select(1, rules.eos).fill_(kNegInf);
     logp.index_fill_(0, idx, kNegInf);
     logp.select(1, rules.eos).index_copy_(0, idx, eos_col);
-  } else if (rules.eos_banned) {
-    logp.select(1, rules.eos).fill_(kNegInf);
   }
   const torch::Tensor p = torch::tensor(prior, torch::kFloat).to(logp.device()).unsqueeze(1);  // [rows, 1]
   const auto top = (p + logp).view({n_active, k * vocab}).topk(2 * k, 1);                      // [A, 2k]
@@ -158,6 +159,8 @@ Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>
                   int64_t(rules.forced.size()) * k == scores.size(0),
               "best_candidates: scores ", scores.sizes(), ", ", prior.size(), " priors, ", rules.forced.size(),
               " sentences, beam ", k);
+  TORCH_CHECK(rules.eos_banned.empty() || rules.eos_banned.size() == rules.forced.size(),
+              "best_candidates: EOS bans for ", rules.eos_banned.size(), " of ", rules.forced.size(), " sentences");
   TORCH_CHECK(rules.bos >= 0 && rules.bos < scores.size(1) && rules.eos >= 0 && rules.eos < scores.size(1),
               "best_candidates: BOS/EOS outside the vocabulary");
   if (fused && scores.device().is_cpu() && scores.scalar_type() == torch::kFloat) {
@@ -184,10 +187,12 @@ double length_penalty(int64_t length, double alpha) {
 
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
                                                  int32_t eos, const SearchOptions& options, int32_t pad, int32_t unk,
-                                                 const SentenceDone& on_done) {
+                                                 const SentenceDone& on_done, const Admit& admit) {
   validate(options);
   const int64_t k = options.beam;
   const auto batch = int64_t(max_lengths.size());
+  std::vector<int64_t> limits = max_lengths;      // per sentence, admitted ones included
+  std::vector<int64_t> starts(size_t(batch), 0);  // per sentence: the step it started at
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
   if (batch == 0) return finished;
   // A sentence's search has ended: its hypotheses best first, the n best kept.
@@ -198,7 +203,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     if (int64_t(done.size()) > options.nbest) done.resize(size_t(options.nbest));
     if (on_done) on_done(s, done);
   };
-  for (const int64_t m : max_lengths) TORCH_CHECK(m >= 1, "beam_search: max length must be >= 1, got ", m);
+  for (const int64_t m : limits) TORCH_CHECK(m >= 1, "beam_search: max length must be >= 1, got ", m);
   // Live state: `active` sentences, k rows each (sentence-major). Row r's history and score.
   std::vector<int64_t> active(static_cast<size_t>(batch));
   std::iota(active.begin(), active.end(), 0);
@@ -222,9 +227,11 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     rules.eos = eos;
     rules.pad = pad;
     rules.unk = unk;
-    rules.eos_banned = t < options.min_len;
     for (int64_t a = 0; a < n_active; ++a) {
-      rules.forced.push_back(t + 1 >= max_lengths[size_t(active[size_t(a)])] ? 1 : 0);
+      const auto s = size_t(active[size_t(a)]);
+      const int64_t own = t - starts[s];  // the sentence's own step
+      rules.forced.push_back(own + 1 >= limits[s] ? 1 : 0);
+      if (options.min_len > 0) rules.eos_banned.push_back(own < options.min_len ? 1 : 0);
     }
     // CPU float scores are reduced block by block as they come; others (GPU, half) are kept for the tensor path.
     CandidatePicker picker(rows, k, rules);
@@ -294,7 +301,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
         std::nth_element(ended.begin(), ended.begin() + (k - 1), ended.end(), std::greater<double>());
         const double kth = ended[size_t(k - 1)];
         const double best_live = double(sc[a][chosen.front()]);  // candidates come best first
-        if (best_live / length_penalty(max_lengths[size_t(s)], options.alpha) <= kth) {
+        if (best_live / length_penalty(limits[size_t(s)], options.alpha) <= kth) {
           conclude(s);
           continue;
         }
@@ -311,8 +318,23 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
         next_history.back().push_back(int32_t(ix[a][c] % vocab));
       }
     }
+    // Sentences joining: each one fresh row (rows + i in the reorder), k beams from BOS, beam 0 live.
+    const std::vector<int64_t> joined = admit ? admit(int64_t(next_active.size())) : std::vector<int64_t>{};
+    for (size_t i = 0; i < joined.size(); ++i) {
+      TORCH_CHECK(joined[i] >= 1, "beam_search: max length must be >= 1, got ", joined[i]);
+      next_active.push_back(int64_t(finished.size()));
+      finished.emplace_back();
+      limits.push_back(joined[i]);
+      starts.push_back(t + 1);
+      for (int64_t j = 0; j < k; ++j) {
+        keep_rows.push_back(rows + int64_t(i));
+        next_tokens.push_back(bos);
+        next_scores.push_back(j == 0 ? 0.0f : kNegInf);
+        next_history.emplace_back();
+      }
+    }
     if (next_active.empty()) break;
-    fn.reorder(torch::tensor(keep_rows, torch::kLong), next_active.size() == active.size());
+    fn.reorder(torch::tensor(keep_rows, torch::kLong), joined.empty() && next_active.size() == active.size());
     active = std::move(next_active);
     tokens = std::move(next_tokens);
     scores = std::move(next_scores);

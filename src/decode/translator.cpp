@@ -17,8 +17,15 @@
 namespace mtx::decode {
 namespace {
 
+// A step function that sentences can join while it runs (continuous batching): `src` [n, src_len] encoded apart,
+// their fresh rows placed by the next reorder.
+class JoinableStep : public StepFunction {
+ public:
+  virtual void join(const torch::Tensor& src) = 0;
+};
+
 // The model as beam search sees it: next-token logits of one decoder step over a cache.
-class ModelStep final : public StepFunction {
+class ModelStep final : public JoinableStep {
  public:
   ModelStep(model::Transformer& model, const model::Memory& memory)
       : model_(model), cache_(model->start_decoding(memory)) {}
@@ -36,6 +43,8 @@ class ModelStep final : public StepFunction {
     }
   }
 
+  void join(const torch::Tensor& src) override { model_->join_decoding(cache_, model_->encode(src)); }
+
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
     // Beams of one sentence share its encoder memory: it moves only when the rows change sentences.
     const bool same_memory = same_sentences && memory_rows_ == indices.size(0);
@@ -51,7 +60,7 @@ class ModelStep final : public StepFunction {
 };
 
 // An ensemble as beam search sees it: the mean of its members' next-token log-probabilities.
-class EnsembleStep final : public StepFunction {
+class EnsembleStep final : public JoinableStep {
  public:
   explicit EnsembleStep(std::vector<std::unique_ptr<ModelStep>> members) : members_(std::move(members)) {}
 
@@ -62,6 +71,10 @@ class EnsembleStep final : public StepFunction {
       sum = sum.defined() ? sum.add_(log_probs) : log_probs;
     }
     return sum.div_(double(members_.size()));  // [rows, V] mean log-probabilities; search renormalises
+  }
+
+  void join(const torch::Tensor& src) override {
+    for (auto& m : members_) m->join(src);
   }
 
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
@@ -132,33 +145,70 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
 
 int64_t Translator::max_source_tokens() const { return std::max<int64_t>(1, max_len_ - 1); }
 
-std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources,
-                                                              const SentenceDone& on_done) {
+Translator::Encoded Translator::prepare(const std::vector<const std::vector<int32_t>*>& sources) const {
   const auto ids = tokenizer_.special_ids();
   const auto n = int64_t(sources.size());
   int64_t longest = 0;
   for (const auto* s : sources) longest = std::max<int64_t>(longest, int64_t(s->size()) + 1);
-  torch::Tensor src = torch::full({n, longest}, int64_t(ids.pad), torch::kLong);  // [batch, src_len]
-  auto acc = src.accessor<int64_t, 2>();
-  std::vector<int64_t> max_lengths(static_cast<size_t>(n));
+  Encoded out;
+  out.src = torch::full({n, longest}, int64_t(ids.pad), torch::kLong);  // [batch, src_len]
+  auto acc = out.src.accessor<int64_t, 2>();
+  out.max_lengths.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const auto& s = *sources[size_t(i)];
     for (size_t j = 0; j < s.size(); ++j) acc[i][int64_t(j)] = s[j];
     acc[i][int64_t(s.size())] = ids.eos;
     const auto limit = int64_t(std::floor(options_.max_len_a * double(s.size()) + double(options_.max_len_b)));
-    max_lengths[size_t(i)] = std::clamp<int64_t>(limit, 1, max_len_);
+    out.max_lengths[size_t(i)] = std::clamp<int64_t>(limit, 1, max_len_);
   }
-  const torch::Device device = models_.front()->parameters().front().device();
-  src = src.to(device);
+  out.src = out.src.to(models_.front()->parameters().front().device());
+  return out;
+}
+
+std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources,
+                                                              const SentenceDone& on_done, const Feed& feed) {
+  const auto ids = tokenizer_.special_ids();
+  const Encoded first = prepare(sources);
   const int32_t unk = options_.search.allow_unk ? -1 : ids.unk;
+  std::unique_ptr<JoinableStep> step;
   if (models_.size() == 1) {
-    ModelStep step(models_.front(), models_.front()->encode(src));
-    return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk, on_done);
+    step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src));
+  } else {
+    std::vector<std::unique_ptr<ModelStep>> members;
+    for (auto& model : models_) members.push_back(std::make_unique<ModelStep>(model, model->encode(first.src)));
+    step = std::make_unique<EnsembleStep>(std::move(members));
   }
-  std::vector<std::unique_ptr<ModelStep>> members;
-  for (auto& model : models_) members.push_back(std::make_unique<ModelStep>(model, model->encode(src)));
-  EnsembleStep step(std::move(members));
-  return beam_search(step, max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk, on_done);
+  Admit admit;
+  if (feed) {
+    admit = [&](int64_t searching) {
+      const std::vector<std::vector<int32_t>> more = clip(feed(searching));
+      if (more.empty()) return std::vector<int64_t>{};
+      std::vector<const std::vector<int32_t>*> view;
+      for (const auto& s : more) view.push_back(&s);
+      const Encoded joining = prepare(view);
+      step->join(joining.src);
+      return joining.max_lengths;
+    };
+  }
+  return beam_search(*step, first.max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk, on_done, admit);
+}
+
+std::vector<std::vector<int32_t>> Translator::clip(std::vector<std::vector<int32_t>> sources) const {
+  const int64_t keep = max_source_tokens();
+  for (auto& s : sources) {
+    if (int64_t(s.size()) > keep) s.resize(size_t(keep));
+  }
+  return sources;
+}
+
+std::vector<std::vector<Hypothesis>> Translator::translate_continuously(
+    const std::vector<std::vector<int32_t>>& sources, const Feed& feed, const SentenceDone& on_done) {
+  torch::NoGradGuard no_grad;
+  if (sources.empty()) return {};
+  const std::vector<std::vector<int32_t>> first = clip(sources);
+  std::vector<const std::vector<int32_t>*> view;
+  for (const auto& s : first) view.push_back(&s);
+  return search_batch(view, on_done, feed);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources,
@@ -199,7 +249,7 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
       if (on_done) {
         tell = [&](int64_t i, const std::vector<Hypothesis>& h) { on_done(int64_t(mine[size_t(i)]), h); };
       }
-      auto results = search_batch(batch, tell);
+      auto results = search_batch(batch, tell, {});
       for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
     }
   };

@@ -95,13 +95,23 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
   return out.transpose(1, 2);  // [b, h, tq, hd]
 }
 
-// cat({cache.index_select(0, rows), step}, 2) for a cache [b0, h, t, hd], rows [b] (or undefined: row i) and a
-// step [b, h, 1, hd]; on the CPU one parallel gathering copy, without the intermediate.
-torch::Tensor append_rows(const torch::Tensor& cache, const torch::Tensor& rows, const torch::Tensor& step) {
-  if (!cache.device().is_cpu() || cache.scalar_type() != torch::kFloat || step.size(2) != 1 || !cache.is_contiguous()) {
-    return torch::cat({rows.defined() ? cache.index_select(0, rows) : cache, step}, 2);
+// cat({cache[:, :, skip:].index_select(0, rows), step}, 2) for a cache [b0, h, t, hd], rows [b] (or undefined:
+// row i; -1: a row of zeros) and a step [b, h, 1, hd]; on the CPU one parallel gathering copy, without the
+// intermediate.
+torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& rows, const torch::Tensor& step,
+                          int64_t skip) {
+  TORCH_CHECK(skip >= 0 && skip <= cache_in.size(2), "append_rows: skip ", skip, " of ", cache_in.size(2));
+  if (!cache_in.device().is_cpu() || cache_in.scalar_type() != torch::kFloat || step.size(2) != 1 ||
+      !cache_in.is_contiguous()) {
+    const torch::Tensor cache = cache_in.narrow(2, skip, cache_in.size(2) - skip);  // [b0, h, t - skip, hd]
+    if (!rows.defined()) return torch::cat({cache, step}, 2);
+    // Rows -1 read an extra row of zeros.
+    const torch::Tensor zeros = torch::zeros_like(cache.narrow(0, 0, 1));  // [1, h, t - skip, hd]
+    const torch::Tensor r = torch::where(rows < 0, torch::full_like(rows, cache.size(0)), rows);
+    return torch::cat({torch::cat({cache, zeros}, 0).index_select(0, r), step}, 2);
   }
-  const int64_t b = step.size(0), h = cache.size(1), t = cache.size(2), d = cache.size(3);
+  const torch::Tensor& cache = cache_in;
+  const int64_t b = step.size(0), h = cache.size(1), t0 = cache.size(2), t = t0 - skip, d = cache.size(3);
   const torch::Tensor s = step.contiguous();
   const torch::Tensor r = rows.defined() ? rows.to(torch::kLong).contiguous() : torch::Tensor();
   torch::Tensor out = torch::empty({b, h, t + 1, d}, cache.options());  // [b, h, t + 1, hd]
@@ -111,15 +121,20 @@ torch::Tensor append_rows(const torch::Tensor& cache, const torch::Tensor& rows,
   float* op = out.data_ptr<float>();
   const int64_t rows0 = cache.size(0);
   for (int64_t i = 0; rp && i < b; ++i) {
-    TORCH_CHECK(rp[i] >= 0 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
+    TORCH_CHECK(rp[i] >= -1 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
   }
   at::parallel_for(0, b * h, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, t * d)),  // >= 64 KB
                    [&](int64_t begin, int64_t end) {
                      for (int64_t i = begin; i < end; ++i) {
                        const int64_t row = i / h, head = i % h;
                        const int64_t from = rp ? rp[row] : row;
-                       std::memcpy(op + i * (t + 1) * d, cp + (from * h + head) * t * d, size_t(t * d) * sizeof(float));
-                       std::memcpy(op + i * (t + 1) * d + t * d, sp + i * d, size_t(d) * sizeof(float));
+                       float* o = op + i * (t + 1) * d;
+                       if (from < 0) {
+                         std::memset(o, 0, size_t(t * d) * sizeof(float));
+                       } else {
+                         std::memcpy(o, cp + ((from * h + head) * t0 + skip) * d, size_t(t * d) * sizeof(float));
+                       }
+                       std::memcpy(o + t * d, sp + i * d, size_t(d) * sizeof(float));
                      }
                    });
   return out;
@@ -127,8 +142,15 @@ torch::Tensor append_rows(const torch::Tensor& cache, const torch::Tensor& rows,
 
 }  // namespace
 
-void SelfKV::reorder(const torch::Tensor& indices) {
+void SelfKV::reorder(const torch::Tensor& indices, int64_t rows, const torch::Tensor& fresh) {
   if (!k.defined()) return;  // nothing cached before the first step
+  if (fresh.defined() && fresh.numel() > 0) {
+    TORCH_CHECK(rows >= 0, "SelfKV::reorder: joined rows need the state's row count");
+    const torch::Tensor base =
+        pending_rows.defined() ? pending_rows : torch::arange(rows, indices.options().dtype(torch::kLong));  // [rows]
+    pending_rows = torch::cat({base, fresh.to(base.device())}).index_select(0, indices);  // [new_rows]
+    return;
+  }
   pending_rows = pending_rows.defined() ? pending_rows.index_select(0, indices) : indices;
 }
 
@@ -199,12 +221,13 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   torch::Tensor v = split_heads(parts[2], options.heads());  // [b, h, t, hd]
   if (cache) {
     if (cache->k.defined()) {
-      k = append_rows(cache->k, cache->pending_rows, k);  // [b, h, steps, hd]
-      v = append_rows(cache->v, cache->pending_rows, v);
+      k = append_rows(cache->k, cache->pending_rows, k, cache->pending_skip);  // [b, h, steps, hd]
+      v = append_rows(cache->v, cache->pending_rows, v, cache->pending_skip);
     }
     cache->k = k;
     cache->v = v;
     cache->pending_rows = torch::Tensor();
+    cache->pending_skip = 0;
   }
   const torch::Tensor y = attention(q, k, v, mask, options.dropout(), is_training(), options.use_sdpa(),
                                     keep_weights ? &weights : nullptr);  // [b, h, t, hd]

@@ -85,6 +85,18 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
   return x + table.narrow(0, offset, t).unsqueeze(0).to(x.scalar_type());  // [b, t, d]
 }
 
+torch::Tensor PositionalEncodingImpl::forward_rows(const torch::Tensor& x, const torch::Tensor& positions) {
+  TORCH_CHECK(x.dim() == 3 && x.size(1) == 1 && positions.dim() == 1 && positions.size(0) == x.size(0),
+              "forward_rows: x ", x.sizes(), ", positions ", positions.sizes());
+  const int64_t top = positions.numel() ? positions.max().item<int64_t>() : 0;
+  TORCH_CHECK(top < max_len, "sequence of ", top + 1, " positions exceeds model.max_len ", max_len);
+  const torch::Tensor p = positions.to(x.device());
+  if (kind == config::Positions::learned) {
+    return x + embedding->forward(p).unsqueeze(1).to(x.scalar_type());  // [b, 1, d]
+  }
+  return x + table.index_select(0, p).unsqueeze(1).to(x.scalar_type());  // [b, 1, d]
+}
+
 FeedForwardImpl::FeedForwardImpl(const LayerOptions& o) : options(o) { reset(); }
 
 void FeedForwardImpl::reset() {

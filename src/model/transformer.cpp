@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -40,11 +41,21 @@ void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
   // On the CPU the encoder memory stays one row per sentence and the rows read it through a row map (the fused
   // attention loop indexes it); elsewhere it is gathered to one row per state row.
   const bool mapped = memory_mask.defined() && memory_mask.device().is_cpu();
+  const int64_t fresh = joining;
+  TORCH_CHECK(fresh == 0 || !same_memory, "DecoderCache::reorder: sentences joined, so the memory moves");
+  const auto long_options = indices.options().dtype(torch::kLong);
+  // Rows of sentences that joined read nothing cached (-1) and, on the CPU, their own memory rows (the last ones).
+  const torch::Tensor self_fresh = fresh ? torch::full({fresh}, -1, long_options) : torch::Tensor();  // [fresh]
+  torch::Tensor memory_fresh;                                                                         // [fresh]
+  if (fresh && mapped) {
+    const int64_t m = memory_mask.size(0);
+    memory_fresh = torch::arange(m - fresh, m, long_options);
+  }
   for (auto& layer : layers) {
-    layer.self.reorder(indices);  // applied when the next step appends
+    layer.self.reorder(indices, rows, self_fresh);  // applied when the next step appends
     if (same_memory || !layer.memory.k.defined()) continue;
     if (mapped) {
-      layer.memory.reorder(indices);  // composes the row map
+      layer.memory.reorder(indices, rows, memory_fresh);  // composes the row map
     } else {
       layer.memory.k = layer.memory.k.index_select(0, indices);  // [new_batch, h, src_len, hd]
       layer.memory.v = layer.memory.v.index_select(0, indices);
@@ -53,6 +64,38 @@ void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
   if (!same_memory && !mapped && memory_mask.defined()) {
     memory_mask = memory_mask.index_select(0, indices);  // [new_batch, 1, 1, src_len]
   }
+  // Continuous batching: the sentences' own starts; positions no row attends to any more are dropped.
+  if (!starts.empty() || (fresh && steps > 0)) {
+    std::vector<int64_t> from = starts.empty() ? std::vector<int64_t>(size_t(rows), 0) : starts;
+    from.resize(size_t(rows + fresh), steps);
+    const torch::Tensor idx = indices.to(torch::kCPU, torch::kLong).contiguous();
+    const int64_t* ip = idx.data_ptr<int64_t>();
+    starts.assign(size_t(idx.numel()), 0);
+    for (int64_t i = 0; i < idx.numel(); ++i) starts[size_t(i)] = from.at(size_t(ip[i]));
+    const int64_t drop = starts.empty() ? 0 : *std::min_element(starts.begin(), starts.end());
+    if (drop > 0) {
+      for (auto& layer : layers) layer.self.pending_skip += drop;
+      for (auto& s : starts) s -= drop;
+      steps -= drop;
+    }
+    if (std::all_of(starts.begin(), starts.end(), [](int64_t s) { return s == 0; })) starts.clear();
+  }
+  // The memory of sentences no row reads any more is let go once it is most of it.
+  if (mapped && !same_memory && !layers.empty() && layers.front().memory.pending_rows.defined()) {
+    const torch::Tensor map = layers.front().memory.pending_rows;  // [new_batch]
+    const auto unique = at::_unique(map, /*sorted=*/true, /*return_inverse=*/true);
+    const torch::Tensor used = std::get<0>(unique);  // [kept] memory rows, ascending
+    if (used.size(0) * 2 < memory_mask.size(0)) {
+      for (auto& layer : layers) {
+        layer.memory.k = layer.memory.k.index_select(0, used);  // [kept, h, src_len, hd]
+        layer.memory.v = layer.memory.v.index_select(0, used);
+        layer.memory.pending_rows = std::get<1>(unique);
+      }
+      memory_mask = memory_mask.index_select(0, used);  // [kept, 1, 1, src_len]
+    }
+  }
+  rows = indices.size(0);
+  joining = 0;
 }
 
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) { reset(); }
@@ -301,12 +344,37 @@ DecoderCache TransformerImpl::start_decoding(const Memory& memory) {
   TORCH_CHECK(!options.decoder_only(), "start_decoding: a decoder-only model starts from start_generation()");
   DecoderCache cache;
   cache.memory_mask = memory.mask;
+  cache.rows = memory.states.size(0);
   for (const auto& module : *decoder) {
     DecoderLayerCache layer;
     layer.memory = module->as<DecoderLayer>()->cross_attn->project_memory(memory.states);
     cache.layers.push_back(layer);
   }
   return cache;
+}
+
+void TransformerImpl::join_decoding(DecoderCache& cache, const Memory& memory) {
+  TORCH_CHECK(!options.decoder_only() && cache.memory_mask.defined() && cache.layers.size() == decoder->size(),
+              "join_decoding: the cache was not started by start_decoding for this model");
+  TORCH_CHECK(memory.mask.device() == cache.memory_mask.device(), "join_decoding: the memory is on another device");
+  // The old and the new memory padded to one source length: padded keys are masked, and on the CPU the fused
+  // attention adds exact zeros for them, so nobody's result changes.
+  const int64_t length = std::max(cache.memory_mask.size(-1), memory.mask.size(-1));
+  const auto pad = [length](const torch::Tensor& x, int64_t dim) {  // zeros (false) up to `length` along dim
+    if (x.size(dim) == length) return x;
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape[size_t(dim)] = length - x.size(dim);
+    return torch::cat({x, torch::zeros(shape, x.options())}, dim);
+  };
+  size_t i = 0;
+  for (const auto& module : *decoder) {
+    DecoderLayerCache& layer = cache.layers[i++];
+    const SelfKV added = module->as<DecoderLayer>()->cross_attn->project_memory(memory.states);  // [n, h, s, hd]
+    layer.memory.k = torch::cat({pad(layer.memory.k, 2), pad(added.k, 2)}, 0);  // [rows + n, h, length, hd]
+    layer.memory.v = torch::cat({pad(layer.memory.v, 2), pad(added.v, 2)}, 0);
+  }
+  cache.memory_mask = torch::cat({pad(cache.memory_mask, 3), pad(memory.mask, 3)}, 0);  // [rows + n, 1, 1, length]
+  cache.joining += memory.states.size(0);
 }
 
 torch::Tensor TransformerImpl::decode_step_hidden(const torch::Tensor& tokens, DecoderCache& cache) {
@@ -322,12 +390,25 @@ torch::Tensor TransformerImpl::decode_step_hidden(const torch::Tensor& tokens, D
     return x.squeeze(1);  // [b, d]
   }
   TORCH_CHECK(cache.layers.size() == decoder->size(), "decode_step: cache was not started for this model");
-  torch::Tensor x = embed(tgt_embed, tokens.unsqueeze(1), cache.steps);  // [b, 1, d]
+  TORCH_CHECK(cache.joining == 0, "decode_step: sentences joined; reorder the cache first");
+  torch::Tensor x;          // [b, 1, d]
+  torch::Tensor self_mask;  // [b, 1, 1, steps + 1]: a row's own positions (undefined: every cached position)
+  if (cache.starts.empty()) {
+    x = embed(tgt_embed, tokens.unsqueeze(1), cache.steps);
+  } else {
+    TORCH_CHECK(int64_t(cache.starts.size()) == tokens.size(0), "decode_step: ", cache.starts.size(),
+                " row starts for ", tokens.size(0), " rows");
+    const torch::Tensor starts = torch::tensor(cache.starts, torch::kLong);              // [b]
+    x = tgt_embed->forward(tokens.unsqueeze(1)) * std::sqrt(double(options.d_model()));  // [b, 1, d]
+    x = model::dropout(positions->forward_rows(x, cache.steps - starts), options.dropout(), is_training());
+    self_mask = (torch::arange(cache.steps + 1).unsqueeze(0) >= starts.unsqueeze(1))  // [b, steps + 1]
+                    .view({-1, 1, 1, cache.steps + 1})
+                    .to(x.device());
+  }
   size_t i = 0;
   for (const auto& module : *decoder) {
     DecoderLayerCache& layer = cache.layers[i++];
-    // The new query may attend to every cached position: no self mask is needed.
-    x = module->as<DecoderLayer>()->forward(x, torch::Tensor(), layer.memory, cache.memory_mask, &layer.self);
+    x = module->as<DecoderLayer>()->forward(x, self_mask, layer.memory, cache.memory_mask, &layer.self);
   }
   ++cache.steps;
   if (options.pre_norm()) x = decoder_norm->forward(x);

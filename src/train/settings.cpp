@@ -61,7 +61,7 @@ RunSettings resume_run(CheckpointContent checkpoint, const config::Config& reque
         run_dir.string(), config::to_string(was.schedule), was.cooldown > 0 ? " with a cool-down" : "", was.max_steps,
         was.max_minutes, now.max_steps, now.max_minutes));
   }
-  return {requested, run_dir, std::move(checkpoint)};
+  return {requested, run_dir, std::move(checkpoint), std::nullopt};
 }
 
 RunSettings resolve_run(const RunRequest& request) {

@@ -48,7 +48,9 @@ class StepFunction {
   }
   // Keeps rows `indices` [new_rows] (int64, repeats allowed) of the state, in that order. same_sentences:
   // every new row belongs to the same sentence as before and no sentence was dropped, so per-sentence
-  // data (e.g. the encoder memory) need not move.
+  // data (e.g. the encoder memory) need not move. When sentences joined since the last reorder (beam_search's
+  // Admit), index rows + i names the fresh row (nothing generated yet) of the i-th of them, where `rows` is the
+  // number of rows the last step scored.
   virtual void reorder(const torch::Tensor& indices, bool same_sentences) = 0;
 };
 
@@ -68,7 +70,7 @@ struct Candidates {
 struct StepRules {
   int32_t bos = -1, eos = -1, pad = -1;  // BOS and pad are never chosen
   int32_t unk = -1;                      // nor <unk>, when given (decode.allow_unk false)
-  bool eos_banned = false;               // before min_len
+  std::vector<uint8_t> eos_banned;       // per sentence (or empty: none): before min_len
   std::vector<uint8_t> forced;           // per sentence: at its length limit, may only end (wins over eos_banned)
 };
 // scores [A * k, vocab] (any float type, any device). On CPU in float: one fused pass per row (max, sum of
@@ -84,11 +86,19 @@ double length_penalty(int64_t length, double alpha);
 // and its final hypotheses, the ones beam_search returns for it.
 using SentenceDone = std::function<void(int64_t sentence, const std::vector<Hypothesis>& hypotheses)>;
 
+// Continuous batching: after each step, with the number of sentences still searching, Admit may add sentences to
+// the step function's state (one fresh row each, see StepFunction::reorder) and returns their max lengths; they
+// become sentences n, n + 1, ... of the search (n: the sentences so far) and start from BOS at once. Each
+// sentence's search is the same whenever it joined: its steps, length limit and min_len count from its own start.
+using Admit = std::function<std::vector<int64_t>(int64_t searching)>;
+
 // Searches for every sentence of the state; max_lengths[i] = the most tokens sentence i may generate
-// (EOS included, >= 1). Returns, per sentence, up to options.nbest hypotheses, best first. BOS, `pad` and `unk`
-// (when >= 0) are never generated. Throws ConfigError when the vocabulary is under twice the beam.
+// (EOS included, >= 1). Returns, per sentence (those admitted included), up to options.nbest hypotheses, best
+// first. BOS, `pad` and `unk` (when >= 0) are never generated. Throws ConfigError when the vocabulary is under
+// twice the beam.
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
                                                  int32_t eos, const SearchOptions& options, int32_t pad = -1,
-                                                 int32_t unk = -1, const SentenceDone& on_done = {});
+                                                 int32_t unk = -1, const SentenceDone& on_done = {},
+                                                 const Admit& admit = {});
 
 }  // namespace mtx::decode

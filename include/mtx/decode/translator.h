@@ -3,6 +3,7 @@
 // detokenize. Output for a sentence does not depend on what else is in its batch.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,15 @@ class Translator {
   std::vector<std::vector<Hypothesis>> translate_ids(const std::vector<std::vector<int32_t>>& sources,
                                                      const SentenceDone& on_done = {});
 
+  // Continuous batching: one search on this thread over `sources`, which sentences join while it runs. After
+  // each step `feed` is told how many sentences are still searching and returns sources to add (none: an empty
+  // list); the search ends when nothing is left. Returns the hypotheses of `sources` and then of the fed ones, in
+  // the order fed; `on_done` numbers them the same way. Each sentence's translation is the one translate_ids
+  // gives it (on the CPU in float and int8: byte for byte).
+  using Feed = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
+  std::vector<std::vector<Hypothesis>> translate_continuously(const std::vector<std::vector<int32_t>>& sources,
+                                                              const Feed& feed, const SentenceDone& on_done = {});
+
   const TranslateOptions& options() const { return options_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   // The model (an ensemble's first member: alignments are read from it).
@@ -64,8 +74,14 @@ class Translator {
   int64_t max_source_tokens() const;
 
  private:
+  struct Encoded {
+    torch::Tensor src;                 // [n, longest + 1] with EOS and padding, on the model's device
+    std::vector<int64_t> max_lengths;  // per sentence: the most tokens it may generate
+  };
+  Encoded prepare(const std::vector<const std::vector<int32_t>*>& sources) const;
+  std::vector<std::vector<int32_t>> clip(std::vector<std::vector<int32_t>> sources) const;  // cut to the model
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
-                                                    const SentenceDone& on_done);
+                                                    const SentenceDone& on_done, const Feed& feed);
 
   std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;

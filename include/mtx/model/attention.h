@@ -44,7 +44,12 @@ struct SelfKV {
   // reorder and an append). Encoder memory: read through (beams share their sentence's memory, which never
   // moves). Undefined: row i is row i.
   torch::Tensor pending_rows;
-  void reorder(const torch::Tensor& indices);  // composes with a pending reorder
+  // Leading positions of k/v dropped at the next append (self-attention: positions no row attends to any more).
+  int64_t pending_skip = 0;
+  // Composes with a pending reorder. With `fresh` ([n] int64): rows `rows` .. rows + n of `indices` name rows
+  // that joined the state (continuous batching), reading rows `fresh` of k/v, or -1: a row with nothing cached
+  // (zeros, to be masked). `rows`: the state's rows before the reorder.
+  void reorder(const torch::Tensor& indices, int64_t rows = -1, const torch::Tensor& fresh = torch::Tensor());
 };
 
 // Cloneable (reset() builds the projections, as the constructor does; clone() is a deep copy).

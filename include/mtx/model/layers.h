@@ -43,6 +43,8 @@ class PositionalEncodingImpl : public torch::nn::Cloneable<PositionalEncodingImp
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
   torch::Tensor forward(const torch::Tensor& x, int64_t offset = 0);
+  // x [b, 1, d], positions [b] int64: row i at positions[i] (rows of a decode that joined at different steps).
+  torch::Tensor forward_rows(const torch::Tensor& x, const torch::Tensor& positions);
   int64_t max_len;
   int64_t d_model;
   config::Positions kind;

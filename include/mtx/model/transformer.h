@@ -84,9 +84,16 @@ struct DecoderCache {
   // [batch, 1, 1, src_len] (undefined for a decoder-only model). On the CPU it keeps one row per sentence of
   // the encoded batch, as the memory's K/V do, and each layer's memory.pending_rows maps state rows to them.
   torch::Tensor memory_mask;
-  int64_t steps = 0;  // target positions decoded so far
-  // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step. same_memory: every
-  // row keeps the encoder memory it had (beams reselected within their sentences), so it need not move.
+  int64_t steps = 0;  // positions in the self-attention cache: target positions decoded so far
+  int64_t rows = 0;   // rows of the state (after the last reorder)
+  // Continuous batching (TransformerImpl::join_decoding): sentences joined since the last reorder, and per row
+  // the cache position its sentence started at (empty: every row at 0). A row attends to its own positions only
+  // and counts its target positions from its start, so that it decodes as it would alone.
+  int64_t joining = 0;
+  std::vector<int64_t> starts;
+  // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step; index rows + i is the fresh
+  // row of the i-th sentence joined since the last reorder. same_memory: every row keeps the encoder memory it
+  // had (beams reselected within their sentences, none joined), so it need not move.
   void reorder(const torch::Tensor& indices, bool same_memory = false);
 };
 
@@ -120,6 +127,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
 
   // Projects the encoder output once per layer and returns an empty cache.
   DecoderCache start_decoding(const Memory& memory);
+  // Continuous batching: adds the sentences of `memory` (encoded apart) to a running decode; the next
+  // cache.reorder places their fresh rows. Each decodes exactly as in a decode of its own (on the CPU in float).
+  void join_decoding(DecoderCache& cache, const Memory& memory);
   // Decoder-only: an empty cache (its batch is set by the first step's tokens).
   DecoderCache start_generation();
   // One step: tokens [batch] (the previous outputs; BOS first) -> logits [batch, tgt_vocab]. Decoder-only:
