@@ -37,7 +37,7 @@ using namespace std::chrono_literals;
 namespace {
 
 serve::Hypotheses echo(const serve::BatchKey&, const std::vector<std::vector<int32_t>>& sources,
-                       const decode::SentenceDone& = {}) {
+                       const decode::SentenceDone& = {}, const serve::Batcher::More& = {}) {
   serve::Hypotheses out;
   for (const auto& s : sources) out.push_back({decode::Hypothesis{s, 0, 0}});
   return out;
@@ -177,7 +177,7 @@ TEST(ServeBatcher, TwoBatchThreadsShareTheQueueAndKeepEachResultWithItsRequest) 
   o.threads = 2;
   serve::Batcher batcher(
       o,
-      [&](const serve::BatchKey& k, const auto& s, const auto&) {
+      [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&) {
         {
           std::lock_guard<std::mutex> lock(m);
           threads.insert(std::this_thread::get_id());
@@ -210,15 +210,16 @@ TEST(ServeBatcher, ARequestIsAnsweredWhenItsSentencesAreDoneNotWhenItsBatchIs) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   bool fail = false;
-  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished) {
-    const serve::Hypotheses all = echo(k, s);
-    finished(2, all[2]);  // the first job's two sentences, in any order
-    finished(1, all[1]);
-    finished(1, all[1]);  // a repeat is ignored
-    released.wait();      // the batch goes on
-    if (fail) throw std::runtime_error("the model broke");
-    return all;
-  });
+  serve::Batcher batcher(
+      o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished, const auto&) {
+        const serve::Hypotheses all = echo(k, s);
+        finished(2, all[2]);  // the first job's two sentences, in any order
+        finished(1, all[1]);
+        finished(1, all[1]);  // a repeat is ignored
+        released.wait();      // the batch goes on
+        if (fail) throw std::runtime_error("the model broke");
+        return all;
+      });
   std::promise<serve::Hypotheses> a, b;
   ASSERT_TRUE(batcher.submit(job_of({{5}}, a)));
   ASSERT_TRUE(batcher.submit(job_of({{6}, {7}}, b)));
@@ -235,12 +236,84 @@ TEST(ServeBatcher, ARequestIsAnsweredWhenItsSentencesAreDoneNotWhenItsBatchIs) {
   EXPECT_THROW(fa.get(), std::runtime_error);  // the unfinished request gets the run's error
 }
 
+// Continuous batching: while every batch thread is busy, a running batch takes in queued requests with its key
+// (not another model's, not past the token budget, not a client that left), and each answer goes to its request.
+TEST(ServeBatcher, ARunningBatchTakesInRequestsWithItsKeyWhileEveryThreadIsBusy) {
+  for (const bool continuous : {true, false}) {
+    serve::BatcherOptions o;
+    o.max_wait_ms = 0;
+    o.max_batch_tokens = 6;  // source tokens still searching, EOS included
+    o.continuous = continuous;
+    std::promise<void> queued;
+    std::shared_future<void> ready = queued.get_future().share();
+    std::mutex m;
+    std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `more`, what joined
+    std::vector<serve::BatchRecord> records;
+    serve::Batcher batcher(
+        o,
+        [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
+            const serve::Batcher::More& more) {
+          serve::Hypotheses all = echo(k, s);
+          if (k.model != "m") return all;
+          ready.wait();
+          // The first batch's sentence ends, so 6 tokens have room: {1, 2} (3) joins; {3, 4, 5, 6} (5) does not fit
+          // then, but does once {1, 2} is done too.
+          finished(0, all[0]);
+          for (int step = 0; step < 3; ++step) {
+            const auto more_sources = more(1);
+            {
+              std::lock_guard<std::mutex> lock(m);
+              joined.push_back(more_sources);
+            }
+            for (const auto& src : more_sources) {
+              all.push_back({decode::Hypothesis{src, 0, 0}});
+              finished(int64_t(all.size()) - 1, all.back());
+            }
+          }
+          return all;
+        },
+        [&](const serve::BatchRecord& r) {
+          std::lock_guard<std::mutex> lock(m);
+          records.push_back(r);
+        });
+    std::promise<serve::Hypotheses> a, b, c, d, e;
+    ASSERT_TRUE(batcher.submit(job_of({{9}}, a)));
+    while (batcher.queued_sentences() > 0) std::this_thread::sleep_for(1ms);  // the batch has started
+    ASSERT_TRUE(batcher.submit(job_of({{1, 2}}, b)));
+    ASSERT_TRUE(batcher.submit(job_of({{7}}, c, "other")));  // another key: never joins
+    auto left = job_of({{8}}, d);
+    left->gone = [] { return true; };
+    ASSERT_TRUE(batcher.submit(left));
+    ASSERT_TRUE(batcher.submit(job_of({{3, 4, 5, 6}}, e)));
+    queued.set_value();
+    EXPECT_EQ(a.get_future().get()[0][0].tokens, (std::vector<int32_t>{9}));
+    EXPECT_EQ(b.get_future().get()[0][0].tokens, (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(c.get_future().get()[0][0].tokens, (std::vector<int32_t>{7}));
+    EXPECT_THROW(d.get_future().get(), std::runtime_error);  // the client went away
+    EXPECT_EQ(e.get_future().get()[0][0].tokens, (std::vector<int32_t>{3, 4, 5, 6}));
+    batcher.stop();
+    std::lock_guard<std::mutex> lock(m);
+    int64_t joined_jobs = 0;
+    for (const auto& r : records) joined_jobs += r.joined ? r.jobs : 0;
+    if (!continuous) {
+      EXPECT_EQ(joined_jobs, 0);
+      for (const auto& j : joined) EXPECT_TRUE(j.empty());
+      continue;
+    }
+    EXPECT_EQ(joined_jobs, 2);
+    ASSERT_EQ(joined.size(), 3u);
+    EXPECT_EQ(joined[0], (std::vector<std::vector<int32_t>>{{1, 2}}));
+    EXPECT_EQ(joined[1], (std::vector<std::vector<int32_t>>{{3, 4, 5, 6}}));
+    EXPECT_TRUE(joined[2].empty());
+  }
+}
+
 TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {
   std::atomic<int> translated{0};
   serve::BatcherOptions o;
   o.max_queue = 3;
   o.max_wait_ms = 300;
-  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const auto&) {
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&) {
     translated += int(s.size());
     return echo(k, s);
   });
@@ -344,6 +417,7 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
 TEST_F(ServeTest, ATranslationIsTheSameAloneOrAmong127OtherClients) {
   serve::ServerOptions o;
   o.batching.max_wait_ms = 20;
+  o.batches = 2;  // each batch one search, which takes in requests while it runs (continuous batching)
   o.io_threads = 4;
   start(o);
   std::vector<std::string> alone;
@@ -376,6 +450,7 @@ TEST_F(ServeTest, ATranslationIsTheSameAloneOrAmong127OtherClients) {
   EXPECT_EQ(wrong.load(), 0);
   const std::string m = call(port, http::verb::get, "/metrics").body;
   EXPECT_GE(metric(m, "mtx_batch_requests_max"), 2) << m;
+  EXPECT_GT(metric(m, "mtx_joined_requests_total"), 0) << m;
   EXPECT_EQ(metric(m, "mtx_requests_total{status=\"200\"}"), double(kSentences.size() + 256)) << m;
   EXPECT_EQ(metric(m, "mtx_queue_sentences"), 0);
 }

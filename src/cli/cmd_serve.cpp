@@ -36,6 +36,7 @@ int run_serve(ServeArgs& a) {
   }
   set_threads(a.threads);
   if (a.server.batches == 0) a.server.batches = runtime_info().threads;  // one batch per translation thread
+  if (runtime_info().threads == 1) a.server.workers = 1;                 // one thread: each batch is one search
   serve::Server server(std::move(models), a.server);
   server.run([&](int port) {
     log::info("serving on http://{}:{} (POST /v1/translate, GET /health /v1/models /metrics /)", a.server.host, port);
@@ -65,6 +66,8 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-eager-batches", a->server.eager_batches,
                 "Always wait --max-wait-ms for company, even when every request in flight is already queued");
+  cmd->add_flag("!--no-continuous-batching", a->server.batching.continuous,
+                "Never take requests into a running batch: each batch runs as it started");
   cmd->add_option("--max-queue", a->server.batching.max_queue, "Sentences waiting at most; past it, 429")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

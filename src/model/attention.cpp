@@ -82,14 +82,28 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
   // one thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, T * D));
   const kernels::AttentionLoops loops = attention_loops();
+  // Per mask row, the keys from its first to its last unmasked one: the masked keys around them would only add
+  // exact zeros, so the loop skips them (padded sources, rows that joined a running decode later).
+  std::vector<int64_t> first(size_t(std::max<int64_t>(mask_rows, 1)), 0), last(first.size(), T);
+  for (int64_t r = 0; r < mask_rows; ++r) {
+    const bool* m = mp + r * T;
+    int64_t lo = 0, hi = T;
+    while (lo < T && !m[lo]) ++lo;
+    while (hi > lo && !m[hi - 1]) --hi;
+    first[size_t(r)] = lo;
+    last[size_t(r)] = hi;
+  }
   at::parallel_for(0, B * H * Q, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> w(static_cast<size_t>(T));
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b = i / (H * Q), h = i / Q % H, j = i % Q, kb = rp ? rp[b] : b;
       const float* qi = qp + b * q.stride(0) + h * q.stride(1) + j * q.stride(2);
-      const bool* mi = mp ? mp + (mask_rows == 1 ? 0 : kb) * T : nullptr;
-      loops.query(qi, kp + kb * k.stride(0) + h * k.stride(1), k.stride(2), vp + kb * v.stride(0) + h * v.stride(1),
-                  v.stride(2), mi, T, D, scale, w.data(), op + ((b * Q + j) * H + h) * D);
+      const int64_t mr = mp && mask_rows > 1 ? kb : 0;
+      const int64_t lo = first[size_t(mr)], n = last[size_t(mr)] - lo;
+      const bool* mi = mp ? mp + mr * T + lo : nullptr;
+      loops.query(qi, kp + kb * k.stride(0) + h * k.stride(1) + lo * k.stride(2), k.stride(2),
+                  vp + kb * v.stride(0) + h * v.stride(1) + lo * v.stride(2), v.stride(2), mi, n, D, scale, w.data(),
+                  op + ((b * Q + j) * H + h) * D);
     }
   });
   return out.transpose(1, 2);  // [b, h, tq, hd]

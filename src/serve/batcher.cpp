@@ -55,17 +55,34 @@ void Batcher::stop() {
 
 namespace {
 
-// One batch's jobs while it runs: which job each sentence belongs to, and what is still missing. A job is answered
-// (exactly once) when its last sentence comes in, or with the error when the run fails.
+// One batch's jobs while it runs, those that joined it included: which job each sentence belongs to, and what is
+// still missing. A job is answered (exactly once) when its last sentence comes in, or with the error when the run
+// fails.
 class Replies {
  public:
-  explicit Replies(const std::vector<std::shared_ptr<Job>>& jobs) : jobs_(jobs), missing_(jobs.size()) {
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      answers_.emplace_back(jobs[j]->sources.size());
-      missing_[j] = jobs[j]->sources.size();
-      for (size_t i = 0; i < jobs[j]->sources.size(); ++i) where_.emplace_back(j, i);
+  // Registers jobs (their sentences numbered after those so far) and returns their sources.
+  std::vector<std::vector<int32_t>> add(const std::vector<std::shared_ptr<Job>>& jobs) {
+    std::vector<std::vector<int32_t>> sources;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& job : jobs) {
+      const size_t j = jobs_.size();
+      jobs_.push_back(job);
+      answers_.emplace_back(job->sources.size());
+      missing_.push_back(job->sources.size());
+      for (size_t i = 0; i < job->sources.size(); ++i) {
+        where_.emplace_back(j, i);
+        told_.push_back(0);
+        sources.push_back(job->sources[i]);
+        searching_tokens_ += int64_t(job->sources[i].size()) + 1;
+      }
     }
-    told_.assign(where_.size(), 0);
+    return sources;
+  }
+
+  // Source tokens (EOS included) of the sentences not yet told.
+  int64_t searching_tokens() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return searching_tokens_;
   }
 
   // Sentence `s` of the batch has its hypotheses (a repeat is ignored).
@@ -77,6 +94,7 @@ class Replies {
       if (s >= where_.size() || told_[s]) return;
       told_[s] = 1;
       const auto [j, i] = where_[s];
+      searching_tokens_ -= int64_t(jobs_[j]->sources[i].size()) + 1;
       answers_[j][i] = std::move(hypotheses);
       if (--missing_[j] > 0) return;
       ready = jobs_[j];
@@ -104,34 +122,89 @@ class Replies {
   }
 
  private:
-  const std::vector<std::shared_ptr<Job>>& jobs_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<Job>> jobs_;
   std::vector<Hypotheses> answers_;               // per job, per sentence
   std::vector<size_t> missing_;                   // per job: sentences not yet told
   std::vector<std::pair<size_t, size_t>> where_;  // per batch sentence: (job, its sentence)
   std::vector<uint8_t> told_;                     // per batch sentence
+  int64_t searching_tokens_ = 0;
 };
+
+BatchRecord record_of(const std::vector<std::shared_ptr<Job>>& jobs, bool joined) {
+  BatchRecord r;
+  r.jobs = int64_t(jobs.size());
+  r.joined = joined;
+  for (const auto& job : jobs) {
+    r.sentences += int64_t(job->sources.size());
+    r.tokens += job->tokens();
+  }
+  return r;
+}
 
 }  // namespace
 
-void Batcher::run_batch(const BatchKey& key, const std::vector<std::shared_ptr<Job>>& jobs) {
-  std::vector<std::vector<int32_t>> sources;
-  BatchRecord record;
-  for (const auto& job : jobs) {
-    for (const auto& s : job->sources) {
-      sources.push_back(s);
-      record.tokens += int64_t(s.size()) + 1;
+std::vector<std::shared_ptr<Job>> Batcher::take(const BatchKey& key, int64_t share, int64_t room) {
+  std::vector<std::shared_ptr<Job>> taken;
+  int64_t tokens = 0;
+  for (auto it = queue_.begin(); it != queue_.end() && int64_t(taken.size()) < share;) {
+    const int64_t t = (*it)->tokens();
+    if ((*it)->key == key && tokens + t <= room) {
+      tokens += t;
+      queued_ -= int64_t((*it)->sources.size());
+      taken.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
     }
   }
-  record.jobs = int64_t(jobs.size());
-  record.sentences = int64_t(sources.size());
-  if (on_batch_) on_batch_(record);
-  Replies replies(jobs);
+  return taken;
+}
+
+// Requests whose clients went away while they waited are answered without translating.
+static std::vector<std::shared_ptr<Job>> drop_gone(std::vector<std::shared_ptr<Job>> jobs) {
+  std::vector<std::shared_ptr<Job>> live;
+  for (auto& job : jobs) {
+    if (job->gone && job->gone()) {
+      job->done({}, kClientGone);
+    } else {
+      live.push_back(std::move(job));
+    }
+  }
+  return live;
+}
+
+void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> jobs) {
+  jobs = drop_gone(std::move(jobs));
+  if (jobs.empty()) return;
+  if (on_batch_) on_batch_(record_of(jobs, false));
+  Replies replies;
+  const std::vector<std::vector<int32_t>> sources = replies.add(jobs);
+  // Joining a running batch: only while no batch thread is idle (an idle one starts a batch of its own), up to
+  // the token budget of the sentences still searching.
+  const More more = [&](int64_t searching) -> std::vector<std::vector<int32_t>> {
+    if (!options_.continuous) return {};
+    std::vector<std::shared_ptr<Job>> joining;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // Requests join once they are an eighth of the sentences still searching (any, when few are): the encoder
+      // then runs on several at once, which costs less per sentence than one at a time.
+      if (idle_ > 0 || queued_ < std::max<int64_t>(1, searching / 8)) return {};
+      const int64_t room = options_.max_batch_tokens - replies.searching_tokens();
+      if (room <= 0) return {};
+      joining = take(key, int64_t(queue_.size()), room);
+    }
+    joining = drop_gone(std::move(joining));
+    if (joining.empty()) return {};
+    if (on_batch_) on_batch_(record_of(joining, true));
+    return replies.add(joining);
+  };
   Hypotheses results;
   std::string error;
   try {
-    results = run_(key, sources,
-                   [&replies](int64_t s, const std::vector<decode::Hypothesis>& h) { replies.give(size_t(s), h); });
+    results = run_(
+        key, sources, [&replies](int64_t s, const std::vector<decode::Hypothesis>& h) { replies.give(size_t(s), h); },
+        more);
   } catch (const std::exception& e) {
     error = bundle::short_what(e);
   }
@@ -162,35 +235,15 @@ void Batcher::loop() {
     if (queue_.empty()) continue;  // another batch thread took it
     // Take the (current) oldest job's key, in arrival order while they fit (the first always does); with other
     // batch threads idle, only this thread's share of them.
-    const BatchKey take = queue_.front()->key;
+    const BatchKey key_taken = queue_.front()->key;
     int64_t same = 0;
-    for (const auto& j : queue_) same += j->key == take;
+    for (const auto& j : queue_) same += j->key == key_taken;
     const int64_t share = (same + idle_) / (idle_ + 1);
-    std::vector<std::shared_ptr<Job>> batch;
-    int64_t tokens = 0;
-    for (auto it = queue_.begin(); it != queue_.end() && int64_t(batch.size()) < share;) {
-      const int64_t t = (*it)->tokens();
-      if ((*it)->key == take && (batch.empty() || tokens + t <= options_.max_batch_tokens)) {
-        tokens += t;
-        queued_ -= int64_t((*it)->sources.size());
-        batch.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    const int64_t first = queue_.front()->tokens();  // always fits: a larger request goes alone
+    std::vector<std::shared_ptr<Job>> batch = take(key_taken, share, std::max(first, options_.max_batch_tokens));
     if (!queue_.empty()) wake_.notify_one();  // the rest: another batch thread's
     lock.unlock();
-    // Requests whose clients went away while they waited are answered without translating.
-    std::vector<std::shared_ptr<Job>> live;
-    for (auto& job : batch) {
-      if (job->gone && job->gone()) {
-        job->done({}, kClientGone);
-      } else {
-        live.push_back(std::move(job));
-      }
-    }
-    if (!live.empty()) run_batch(take, live);
+    run_batch(key_taken, std::move(batch));
     lock.lock();
   }
 }

@@ -69,6 +69,7 @@ struct Metrics {
   std::mutex mutex;
   std::map<int, int64_t> requests;  // by status
   int64_t sentences = 0, source_tokens = 0, generated_tokens = 0, batches = 0, max_batch_requests = 0;
+  int64_t joined_requests = 0, joined_sentences = 0;  // continuous batching: taken into running batches
   Histogram batch_sentences{{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}};
   Histogram batch_tokens{{16, 64, 256, 1024, 4096, 16384, 65536}};
   Histogram batch_requests{{1, 2, 4, 8, 16, 32, 64, 128}};
@@ -104,11 +105,15 @@ struct Server::Impl {
     }
     batcher = std::make_unique<Batcher>(
         options.batching,
-        [this](const BatchKey& key, const auto& sources, const decode::SentenceDone& finished) {
-          return translate(key, sources, finished);
-        },
+        [this](const BatchKey& key, const auto& sources, const decode::SentenceDone& finished,
+               const Batcher::More& more) { return translate(key, sources, finished, more); },
         [this](const BatchRecord& r) {
           std::lock_guard<std::mutex> lock(metrics.mutex);
+          if (r.joined) {
+            metrics.joined_requests += r.jobs;
+            metrics.joined_sentences += r.sentences;
+            return;
+          }
           ++metrics.batches;
           metrics.batch_sentences.add(double(r.sentences));
           metrics.batch_tokens.add(double(r.tokens));
@@ -125,8 +130,9 @@ struct Server::Impl {
   }
 
   // Each request is answered as soon as its own sentences are translated (`finished`), not when its batch ends.
+  // A batch that is one search (one per thread) takes in more requests as it goes (`more`: continuous batching).
   Hypotheses translate(const BatchKey& key, const std::vector<std::vector<int32_t>>& sources,
-                       const decode::SentenceDone& finished) {
+                       const decode::SentenceDone& finished, const Batcher::More& more) {
     const ServedModel& m = *find(key.model);
     decode::TranslateOptions o = decode::options_from_config(m.bundle.config.decode);
     o.search.beam = key.beam;
@@ -134,6 +140,7 @@ struct Server::Impl {
     o.search.alpha = key.alpha;
     o.workers = options.batches > 1 ? 1 : options.workers;
     decode::Translator translator(m.bundle.model, *m.bundle.tokenizer, o);
+    if (o.workers == 1) return translator.translate_continuously(sources, more, finished);
     return translator.translate_ids(sources, finished);
   }
 
@@ -149,12 +156,15 @@ struct Server::Impl {
     out << "# HELP mtx_requests_total Requests answered, by HTTP status.\n# TYPE mtx_requests_total counter\n";
     for (const auto& [status, n] : metrics.requests)
       out << "mtx_requests_total{status=\"" << status << "\"} " << n << "\n";
-    const std::array<std::tuple<const char*, const char*, int64_t>, 4> counters = {
+    const std::array<std::tuple<const char*, const char*, int64_t>, 6> counters = {
         {{"mtx_sentences_total", "Sentences translated.", metrics.sentences},
          {"mtx_source_tokens_total", "Source tokens translated (EOS included).", metrics.source_tokens},
          {"mtx_generated_tokens_total", "Target tokens generated (best hypotheses, EOS included).",
           metrics.generated_tokens},
-         {"mtx_batches_total", "Batches translated.", metrics.batches}}};
+         {"mtx_batches_total", "Batches translated.", metrics.batches},
+         {"mtx_joined_requests_total", "Requests taken into a batch while it ran (continuous batching).",
+          metrics.joined_requests},
+         {"mtx_joined_sentences_total", "Sentences taken into a batch while it ran.", metrics.joined_sentences}}};
     for (const auto& [name, help, v] : counters) {
       out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
     }

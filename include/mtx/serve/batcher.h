@@ -60,11 +60,15 @@ struct BatcherOptions {
   // that the batches overlap instead of one batch's tail holding every client.
   int threads = 1;
   std::function<void()> thread_init;
+  // Continuous batching: while every batch thread is busy, a running batch takes in requests with its key between
+  // search steps (Run's `more`), up to max_batch_tokens of sentences still searching.
+  bool continuous = true;
 };
 
-// What the batch thread ran, for metrics and tests.
+// What the batch thread ran, for metrics and tests: a batch, or requests that joined a running one.
 struct BatchRecord {
   int64_t jobs = 0, sentences = 0, tokens = 0;
+  bool joined = false;
 };
 
 class Batcher {
@@ -73,8 +77,12 @@ class Batcher {
   // of a sentence as soon as its search has ended (decode::SentenceDone, from any thread): a job is answered once
   // all its sentences are, without waiting for the rest of the batch. Sentences it did not tell of are taken
   // from what it returns. `on_batch` (optional) is told about each batch before it runs.
+  // A run that can take sentences into its search as it goes (decode::Translator::translate_continuously) asks
+  // `more` between steps, with the number of sentences still searching: it returns the sources of the requests
+  // that join (numbered after the batch's, in order; none: empty).
+  using More = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
   using Run = std::function<Hypotheses(const BatchKey&, const std::vector<std::vector<int32_t>>&,
-                                       const decode::SentenceDone& finished)>;
+                                       const decode::SentenceDone& finished, const More& more)>;
   Batcher(BatcherOptions options, Run run, std::function<void(const BatchRecord&)> on_batch = {});
   ~Batcher();  // stop()
   Batcher(const Batcher&) = delete;
@@ -89,8 +97,11 @@ class Batcher {
 
  private:
   void loop();
-  // Runs one batch of live jobs and answers each of them exactly once.
-  void run_batch(const BatchKey& key, const std::vector<std::shared_ptr<Job>>& jobs);
+  // Runs one batch of live jobs (and those that join it) and answers each of them exactly once.
+  void run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> jobs);
+  // Takes up to `share` of the queued jobs with `key`, in arrival order, while their tokens fit in `room`. Called
+  // with mutex_ held.
+  std::vector<std::shared_ptr<Job>> take(const BatchKey& key, int64_t share, int64_t room);
 
   BatcherOptions options_;
   Run run_;
