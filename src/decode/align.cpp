@@ -37,8 +37,9 @@ WordAlignment align_words(model::Transformer& model, const tokenizer::Tokenizer&
   const torch::Tensor src_t = torch::tensor(s, torch::kLong).unsqueeze(0).to(device);  // [1, S + 1]
   const torch::Tensor tgt_t = torch::tensor(t, torch::kLong).unsqueeze(0).to(device);  // [1, T + 1]
   // Row j of the teacher-forced pass produced target piece j; the source's EOS column is left out.
-  const torch::Tensor attn = model->attention_maps(src_t, tgt_t)
-                                 .cross[size_t(chosen)]
+  // cross_attention leaves the model as it is: the server aligns while other threads translate with it.
+  const torch::Tensor attn = model
+                                 ->cross_attention(src_t, tgt_t)[size_t(chosen)][0]  // [h, T + 1, S + 1]
                                  .mean(0)
                                  .narrow(0, 0, int64_t(tgt.size()))
                                  .narrow(1, 0, int64_t(src.size()))

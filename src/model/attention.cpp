@@ -270,9 +270,10 @@ SelfKV CrossAttentionImpl::project_memory(const torch::Tensor& memory) {
           torch::Tensor()};  // [b, h, s, hd]
 }
 
-torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask) {
+torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask,
+                                          torch::Tensor* weights_out) {
   const torch::Tensor queries = split_heads(q->forward(x), options.heads());  // [b, h, t, hd]
-  torch::Tensor* keep = keep_weights ? &weights : nullptr;
+  torch::Tensor* keep = weights_out ? weights_out : keep_weights ? &weights : nullptr;
   const torch::Tensor& rows = memory.pending_rows;  // [b] memory row of each query row, or undefined
   torch::Tensor y;                                  // [b, h, t, hd]
   if (rows.defined() &&

@@ -174,16 +174,16 @@ void DecoderLayerImpl::pretty_print(std::ostream& stream) const {
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& self_mask, const SelfKV& memory_kv,
-                                        const torch::Tensor& memory_mask, SelfKV* cache) {
+                                        const torch::Tensor& memory_mask, SelfKV* cache, torch::Tensor* cross_weights) {
   const double p = options.dropout();
   const bool train = is_training();
   if (options.pre_norm()) {
     torch::Tensor h = x + model::dropout(self_attn->forward(norm1->forward(x), self_mask, cache), p, train);
-    h = h + model::dropout(cross_attn->forward(norm2->forward(h), memory_kv, memory_mask), p, train);
+    h = h + model::dropout(cross_attn->forward(norm2->forward(h), memory_kv, memory_mask, cross_weights), p, train);
     return h + model::dropout(ffn->forward(norm3->forward(h)), p, train);  // [b, t, d]
   }
   torch::Tensor h = norm1->forward(x + model::dropout(self_attn->forward(x, self_mask, cache), p, train));
-  h = norm2->forward(h + model::dropout(cross_attn->forward(h, memory_kv, memory_mask), p, train));
+  h = norm2->forward(h + model::dropout(cross_attn->forward(h, memory_kv, memory_mask, cross_weights), p, train));
   return norm3->forward(h + model::dropout(ffn->forward(h), p, train));  // [b, t, d]
 }
 

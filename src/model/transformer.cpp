@@ -265,6 +265,24 @@ torch::Tensor TransformerImpl::decode_hidden(const torch::Tensor& tgt_in, const 
   return x;  // [b, t, d]
 }
 
+std::vector<torch::Tensor> TransformerImpl::cross_attention(const torch::Tensor& src, const torch::Tensor& tgt_in) {
+  TORCH_CHECK(!options.decoder_only(), "cross_attention: a decoder-only language model has no cross-attention");
+  TORCH_CHECK(!is_training(), "cross_attention: the model must be in eval mode");
+  TORCH_CHECK(tgt_in.dim() == 2, "cross_attention: expected tgt_in [batch, tgt_len], got ", tgt_in.sizes());
+  torch::NoGradGuard no_grad;
+  const Memory memory = encode(src);
+  const torch::Tensor self_mask = decoder_self_mask(tgt_in, options.pad_id());  // [b, 1, t, t]
+  torch::Tensor x = embed(tgt_embed, tgt_in, 0);                                // [b, t, d]
+  std::vector<torch::Tensor> weights(decoder->size());
+  size_t i = 0;
+  for (const auto& module : *decoder) {
+    auto layer = module->as<DecoderLayer>();
+    const SelfKV kv = layer->cross_attn->project_memory(memory.states);  // [b, h, s, hd] each
+    x = layer->forward(x, self_mask, kv, memory.mask, nullptr, &weights[i++]);
+  }
+  return weights;  // [b, h, t, s] per layer
+}
+
 torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& tgt_in) {
   return decode(tgt_in, encode(src));
 }

@@ -60,11 +60,16 @@ namespace {
 // fails.
 class Replies {
  public:
-  // Registers jobs (their sentences numbered after those so far) and returns their sources.
+  // Registers jobs (their sentences numbered after those so far) and returns their sources. A job without
+  // sentences is answered at once.
   std::vector<std::vector<int32_t>> add(const std::vector<std::shared_ptr<Job>>& jobs) {
     std::vector<std::vector<int32_t>> sources;
+    for (const auto& job : jobs) {
+      if (job->sources.empty()) job->done({}, "");
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& job : jobs) {
+      if (job->sources.empty()) continue;
       const size_t j = jobs_.size();
       jobs_.push_back(job);
       answers_.emplace_back(job->sources.size());
@@ -177,9 +182,10 @@ static std::vector<std::shared_ptr<Job>> drop_gone(std::vector<std::shared_ptr<J
 void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> jobs) {
   jobs = drop_gone(std::move(jobs));
   if (jobs.empty()) return;
-  if (on_batch_) on_batch_(record_of(jobs, false));
   Replies replies;
   const std::vector<std::vector<int32_t>> sources = replies.add(jobs);
+  if (on_batch_) on_batch_(record_of(jobs, false));
+  if (sources.empty()) return;
   // Joining a running batch: only while no batch thread is idle (an idle one starts a batch of its own), up to
   // the token budget of the sentences still searching.
   const More more = [&](int64_t searching) -> std::vector<std::vector<int32_t>> {
@@ -187,17 +193,27 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
     std::vector<std::shared_ptr<Job>> joining;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (idle_ > 0 || queue_.empty()) return {};
+      const int64_t room = options_.max_batch_tokens - replies.searching_tokens();
+      // The oldest request goes first once its wait is over: while it is another key's, or does not fit, this
+      // batch takes nothing more and ends with the sentences it has.
+      const auto& oldest = queue_.front();
+      if ((!(oldest->key == key) || oldest->tokens() > room) &&
+          std::chrono::steady_clock::now() >= oldest->arrived + std::chrono::milliseconds(options_.max_wait_ms)) {
+        return {};
+      }
       // Requests join once they are an eighth of the sentences still searching (any, when few are): the encoder
       // then runs on several at once, which costs less per sentence than one at a time.
-      if (idle_ > 0 || queued_ < std::max<int64_t>(1, searching / 8)) return {};
-      const int64_t room = options_.max_batch_tokens - replies.searching_tokens();
-      if (room <= 0) return {};
+      int64_t waiting = 0;
+      for (const auto& j : queue_) waiting += j->key == key ? int64_t(j->sources.size()) : 0;
+      if (room <= 0 || waiting < std::max<int64_t>(1, searching / 8)) return {};
       joining = take(key, int64_t(queue_.size()), room);
     }
     joining = drop_gone(std::move(joining));
     if (joining.empty()) return {};
+    std::vector<std::vector<int32_t>> sources_joining = replies.add(joining);
     if (on_batch_) on_batch_(record_of(joining, true));
-    return replies.add(joining);
+    return sources_joining;
   };
   Hypotheses results;
   std::string error;

@@ -307,7 +307,7 @@ struct Server::Impl {
       if (!h.empty()) generated += int64_t(h.front().tokens.size()) + 1;
       if (p.scores && !h.empty()) t["score"] = h.front().score;
       if (p.alignment) {
-        // On the batch thread, after the batch: the model is free.
+        // On a batch thread, possibly while searches run: cross_attention leaves the model as it is.
         model::Transformer model = p.model->bundle.model;
         t["alignment"] =
             h.empty() ? "" : decode::pharaoh(decode::align_words(model, tok, p.job->sources[i], h.front().tokens));

@@ -80,7 +80,10 @@ class CrossAttentionImpl : public torch::nn::Cloneable<CrossAttentionImpl> {
   SelfKV project_memory(const torch::Tensor& memory);
   // x [b, t, d] attends to projected memory; mask [b, 1, 1, s] -> [b, t, d].
   // mask [memory rows|1, 1, 1, s]; rows of x read memory (and mask) rows memory.pending_rows when defined.
-  torch::Tensor forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask);
+  // With `weights_out`, the explicit path runs and this call's attention weights [b, h, t, s] are stored there
+  // (without touching the module's state, so that other threads may decode with it meanwhile).
+  torch::Tensor forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask,
+                        torch::Tensor* weights_out = nullptr);
 
   AttentionOptions options;
   bool keep_weights = false;  // as SelfAttention's

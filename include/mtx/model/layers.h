@@ -92,8 +92,10 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
   void pretty_print(std::ostream& stream) const override;
   // Teacher-forced: x [b, t, d], self_mask [b, 1, t, t], memory_kv projected encoder output,
   // memory_mask [b, 1, 1, s] -> [b, t, d]. With `cache`, x is the new step and K/V are appended.
+  // `cross_weights`: as CrossAttention::forward's weights_out.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& self_mask, const SelfKV& memory_kv,
-                        const torch::Tensor& memory_mask, SelfKV* cache = nullptr);
+                        const torch::Tensor& memory_mask, SelfKV* cache = nullptr,
+                        torch::Tensor* cross_weights = nullptr);
   LayerOptions options;
   SelfAttention self_attn{nullptr};
   CrossAttention cross_attn{nullptr};

@@ -123,6 +123,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   torch::Tensor logits_at(const torch::Tensor& src, const torch::Tensor& tgt_in, const torch::Tensor& positions);
   // The decoder's output before the vocabulary projection: [batch, tgt_len, d_model].
   torch::Tensor decode_hidden(const torch::Tensor& tgt_in, const Memory& memory);
+  // The cross-attention weights of one teacher-forced pass in eval mode, per decoder layer [b, h, t, s]. It
+  // changes nothing in the model (unlike attention_maps), so other threads may decode with it meanwhile.
+  std::vector<torch::Tensor> cross_attention(const torch::Tensor& src, const torch::Tensor& tgt_in);
   torch::Tensor project(const torch::Tensor& hidden);  // [.., d] -> [.., vocab]
 
   // Projects the encoder output once per layer and returns an empty cache.

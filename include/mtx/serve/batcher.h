@@ -36,8 +36,9 @@ using Hypotheses = std::vector<std::vector<decode::Hypothesis>>;  // per sentenc
 // The error a job gets when its client went away before its batch ran.
 inline const std::string kClientGone = "the client went away";
 
-// One request's sentences. `done` is called exactly once, from the batch thread: with the hypotheses of every
-// sentence in order, or with an error message (then the hypotheses are empty). A job whose `gone` says its client
+// One request's sentences. `done` is called exactly once, from a batch thread (or a search thread of its batch),
+// possibly while that batch still runs: with the hypotheses of every sentence in order, or with an error message
+// (then the hypotheses are empty). A job whose `gone` says its client
 // has gone away is not translated (done gets "the client went away").
 struct Job {
   BatchKey key;
@@ -61,7 +62,8 @@ struct BatcherOptions {
   int threads = 1;
   std::function<void()> thread_init;
   // Continuous batching: while every batch thread is busy, a running batch takes in requests with its key between
-  // search steps (Run's `more`), up to max_batch_tokens of sentences still searching.
+  // search steps (Run's `more`), up to max_batch_tokens of sentences still searching. Once the oldest queued
+  // request has waited max_wait_ms and is another key's or does not fit, it takes nothing more.
   bool continuous = true;
 };
 
