@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <exception>
 #include <memory>
@@ -237,30 +238,33 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     begin = end;
   }
   std::vector<std::vector<Hypothesis>> out(sources.size());
-  // Search w takes sentences w, w + W, ... of every batch (neighbours in length order, so the parts are alike).
-  const auto search_part = [&](size_t w, size_t parts) {
-    for (const auto& [begin, end] : batches) {
-      std::vector<size_t> mine;
-      for (size_t i = begin + w; i < end; i += parts) mine.push_back(order[i]);
-      if (mine.empty()) continue;
-      std::vector<const std::vector<int32_t>*> batch;
-      for (const size_t i : mine) batch.push_back(view[i]);
-      SentenceDone tell;
-      if (on_done) {
-        tell = [&](int64_t i, const std::vector<Hypothesis>& h) { on_done(int64_t(mine[size_t(i)]), h); };
-      }
-      auto results = search_batch(batch, tell, {});
-      for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
+  // Part w of a batch cut in W takes its sentences w, w + W, ... (neighbours in length order, so the parts are
+  // alike). Each part is one search.
+  const auto search_part = [&](const std::pair<size_t, size_t>& batch_range, size_t w, size_t parts) {
+    std::vector<size_t> mine;
+    for (size_t i = batch_range.first + w; i < batch_range.second; i += parts) mine.push_back(order[i]);
+    if (mine.empty()) return;
+    std::vector<const std::vector<int32_t>*> batch;
+    for (const size_t i : mine) batch.push_back(view[i]);
+    SentenceDone tell;
+    if (on_done) {
+      tell = [&](int64_t i, const std::vector<Hypothesis>& h) { on_done(int64_t(mine[size_t(i)]), h); };
     }
+    auto results = search_batch(batch, tell, {});
+    for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
   };
   const bool cpu = models_.front()->parameters().front().device().is_cpu();
   const int64_t workers = options_.workers > 0 ? options_.workers : at::get_num_threads();
   const auto parts = size_t(std::min<int64_t>(workers, int64_t(order.size())));
   if (!cpu || parts <= 1 || at::get_num_threads() < 2 || at::in_parallel_region()) {
-    search_part(0, 1);
+    for (const auto& range : batches) search_part(range, 0, 1);
     return out;
   }
-  // One std::thread per search, each with LibTorch's kernels and the BLAS on that thread alone.
+  // One std::thread per search, each with LibTorch's kernels and the BLAS on that thread alone. The threads take
+  // the next part of the next batch as they come free, so that a thread on a slower (or busier) core does fewer
+  // and none waits for it at the end; which thread runs a part changes nothing in its translations.
+  std::atomic<size_t> next{0};
+  const size_t tasks = batches.size() * parts;
   std::vector<std::exception_ptr> errors(parts);
   {
     std::vector<std::thread> threads;
@@ -270,7 +274,7 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
         try {
           use_one_thread_here();
           torch::NoGradGuard no_grad;  // per thread
-          search_part(w, parts);
+          for (size_t t = next++; t < tasks; t = next++) search_part(batches[t / parts], t % parts, parts);
         } catch (...) {
           errors[w] = std::current_exception();
         }
