@@ -219,9 +219,10 @@ void TransformerImpl::reset_parameters() {
   }
 }
 
-torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset) {
+torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
+                                     const torch::Tensor& row_positions) {
   torch::Tensor x = table->forward(tokens) * std::sqrt(double(options.d_model()));  // [b, t, d]
-  x = positions->forward(x, offset);
+  x = row_positions.defined() ? positions->forward_rows(x, row_positions) : positions->forward(x, offset);
   return model::dropout(x, options.dropout(), is_training());
 }
 
@@ -416,9 +417,8 @@ torch::Tensor TransformerImpl::decode_step_hidden(const torch::Tensor& tokens, D
   } else {
     TORCH_CHECK(int64_t(cache.starts.size()) == tokens.size(0), "decode_step: ", cache.starts.size(),
                 " row starts for ", tokens.size(0), " rows");
-    const torch::Tensor starts = torch::tensor(cache.starts, torch::kLong);              // [b]
-    x = tgt_embed->forward(tokens.unsqueeze(1)) * std::sqrt(double(options.d_model()));  // [b, 1, d]
-    x = model::dropout(positions->forward_rows(x, cache.steps - starts), options.dropout(), is_training());
+    const torch::Tensor starts = torch::tensor(cache.starts, torch::kLong);           // [b]
+    x = embed(tgt_embed, tokens.unsqueeze(1), 0, cache.steps - starts);               // [b, 1, d]
     self_mask = (torch::arange(cache.steps + 1).unsqueeze(0) >= starts.unsqueeze(1))  // [b, steps + 1]
                     .view({-1, 1, 1, cache.steps + 1})
                     .to(x.device());

@@ -180,7 +180,9 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   void pack_fp32();
 
  private:
-  torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset);
+  // Scaled embeddings plus positions from `offset`, or, with `row_positions` [b] (tokens [b, 1]), each row's own.
+  torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
+                      const torch::Tensor& row_positions = torch::Tensor());
   bool int8_ = false;
   bool int8_output_ = false;
   int8::PackedLinear tied_output_int8_;
