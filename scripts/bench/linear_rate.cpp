@@ -4,12 +4,17 @@
 // (GOP/s counts two per multiply-add, as for float). On an AVX-512 CPU, MTX_CPU_ISA=avx2 with OPENBLAS_CORETYPE=Haswell
 // compares both at AVX2.
 //   ninja -C build mtx_linear_rate && build/bin/mtx_linear_rate [threads]
+//   build/bin/mtx_linear_rate --steps [searches]   (whole decoder steps, weights not in cache)
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
 
 #include "mtx/model/fp32_gemm.h"
 #include "mtx/model/int8_gemm.h"
@@ -25,16 +30,67 @@ double seconds_per_call(const std::function<void()>& fn, double flops) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
 }
 
+// Whole decoder steps as translation runs them: every layer of a 3-layer, 256-wide decoder (self qkv, self out,
+// cross q, cross out, ffn up, ffn down) and the 8000-piece vocabulary, each with its own weights (21 MB in float),
+// one after another, so that each layer's weights come from L3 or memory as in a search. `searches` run such steps
+// at once on the same weights, one thread each (mtx translate --workers). Prints G(FL)OP/s per search, best of 5.
+template <typename Layer>
+void decoder_steps(int searches, const char* name) {
+  torch::set_num_threads(1);
+  const int64_t shapes[][2] = {{768, 256}, {256, 256}, {256, 256}, {256, 256}, {1024, 256}, {256, 1024}};
+  std::vector<std::pair<Layer, int64_t>> layers;  // and its input width
+  double flops_per_row = 0;
+  const auto add = [&](int64_t out, int64_t in) {
+    const torch::Tensor w = torch::randn({out, in}) * 0.05, b = torch::randn({out});  // [out, in], [out]
+    if constexpr (std::is_same_v<Layer, mtx::model::fp32::PackedLinear>) {
+      layers.emplace_back(Layer(w, b), in);
+    } else {
+      layers.emplace_back(Layer(mtx::model::int8::quantize(w), b), in);
+    }
+    flops_per_row += 2.0 * double(out * in);
+  };
+  for (int layer = 0; layer < 3; ++layer) {
+    for (const auto& s : shapes) add(s[0], s[1]);
+  }
+  add(8000, 256);
+  std::printf("%s decoder steps, %d search(es) at once, one thread each: per search, best of 5 rounds\n", name,
+              searches);
+  std::printf("%6s %9s\n", "rows", "G(FL)OP/s");
+  for (const int64_t n : {5, 16, 40, 128, 256}) {
+    const torch::Tensor x256 = torch::randn({n, 256}), x1024 = torch::randn({n, 1024});  // [n, 256], [n, 1024]
+    const auto step = [&] {
+      for (const auto& layer : layers) layer.first.forward(layer.second == 1024 ? x1024 : x256);
+    };
+    double best = 1e9;
+    for (int round = 0; round < 5; ++round) {
+      std::vector<double> took(static_cast<size_t>(searches), 0.0);
+      std::vector<std::thread> pool;
+      for (int i = 0; i < searches; ++i) {
+        pool.emplace_back([&, i] { took[size_t(i)] = seconds_per_call(step, flops_per_row * double(n)); });
+      }
+      for (auto& t : pool) t.join();
+      for (const double t : took) best = std::min(best, t);
+    }
+    std::printf("%6lld %9.1f\n", static_cast<long long>(n), flops_per_row * double(n) / best / 1e9);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-  torch::set_num_threads(threads);
   torch::NoGradGuard no_grad;
   if (!mtx::model::fp32::PackedLinear::available()) {
     std::printf("mtx's float kernel does not run here (below avx2, or MTX_FP32_GEMM says blas): nothing to compare\n");
     return 0;
   }
+  if (argc > 1 && std::string(argv[1]) == "--steps") {
+    const int searches = argc > 2 ? std::atoi(argv[2]) : 1;
+    decoder_steps<mtx::model::fp32::PackedLinear>(searches, "float");
+    if (mtx::model::int8::KernelLinear::available()) decoder_steps<mtx::model::int8::KernelLinear>(searches, "int8");
+    return 0;
+  }
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  torch::set_num_threads(threads);
   struct Shape {
     const char* name;
     int64_t out, in;

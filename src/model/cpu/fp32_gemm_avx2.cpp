@@ -24,9 +24,9 @@ __m256i lanes(int64_t out, int64_t n) {
 
 // R rows of x (row stride in) against one half panel's k-slice [k0, k0 + depth) (row stride kPanel): the
 // running sums live in y between slices (first: start from 0; last: add the bias).
-template <int R>
+template <int R, bool kPrefetch>
 inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
-                 int64_t out, const __m256i* mask, bool full, bool first, bool last) {
+                 int64_t out, const __m256i* mask, bool full, bool first, bool last, const float* next) {
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < 2; ++c) {
@@ -38,6 +38,7 @@ inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, 
   for (int64_t k = 0; k < depth; ++k) {
     const __m256 w0 = _mm256_loadu_ps(slice + k * kPanel);
     const __m256 w1 = _mm256_loadu_ps(slice + k * kPanel + 8);
+    if (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(next + k * kPanel), _MM_HINT_T0);
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(x + r * in + k);
       acc[r][0] = _mm256_fmadd_ps(a, w0, acc[r][0]);
@@ -56,13 +57,26 @@ inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, 
   }
 }
 
+// The first tile also prefetches the slice that comes next (`next`, `depth` rows of kPanel; null at the end).
 template <int R>
 void tiles(const float* x, int64_t rows, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
-           int64_t out, const __m256i* mask, bool full, bool first, bool last) {
+           int64_t out, const __m256i* mask, bool full, bool first, bool last, const float* next) {
   int64_t m = 0;
-  for (; m + R <= rows; m += R) tile<R>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last);
+  for (; m + R <= rows; m += R) {
+    if (m == 0 && next) {
+      tile<R, true>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last, next);
+    } else {
+      tile<R, false>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last, next);
+    }
+  }
   model::kernels::with_tail_rows<R>(rows - m, [&](auto r) {
-    tile<decltype(r)::value>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last);
+    if (m == 0 && next) {
+      tile<decltype(r)::value, true>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last,
+                                     next);
+    } else {
+      tile<decltype(r)::value, false>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last,
+                                      next);
+    }
   });
 }
 
@@ -77,10 +91,17 @@ void gemm_panels_avx2(const float* x, int64_t rows, int64_t in, const float* pac
       const __m256i mask[2] = {lanes(out, n0), lanes(out, n0 + 8)};
       const bool full = n0 + kHalf <= out;  // vmaskmovps is slow on some CPUs (AMD's): plain moves where they can
       const float* half = packed + p * in * kPanel + h * kHalf;
+      // The half panel after this one (the next panel's first), null past the range or the outputs.
+      const int64_t p_next = h + 1 < kPanel / kHalf ? p : p + 1, h_next = h + 1 < kPanel / kHalf ? h + 1 : 0;
+      const bool more = p_next < p_end && p_next * kPanel + h_next * kHalf < out;
+      const float* next_half = more ? packed + p_next * in * kPanel + h_next * kHalf : nullptr;
       for (int64_t k0 = 0; k0 < in; k0 += kDepth) {
         const int64_t depth = in - k0 < kDepth ? in - k0 : kDepth;
+        // Next: this half's next k-slice, else the next half's first (as deep or shallower: prefetch what exists).
+        const float* next = k0 + depth < in ? half + (k0 + depth) * kPanel : next_half;
+        const bool deep_enough = k0 + depth < in ? in - (k0 + depth) >= depth : in >= depth;
         tiles<kRows>(x + k0, rows, in, half + k0 * kPanel, depth, bias + n0, y + n0, out, mask, full, k0 == 0,
-                     k0 + depth == in);
+                     k0 + depth == in, deep_enough ? next : nullptr);
       }
     }
   }
