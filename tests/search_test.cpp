@@ -29,6 +29,7 @@ class FakeStep final : public StepFunction {
   }
   torch::Tensor step(const torch::Tensor& tokens) override {
     EXPECT_EQ(tokens.size(0), int64_t(rows_.size()));
+    rows_scored.push_back(tokens.size(0));
     torch::Tensor out = torch::empty({int64_t(rows_.size()), kVocab});
     for (size_t r = 0; r < rows_.size(); ++r) {
       const auto tok = int32_t(tokens[int64_t(r)].item<int64_t>());
@@ -54,6 +55,7 @@ class FakeStep final : public StepFunction {
     rows_ = std::move(next);
   }
   int steps = 0;
+  std::vector<int64_t> rows_scored;  // per step
 
  private:
   using Prefix = std::vector<int32_t>;
@@ -111,6 +113,22 @@ TEST(BeamSearch, FindsTheBestPathGreedyMisses) {
   ASSERT_EQ(greedy[0][0].tokens.size() >= 1, true);
   EXPECT_EQ(greedy[0][0].tokens[0], 4) << "greedy follows the locally best token";
   EXPECT_LT(greedy[0][0].log_prob, beam[0][0].log_prob);
+}
+
+// A search's first step scores one row per sentence (its k beams would all be that row: BOS on the same memory)
+// and fills k rows each from its best candidates; each later step scores k rows per sentence still searching.
+TEST(BeamSearch, TheFirstStepScoresOneRowPerSentence) {
+  FakeStep fn(garden_path, 3);
+  const auto found = beam_search(fn, {10, 10, 10}, kBos, kEos, opts(4, 0.6, 2));
+  ASSERT_GE(fn.rows_scored.size(), size_t(2));
+  EXPECT_EQ(fn.rows_scored[0], 3);
+  EXPECT_EQ(fn.rows_scored[1], 12);
+  FakeStep alone(garden_path, 1);
+  const auto one = beam_search(alone, {10}, kBos, kEos, opts(4, 0.6, 2));
+  for (const auto& sentence : found) {
+    ASSERT_EQ(sentence.size(), one[0].size());
+    for (size_t h = 0; h < one[0].size(); ++h) EXPECT_EQ(sentence[h].tokens, one[0][h].tokens);
+  }
 }
 
 TEST(BeamSearch, StopsAtEosAndForcesItAtTheLengthLimit) {
@@ -352,43 +370,48 @@ TEST(BeamSearch, ExactStopFindsWhatTheFirstKRuleMisses) {
 TEST(BeamSearch, FusedCandidatesMatchTheTensorPath) {
   torch::manual_seed(7);
   for (const int64_t k : {1, 2, 5}) {
+    // k rows per sentence, or one (a search's first step), both of which give 2k candidates.
     for (const int64_t vocab : {int64_t(12), int64_t(1000), int64_t(8003)}) {
-      const int64_t sentences = 4, rows = sentences * k;
-      const torch::Tensor logits = torch::randn({rows, vocab}) * 3 + 40;  // unnormalised, far from 0
-      logits[rows - 1][vocab - 1] = 90;  // a row's best in its very last column (past the last 16-wide chunk)
-      std::vector<float> prior(static_cast<size_t>(rows));
-      for (int64_t r = 0; r < rows; ++r) prior[size_t(r)] = r % k == 1 ? -INFINITY : -0.37f * float(r);
-      StepRules rules;
-      rules.bos = 2;
-      rules.eos = 3;
-      rules.pad = 0;
-      for (const bool banned : {false, true}) {
-        rules.eos_banned.assign(size_t(sentences), banned ? 1 : 0);
-        rules.forced = {0, 1, 0, 0};
-        // Make EOS attractive in sentence 0 so that the ban matters.
-        logits.select(1, 3).narrow(0, 0, k).fill_(80);
-        const Candidates fused = best_candidates(logits, prior, k, rules, true);
-        const Candidates plain = best_candidates(logits, prior, k, rules, false);
-        ASSERT_EQ(fused.scores.sizes(), plain.scores.sizes());
-        const auto fs = fused.scores.accessor<float, 2>(), ps = plain.scores.accessor<float, 2>();
-        const auto fi = fused.indices.accessor<int64_t, 2>(), pi = plain.indices.accessor<int64_t, 2>();
-        for (int64_t a = 0; a < sentences; ++a) {
-          for (int64_t c = 0; c < 2 * k; ++c) {
-            const std::string where = "k " + std::to_string(k) + " vocab " + std::to_string(vocab) + " sentence " +
-                                      std::to_string(a) + " candidate " + std::to_string(c);
-            if (std::isinf(ps[a][c])) {
-              EXPECT_TRUE(std::isinf(fs[a][c]) && fs[a][c] < 0) << where;
-              continue;
+      for (const int64_t width : {k, int64_t(1)}) {
+        const int64_t sentences = 4, rows = sentences * width;
+        const torch::Tensor logits = torch::randn({rows, vocab}) * 3 + 40;  // unnormalised, far from 0
+        logits[rows - 1][vocab - 1] = 90;  // a row's best in its very last column (past the last 16-wide chunk)
+        std::vector<float> prior(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) prior[size_t(r)] = r % width == 1 ? -INFINITY : -0.37f * float(r);
+        StepRules rules;
+        rules.bos = 2;
+        rules.eos = 3;
+        rules.pad = 0;
+        for (const bool banned : {false, true}) {
+          rules.eos_banned.assign(size_t(sentences), banned ? 1 : 0);
+          rules.forced = {0, 1, 0, 0};
+          // Make EOS attractive in sentence 0 so that the ban matters.
+          logits.select(1, 3).narrow(0, 0, width).fill_(80);
+          const Candidates fused = best_candidates(logits, prior, k, rules, true, width);
+          const Candidates plain = best_candidates(logits, prior, k, rules, false, width);
+          ASSERT_EQ(plain.scores.sizes(), (torch::IntArrayRef{sentences, 2 * k}));
+          ASSERT_EQ(fused.scores.sizes(), plain.scores.sizes());
+          const auto fs = fused.scores.accessor<float, 2>(), ps = plain.scores.accessor<float, 2>();
+          const auto fi = fused.indices.accessor<int64_t, 2>(), pi = plain.indices.accessor<int64_t, 2>();
+          for (int64_t a = 0; a < sentences; ++a) {
+            for (int64_t c = 0; c < 2 * k; ++c) {
+              const std::string where = "k " + std::to_string(k) + " width " + std::to_string(width) + " vocab " +
+                                        std::to_string(vocab) + " sentence " + std::to_string(a) + " candidate " +
+                                        std::to_string(c);
+              if (std::isinf(ps[a][c])) {
+                EXPECT_TRUE(std::isinf(fs[a][c]) && fs[a][c] < 0) << where;
+                continue;
+              }
+              EXPECT_NEAR(fs[a][c], ps[a][c], 2e-5 * std::max(1.f, std::abs(ps[a][c]))) << where;
+              EXPECT_EQ(fi[a][c], pi[a][c]) << where;
             }
-            EXPECT_NEAR(fs[a][c], ps[a][c], 2e-5 * std::max(1.f, std::abs(ps[a][c]))) << where;
-            EXPECT_EQ(fi[a][c], pi[a][c]) << where;
           }
+          EXPECT_EQ(fi[1][0] % vocab, 3) << "a sentence at its limit may only end";
+          if (banned)
+            EXPECT_NE(fi[0][0] % vocab, 3) << "EOS banned before min_len";
+          else
+            EXPECT_EQ(fi[0][0] % vocab, 3);
         }
-        EXPECT_EQ(fi[1][0] % vocab, 3) << "a sentence at its limit may only end";
-        if (banned)
-          EXPECT_NE(fi[0][0] % vocab, 3) << "EOS banned before min_len";
-        else
-          EXPECT_EQ(fi[0][0] % vocab, 3);
       }
     }
   }

@@ -45,8 +45,9 @@ inline bool better(const Entry& a, const Entry& b) {
 // then a merge per sentence.
 class CandidatePicker {
  public:
-  CandidatePicker(int64_t rows, int64_t k, const StepRules& rules)
-      : rows_(rows), k_(k), rules_(rules), top_(size_t(rows * held_rows())) {}
+  // rows: `width` per sentence (sentence-major); k: the beam (2k candidates per sentence).
+  CandidatePicker(int64_t rows, int64_t width, int64_t k, const StepRules& rules)
+      : rows_(rows), width_(width), k_(k), rules_(rules), top_(size_t(rows * held_rows())) {}
 
   // block [n, V] float on the CPU: rows first_row .. first_row + n.
   void add(int64_t first_row, const torch::Tensor& block_in) {
@@ -64,7 +65,7 @@ class CandidatePicker {
         const float max = loops.max(row, vocab);
         const float lse = max + std::log(loops.sum_exp(row, vocab, max));
         Entry* out = top_.data() + r * held;
-        if (rules_.forced[size_t(r / k_)]) {
+        if (rules_.forced[size_t(r / width_)]) {
           for (int64_t j = 0; j < held; ++j) out[j] = {kNegInf, -1};
           out[0] = {row[rules_.eos] - lse, rules_.eos};
           continue;
@@ -75,7 +76,7 @@ class CandidatePicker {
         for (int64_t j = 0; j < held; ++j) {
           const int64_t t = out[j].index;
           if (t < 0 || t == rules_.bos || t == rules_.pad || t == rules_.unk ||
-              (t == rules_.eos && !rules_.eos_banned.empty() && rules_.eos_banned[size_t(r / k_)])) {
+              (t == rules_.eos && !rules_.eos_banned.empty() && rules_.eos_banned[size_t(r / width_)])) {
             continue;
           }
           out[kept++] = {out[j].value - lse, t};
@@ -88,15 +89,15 @@ class CandidatePicker {
 
   Candidates finish(const std::vector<float>& prior) {
     TORCH_CHECK(seen_ == rows_, "search: the step gave scores for ", seen_, " of ", rows_, " rows");
-    const int64_t n_active = rows_ / k_, want = 2 * k_, held = held_rows();
+    const int64_t n_active = rows_ / width_, want = 2 * k_, held = held_rows();
     Candidates c{torch::full({n_active, want}, kNegInf), torch::zeros({n_active, want}, torch::kLong)};
     float* cs = c.scores.data_ptr<float>();
     int64_t* ci = c.indices.data_ptr<int64_t>();
     std::vector<Entry> pool;
     for (int64_t a = 0; a < n_active; ++a) {
       pool.clear();
-      for (int64_t b = 0; b < k_; ++b) {
-        const int64_t r = a * k_ + b;
+      for (int64_t b = 0; b < width_; ++b) {
+        const int64_t r = a * width_ + b;
         for (int64_t j = 0; j < want; ++j) {
           const Entry& e = top_[size_t(r * held + j)];
           if (e.index < 0) break;
@@ -116,17 +117,17 @@ class CandidatePicker {
  private:
   static constexpr int64_t kHeldExtra = 4;  // BOS, pad, unk, EOS
   int64_t held_rows() const { return 2 * k_ + kHeldExtra; }
-  int64_t rows_, k_;
+  int64_t rows_, width_, k_;
   const StepRules& rules_;
   std::vector<Entry> top_;  // [rows, held]
   int64_t vocab_ = -1;
   int64_t seen_ = 0;
 };
 
-Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
+Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k, int64_t width,
                              const StepRules& rules) {
   torch::Tensor logp = torch::log_softmax(scores.to(torch::kFloat), -1);  // [rows, V]
-  const int64_t rows = logp.size(0), vocab = logp.size(1), n_active = rows / k;
+  const int64_t rows = logp.size(0), vocab = logp.size(1), n_active = rows / width;
   logp.select(1, rules.bos).fill_(kNegInf);
   if (rules.pad >= 0 && rules.pad < vocab) logp.select(1, rules.pad).fill_(kNegInf);
   if (rules.unk >= 0 && rules.unk < vocab) logp.select(1, rules.unk).fill_(kNegInf);
@@ -134,7 +135,7 @@ Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<floa
   for (int64_t a = 0; a < n_active; ++a) {
     const bool force = rules.forced[size_t(a)] != 0;
     const bool ban = !force && !rules.eos_banned.empty() && rules.eos_banned[size_t(a)];
-    for (int64_t b = 0; b < k && (force || ban); ++b) (force ? forced : banned).push_back(a * k + b);
+    for (int64_t b = 0; b < width && (force || ban); ++b) (force ? forced : banned).push_back(a * width + b);
   }
   if (!banned.empty()) {
     const torch::Tensor idx = torch::tensor(banned, torch::kLong).to(logp.device());
@@ -147,28 +148,29 @@ Candidates candidates_tensor(const torch::Tensor& scores, const std::vector<floa
     logp.select(1, rules.eos).index_copy_(0, idx, eos_col);
   }
   const torch::Tensor p = torch::tensor(prior, torch::kFloat).to(logp.device()).unsqueeze(1);  // [rows, 1]
-  const auto top = (p + logp).view({n_active, k * vocab}).topk(2 * k, 1);                      // [A, 2k]
+  const auto top = (p + logp).view({n_active, width * vocab}).topk(2 * k, 1);                  // [A, 2k]
   return {std::get<0>(top).cpu().contiguous(), std::get<1>(top).cpu().contiguous()};
 }
 
 }  // namespace
 
 Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
-                           const StepRules& rules, bool fused) {
-  TORCH_CHECK(scores.dim() == 2 && scores.size(0) % k == 0 && int64_t(prior.size()) == scores.size(0) &&
-                  int64_t(rules.forced.size()) * k == scores.size(0),
+                           const StepRules& rules, bool fused, int64_t width) {
+  if (width == 0) width = k;
+  TORCH_CHECK(width >= 1 && scores.dim() == 2 && scores.size(0) % width == 0 &&
+                  int64_t(prior.size()) == scores.size(0) && int64_t(rules.forced.size()) * width == scores.size(0),
               "best_candidates: scores ", scores.sizes(), ", ", prior.size(), " priors, ", rules.forced.size(),
-              " sentences, beam ", k);
+              " sentences, beam ", k, ", ", width, " rows each");
   TORCH_CHECK(rules.eos_banned.empty() || rules.eos_banned.size() == rules.forced.size(),
               "best_candidates: EOS bans for ", rules.eos_banned.size(), " of ", rules.forced.size(), " sentences");
   TORCH_CHECK(rules.bos >= 0 && rules.bos < scores.size(1) && rules.eos >= 0 && rules.eos < scores.size(1),
               "best_candidates: BOS/EOS outside the vocabulary");
   if (fused && scores.device().is_cpu() && scores.scalar_type() == torch::kFloat) {
-    CandidatePicker picker(scores.size(0), k, rules);
+    CandidatePicker picker(scores.size(0), width, k, rules);
     picker.add(0, scores);
     return picker.finish(prior);
   }
-  return candidates_tensor(scores, prior, k, rules);
+  return candidates_tensor(scores, prior, k, width, rules);
 }
 
 void validate(const SearchOptions& o) {
@@ -204,22 +206,19 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     if (on_done) on_done(s, done);
   };
   for (const int64_t m : limits) TORCH_CHECK(m >= 1, "beam_search: max length must be >= 1, got ", m);
-  // Live state: `active` sentences, k rows each (sentence-major). Row r's history and score.
+  // Live state: `active` sentences, `width` rows each (sentence-major). Row r's history and score. The first
+  // step scores the state as it starts, one row per sentence (a sentence's k beams would all be that row); its
+  // best candidates then fill k rows each. Sentences that join later start with k rows, beam 0 live.
   std::vector<int64_t> active(static_cast<size_t>(batch));
   std::iota(active.begin(), active.end(), 0);
-  std::vector<std::vector<int32_t>> history(size_t(batch * k));
-  std::vector<float> scores(size_t(batch * k), kNegInf);
-  for (int64_t s = 0; s < batch; ++s) scores[size_t(s * k)] = 0;  // only beam 0 is live at the start
-  std::vector<int64_t> tokens(size_t(batch * k), bos);
-  {
-    std::vector<int64_t> expand(size_t(batch * k));
-    for (int64_t r = 0; r < batch * k; ++r) expand[size_t(r)] = r / k;
-    fn.reorder(torch::tensor(expand, torch::kLong), false);
-  }
+  int64_t width = 1;
+  std::vector<std::vector<int32_t>> history(static_cast<size_t>(batch));
+  std::vector<float> scores(static_cast<size_t>(batch), 0.0f);
+  std::vector<int64_t> tokens(static_cast<size_t>(batch), bos);
 
   for (int64_t t = 0; !active.empty(); ++t) {
     const auto n_active = int64_t(active.size());
-    const int64_t rows = n_active * k;
+    const int64_t rows = n_active * width;
     // Never generated: BOS (and pad and unk, when given), whatever mass the model (label smoothing) gives them.
     // Sentences at their length limit may only end, min_len or not: the limit wins.
     StepRules rules;
@@ -234,7 +233,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
       if (options.min_len > 0) rules.eos_banned.push_back(own < options.min_len ? 1 : 0);
     }
     // CPU float scores are reduced block by block as they come; others (GPU, half) are kept for the tensor path.
-    CandidatePicker picker(rows, k, rules);
+    CandidatePicker picker(rows, width, k, rules);
     std::vector<torch::Tensor> kept;  // [n, V] blocks off the fused path
     int64_t vocab = -1, covered = 0;
     bool fused = true;
@@ -258,7 +257,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     });
     TORCH_CHECK(covered == rows, "beam_search: step returned scores for ", covered, " of ", rows, " rows");
     const Candidates top =
-        fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false);
+        fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false, width);
     const torch::Tensor& top_scores = top.scores;  // [A, 2k]
     const torch::Tensor& top_index = top.indices;  // [A, 2k]
     const auto sc = top_scores.accessor<float, 2>();
@@ -278,7 +277,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
         if (token == eos) {
           // Like fairseq: an EOS counts only among the k best candidates.
           if (c < k) {
-            const auto& h = history[size_t(a * k + beam)];
+            const auto& h = history[size_t(a * width + beam)];
             done.push_back({h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)});
           }
         } else {
@@ -310,7 +309,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
       for (int64_t j = 0; j < k; ++j) {
         // Fewer than k live candidates (tiny vocabularies): repeat the last one as a dead row.
         const int64_t c = chosen[size_t(std::min<int64_t>(j, int64_t(chosen.size()) - 1))];
-        const int64_t row = a * k + ix[a][c] / vocab;
+        const int64_t row = a * width + ix[a][c] / vocab;
         keep_rows.push_back(row);
         next_tokens.push_back(ix[a][c] % vocab);
         next_scores.push_back(j < int64_t(chosen.size()) ? sc[a][c] : kNegInf);
@@ -334,7 +333,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
       }
     }
     if (next_active.empty()) break;
-    fn.reorder(torch::tensor(keep_rows, torch::kLong), joined.empty() && next_active.size() == active.size());
+    fn.reorder(torch::tensor(keep_rows, torch::kLong),
+               joined.empty() && next_active.size() == active.size() && width == k);
+    width = k;
     active = std::move(next_active);
     tokens = std::move(next_tokens);
     scores = std::move(next_scores);

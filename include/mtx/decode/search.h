@@ -60,8 +60,9 @@ struct Hypothesis {
   double log_prob = 0;          // sum of the tokens' log-probabilities, EOS included
 };
 
-// One search step's choice: for each of A live sentences (k rows each, sentence-major), its 2k best
-// continuations, score = prior[row] + log_softmax(scores[row])[token], best first; index = beam * vocab + token.
+// One search step's choice: for each of A live sentences (k rows each, sentence-major; one at a search's first step),
+// its 2k best continuations, score = prior[row] + log_softmax(scores[row])[token], best first; index = beam * vocab +
+// token.
 // Padded with -inf when fewer are allowed.
 struct Candidates {
   torch::Tensor scores;   // [A, 2k] float, CPU
@@ -73,11 +74,12 @@ struct StepRules {
   std::vector<uint8_t> eos_banned;       // per sentence (or empty: none): before min_len
   std::vector<uint8_t> forced;           // per sentence: at its length limit, may only end (wins over eos_banned)
 };
-// scores [A * k, vocab] (any float type, any device). On CPU in float: one fused pass per row (max, sum of
+// scores [A * width, vocab] (any float type, any device): `width` rows per sentence (0: k; 1 at a search's first
+// step), index = row within the sentence * vocab + token. On CPU in float: one fused pass per row (max, sum of
 // exponentials, its best 2k), then a merge per sentence; elsewhere: log_softmax, masks and topk as tensors.
 // `fused` false forces the tensor path (tests compare the two).
 Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>& prior, int64_t k,
-                           const StepRules& rules, bool fused = true);
+                           const StepRules& rules, bool fused = true, int64_t width = 0);
 
 // GNMT: ((5 + length) / 6) ^ alpha.
 double length_penalty(int64_t length, double alpha);
