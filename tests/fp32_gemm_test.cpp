@@ -18,8 +18,8 @@ using namespace mtx;
 
 // The kernel gives the reference's numbers bit for bit over the shapes its tiling has edges at: outputs not a
 // multiple of its 32-wide panels or 16-lane halves, inputs past one 256-deep pass (the running sums go through
-// the output between passes), rows not a multiple of its 8-row tiles; a row alone gives what it gives in a
-// batch, on one thread or two.
+// the output between passes), rows not a multiple of its 8-row tiles, rows in several chunks; a row alone gives
+// what it gives in a batch, on one thread or two.
 TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
   MTX_REQUIRE_KERNEL();
   const int threads = at::get_num_threads();
@@ -37,7 +37,7 @@ TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
       for (const bool with_bias : {true, false}) {
         const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
         const model::fp32::PackedLinear layer(w, bias);
-        for (const int64_t rows : {1, 5, 7, 8, 9, 12, 21}) {
+        for (const int64_t rows : {1, 5, 7, 8, 9, 12, 21, 203}) {                // 203: chunks of rows where in > 600
           const torch::Tensor x = torch::randn({rows, s.in});                    // [rows, in]
           const torch::Tensor want = model::fp32::reference_linear(w, bias, x);  // [rows, out]
           for (const int t : {1, 2}) {

@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     const torch::Tensor w = torch::randn({s.out, s.in}) * 0.05;  // [out, in]
     const torch::Tensor b = torch::randn({s.out});               // [out]
     const mtx::model::fp32::PackedLinear packed(w, b);
-    for (const int64_t n : {5, 40, 256, 1280}) {
+    for (const int64_t n : {5, 40, 256, 1280, 4096}) {
       const torch::Tensor x = torch::randn({n, s.in});  // [n, in]
       const double flops = 2.0 * double(n) * double(s.out) * double(s.in);
       double blas = 1e9, mine = 1e9;
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     const mtx::model::int8::KernelLinear layer(mtx::model::int8::quantize(torch::randn({s.out, s.in})),
                                                torch::randn({s.out}));
-    for (const int64_t n : {5, 40, 256, 1280}) {
+    for (const int64_t n : {5, 40, 256, 1280, 4096}) {
       const torch::Tensor x = torch::randn({n, s.in});  // [n, in]
       const double ops = 2.0 * double(n) * double(s.out) * double(s.in);
       double best = 1e9;

@@ -95,8 +95,16 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   // 2^16 units of work (a panel costs in x (rows + 8): with few rows, streaming its weights dominates).
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / (in_ * (n + 8)));
   const auto gemm_panels = cpu::isa() >= cpu::Isa::avx512 ? kernels::gemm_panels_avx512 : kernels::gemm_panels_avx2;
-  at::parallel_for(0, out_pad_ / kPanel, grain,
-                   [&](int64_t begin, int64_t end) { gemm_panels(xp, n, in_, pp, begin, end, bp, yp, out_); });
+  // Many rows go in equal chunks of at most ~512 KB of x (multiples of both levels' tile heights), each chunk
+  // against all of a thread's panels, so that x is read from L2. They change no output's order of operations.
+  const int64_t most = std::max<int64_t>(48, (int64_t(1) << 17) / in_ / 48 * 48);
+  const int64_t chunks = (n + most - 1) / most;
+  const int64_t chunk = round_up((n + chunks - 1) / chunks, 48);
+  at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t m = 0; m < n; m += chunk) {
+      gemm_panels(xp + m * in_, std::min(chunk, n - m), in_, pp, begin, end, bp, yp + m * out_, out_);
+    }
+  });
   return y.view(shape);
 #else
   TORCH_CHECK(false, "fp32::PackedLinear: this build has no kernel of mtx's (x86-64 only)");
