@@ -37,7 +37,7 @@ TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
       for (const bool with_bias : {true, false}) {
         const torch::Tensor bias = with_bias ? torch::randn({s.out}) : torch::Tensor();
         const model::fp32::PackedLinear layer(w, bias);
-        for (const int64_t rows : {1, 5, 7, 8, 9, 12, 21, 203}) {                // 203: chunks of rows where in > 600
+        for (const int64_t rows : {1, 5, 7, 8, 9, 12, 21, 203}) {                // 203: chunks of rows where in >= 600
           const torch::Tensor x = torch::randn({rows, s.in});                    // [rows, in]
           const torch::Tensor want = model::fp32::reference_linear(w, bias, x);  // [rows, out]
           for (const int t : {1, 2}) {
