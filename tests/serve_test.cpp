@@ -318,8 +318,13 @@ TEST(ServeBatcher, ARunningBatchTakesInRequestsWithItsKeyWhileEveryThreadIsBusy)
     EXPECT_EQ(e.get_future().get()[0][0].tokens, (std::vector<int32_t>{3, 4, 5, 6}));
     batcher.stop();
     std::lock_guard<std::mutex> lock(m);
-    int64_t joined_jobs = 0;
-    for (const auto& r : records) joined_jobs += r.joined ? r.jobs : 0;
+    int64_t joined_jobs = 0, most = 0;
+    for (const auto& r : records) {
+      joined_jobs += r.joined ? r.jobs : 0;
+      most = std::max(most, r.batch_jobs);
+    }
+    // The first batch started with one request; with those that joined it, it held three.
+    EXPECT_EQ(most, mode == Mode::continuous ? 3 : 1);
     if (mode != Mode::continuous) {
       EXPECT_EQ(joined_jobs, 0);
       for (const auto& j : joined) EXPECT_TRUE(j.empty());

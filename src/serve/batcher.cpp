@@ -136,10 +136,11 @@ class Replies {
   int64_t searching_tokens_ = 0;
 };
 
-BatchRecord record_of(const std::vector<std::shared_ptr<Job>>& jobs, bool joined) {
+BatchRecord record_of(const std::vector<std::shared_ptr<Job>>& jobs, bool joined, int64_t batch_jobs) {
   BatchRecord r;
   r.jobs = int64_t(jobs.size());
   r.joined = joined;
+  r.batch_jobs = batch_jobs;
   for (const auto& job : jobs) {
     r.sentences += int64_t(job->sources.size());
     r.tokens += job->tokens();
@@ -184,7 +185,8 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
   if (jobs.empty()) return;
   Replies replies;
   const std::vector<std::vector<int32_t>> sources = replies.add(jobs);
-  if (on_batch_) on_batch_(record_of(jobs, false));
+  int64_t batch_jobs = int64_t(jobs.size());
+  if (on_batch_) on_batch_(record_of(jobs, false, batch_jobs));
   if (sources.empty()) return;
   // Joining a running batch: only while no batch thread is idle (an idle one starts a batch of its own), up to
   // the token budget of the sentences still searching.
@@ -212,7 +214,8 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
     joining = drop_gone(std::move(joining));
     if (joining.empty()) return {};
     std::vector<std::vector<int32_t>> sources_joining = replies.add(joining);
-    if (on_batch_) on_batch_(record_of(joining, true));
+    batch_jobs += int64_t(joining.size());
+    if (on_batch_) on_batch_(record_of(joining, true, batch_jobs));
     return sources_joining;
   };
   Hypotheses results;

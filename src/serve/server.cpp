@@ -109,6 +109,7 @@ struct Server::Impl {
                const Batcher::More& more) { return translate(key, sources, finished, more); },
         [this](const BatchRecord& r) {
           std::lock_guard<std::mutex> lock(metrics.mutex);
+          metrics.max_batch_requests = std::max(metrics.max_batch_requests, r.batch_jobs);
           if (r.joined) {
             metrics.joined_requests += r.jobs;
             metrics.joined_sentences += r.sentences;
@@ -118,7 +119,6 @@ struct Server::Impl {
           metrics.batch_sentences.add(double(r.sentences));
           metrics.batch_tokens.add(double(r.tokens));
           metrics.batch_requests.add(double(r.jobs));
-          metrics.max_batch_requests = std::max(metrics.max_batch_requests, r.jobs);
         });
   }
 
@@ -172,7 +172,7 @@ struct Server::Impl {
         << "mtx_queue_sentences " << batcher->queued_sentences() << "\n";
     out << "# HELP mtx_requests_in_flight Translation requests accepted and not yet answered.\n"
         << "# TYPE mtx_requests_in_flight gauge\nmtx_requests_in_flight " << in_flight.load() << "\n";
-    out << "# HELP mtx_batch_requests_max The most requests that shared one batch.\n"
+    out << "# HELP mtx_batch_requests_max The most requests that shared one batch (those that joined it included).\n"
         << "# TYPE mtx_batch_requests_max gauge\nmtx_batch_requests_max " << metrics.max_batch_requests << "\n";
     metrics.batch_sentences.write(out, "mtx_batch_sentences", "Sentences per batch.");
     metrics.batch_tokens.write(out, "mtx_batch_tokens", "Source tokens per batch (EOS included).");

@@ -71,6 +71,7 @@ struct BatcherOptions {
 struct BatchRecord {
   int64_t jobs = 0, sentences = 0, tokens = 0;
   bool joined = false;
+  int64_t batch_jobs = 0;  // the requests of the batch so far: those it started with and all that joined it since
 };
 
 class Batcher {
