@@ -62,22 +62,17 @@ template <int R>
 void tiles(const float* x, int64_t rows, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
            int64_t out, const __m256i* mask, bool full, bool first, bool last, const float* next) {
   int64_t m = 0;
-  for (; m + R <= rows; m += R) {
+  // Rows m .. m + r (r a std::integral_constant), prefetching when m is the first row.
+  const auto run = [&](auto r) {
     if (m == 0 && next) {
-      tile<R, true>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last, next);
-    } else {
-      tile<R, false>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last, next);
-    }
-  }
-  model::kernels::with_tail_rows<R>(rows - m, [&](auto r) {
-    if (m == 0 && next) {
-      tile<decltype(r)::value, true>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last,
-                                     next);
+      tile<decltype(r)::value, true>(x, in, slice, depth, bias, y, out, mask, full, first, last, next);
     } else {
       tile<decltype(r)::value, false>(x + m * in, in, slice, depth, bias, y + m * out, out, mask, full, first, last,
                                       next);
     }
-  });
+  };
+  for (; m + R <= rows; m += R) run(std::integral_constant<int, R>{});
+  model::kernels::with_tail_rows<R>(rows - m, run);
 }
 
 }  // namespace
@@ -97,11 +92,12 @@ void gemm_panels_avx2(const float* x, int64_t rows, int64_t in, const float* pac
       const float* next_half = more ? packed + p_next * in * kPanel + h_next * kHalf : nullptr;
       for (int64_t k0 = 0; k0 < in; k0 += kDepth) {
         const int64_t depth = in - k0 < kDepth ? in - k0 : kDepth;
-        // Next: this half's next k-slice, else the next half's first (as deep or shallower: prefetch what exists).
-        const float* next = k0 + depth < in ? half + (k0 + depth) * kPanel : next_half;
-        const bool deep_enough = k0 + depth < in ? in - (k0 + depth) >= depth : in >= depth;
+        // Next: the next half's first slice after this half's last, else this half's next slice where it is as
+        // deep as this one (the prefetch reads `depth` rows of it).
+        const int64_t after = k0 + depth;
+        const float* next = after == in ? next_half : in - after >= depth ? half + after * kPanel : nullptr;
         tiles<kRows>(x + k0, rows, in, half + k0 * kPanel, depth, bias + n0, y + n0, out, mask, full, k0 == 0,
-                     k0 + depth == in, deep_enough ? next : nullptr);
+                     after == in, next);
       }
     }
   }
