@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <limits>
+#include <utility>
+#include <vector>
+
 #include "mtx/model/linear.h"
 #include "mtx/util/cpu_isa.h"
 
@@ -57,6 +61,57 @@ TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
     const torch::Tensor x = torch::randn({2, 3, 12});  // leading dimensions are kept
     EXPECT_TRUE(torch::equal(layer.forward(x).view({6, 8}), layer.forward(x.view({6, 12})))) << kernel;
   }
+}
+
+// Told that x is mostly zeros (ReLU's outputs), the kernel skips the products with them and still gives the
+// reference's numbers bit for bit: tiles of rows whose columns are all zero or not, a last shorter tile, inputs
+// past one pass (1100), rows in several chunks (203), one thread or two, and inputs too dense to skip.
+TEST(Fp32Gemm, MostlyZeroInputsGiveTheSameNumbers) {
+  MTX_REQUIRE_KERNEL();
+  const int threads = at::get_num_threads();
+  for (const mtx::cpu::Isa isa : mtx::cpu::runnable()) {
+    if (isa < mtx::cpu::Isa::avx2) continue;
+    mtx::cpu::ScopedIsa level(isa);
+    const std::string kernel = model::fp32::PackedLinear::kernel();
+    torch::manual_seed(5);
+    for (const auto& [out, in] :
+         std::vector<std::pair<int64_t, int64_t>>{{256, 1024}, {33, 1100}, {17, 600}, {40, 7}}) {
+      const torch::Tensor w = torch::randn({out, in});  // [out, in]
+      const torch::Tensor bias = torch::randn({out});
+      const model::fp32::PackedLinear layer(w, bias);
+      for (const int64_t rows : {1, 5, 6, 7, 12, 13, 203}) {
+        for (const double kept : {0.1, 0.5, 1.0}) {
+          const torch::Tensor x =
+              torch::relu(torch::randn({rows, in})) * (torch::rand({rows, in}) < kept);  // [rows, in]
+          const torch::Tensor want = model::fp32::reference_linear(w, bias, x);          // [rows, out]
+          for (const int t : {1, 2}) {
+            at::set_num_threads(t);
+            const torch::Tensor y = layer.forward(x, /*mostly_zeros=*/true);  // [rows, out]
+            ASSERT_TRUE(torch::equal(y, want))
+                << kernel << ": " << out << "x" << in << ", " << rows << " rows, " << kept << " kept, " << t
+                << " threads: max diff " << (y - want).abs().max().item<float>();
+          }
+        }
+      }
+    }
+    at::set_num_threads(threads);
+  }
+}
+
+// On AVX2 the products with zeros are skipped indeed: an infinite weight that meets only zeros (0 x inf = NaN)
+// does not reach the outputs, where every product runs (mostly_zeros false) it does.
+TEST(Fp32Gemm, MostlyZeroInputsSkipTheirProductsOnAvx2) {
+  MTX_REQUIRE_KERNEL();
+  if (!mtx::cpu::runs(mtx::cpu::Isa::avx2, mtx::cpu_features())) GTEST_SKIP() << "no AVX2 here";
+  mtx::cpu::ScopedIsa avx2(mtx::cpu::Isa::avx2);
+  torch::manual_seed(6);
+  torch::Tensor w = torch::randn({64, 512});  // [out, in]
+  w.index_put_({3, 100}, std::numeric_limits<float>::infinity());
+  const model::fp32::PackedLinear layer(w, torch::Tensor());
+  torch::Tensor x = torch::relu(torch::randn({12, 512})) * (torch::rand({12, 512}) < 0.1);  // [12, in]
+  x.select(1, 100).zero_();
+  EXPECT_TRUE(torch::isfinite(layer.forward(x, true)).all().item<bool>());
+  EXPECT_TRUE(torch::isnan(layer.forward(x, false)[0][3]).item<bool>());
 }
 
 // A packed Linear runs on the pack at inference, and never on a stale one: after an optimizer step, a load

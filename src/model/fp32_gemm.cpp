@@ -76,7 +76,7 @@ PackedLinear::PackedLinear(const torch::Tensor& w_in, const torch::Tensor& bias)
   if (bias.defined()) bias_.narrow(0, 0, out_).copy_(bias.detach().to(torch::kCPU, torch::kFloat));
 }
 
-torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
+torch::Tensor PackedLinear::forward(const torch::Tensor& x, bool mostly_zeros) const {
   TORCH_CHECK(defined(), "fp32::PackedLinear: not packed");
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "fp32::PackedLinear runs on float CPU tensors");
   TORCH_CHECK(x.size(-1) == in_, "linear: input has ", x.size(-1), " features, the layer takes ", in_);
@@ -94,15 +94,47 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
   // Threads split the panels; every output is computed by one thread in one fixed order. A thread takes at least
   // 2^16 units of work (a panel costs in x (rows + 8): with few rows, streaming its weights dominates).
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / (in_ * (n + 8)));
-  const auto gemm_panels = cpu::isa() >= cpu::Isa::avx512 ? kernels::gemm_panels_avx512 : kernels::gemm_panels_avx2;
+  const bool avx512 = cpu::isa() >= cpu::Isa::avx512;
   // Many rows go in equal chunks of at most ~512 KB of x (multiples of both levels' tile heights), each chunk
   // against all of a thread's panels, so that x is read from L2. They change no output's order of operations.
   const int64_t most = std::max<int64_t>(48, (int64_t(1) << 17) / in_ / 48 * 48);
   const int64_t chunks = (n + most - 1) / most;
   const int64_t chunk = round_up((n + chunks - 1) / chunks, 48);
-  at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t begin, int64_t end) {
+  if (mostly_zeros && !avx512) {
+    // Mostly zeros, on AVX2: each chunk's nonzero columns are gathered once, and the products with the zeros
+    // skipped -- where that skips a fifth of them or more.
+    thread_local std::vector<int32_t> ks;
+    thread_local std::vector<float> xs;
+    thread_local std::vector<int64_t> begin;
+    const int64_t slices = (in_ + kernels::kSparseDepthAvx2 - 1) / kernels::kSparseDepthAvx2;
     for (int64_t m = 0; m < n; m += chunk) {
-      gemm_panels(xp + m * in_, std::min(chunk, n - m), in_, pp, begin, end, bp, yp + m * out_, out_);
+      const int64_t rows_here = std::min(chunk, n - m);
+      const int64_t tiles = (rows_here + kernels::kSparseRowsAvx2 - 1) / kernels::kSparseRowsAvx2;
+      ks.resize(std::max(ks.size(), size_t(tiles * in_)));
+      xs.resize(std::max(xs.size(), size_t(tiles * in_ * kernels::kSparseStride)));
+      begin.resize(std::max(begin.size(), size_t(tiles * slices + 1)));
+      const int64_t kept =
+          kernels::sparse_columns_avx2(xp + m * in_, rows_here, in_, ks.data(), xs.data(), begin.data());
+      const kernels::Columns columns{ks.data(), xs.data(), begin.data(), slices};
+      const bool sparse = kept * 5 <= tiles * in_ * 4;
+      at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t p_begin, int64_t p_end) {
+        if (sparse) {
+          kernels::gemm_panels_sparse_avx2(rows_here, in_, pp, p_begin, p_end, bp, yp + m * out_, out_, columns);
+        } else {
+          kernels::gemm_panels_avx2(xp + m * in_, rows_here, in_, pp, p_begin, p_end, bp, yp + m * out_, out_);
+        }
+      });
+    }
+    return y.view(shape);
+  }
+  at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t p_begin, int64_t p_end) {
+    for (int64_t m = 0; m < n; m += chunk) {
+      const int64_t rows_here = std::min(chunk, n - m);
+      if (avx512) {
+        kernels::gemm_panels_avx512(xp + m * in_, rows_here, in_, pp, p_begin, p_end, bp, yp + m * out_, out_);
+      } else {
+        kernels::gemm_panels_avx2(xp + m * in_, rows_here, in_, pp, p_begin, p_end, bp, yp + m * out_, out_);
+      }
     }
   });
   return y.view(shape);

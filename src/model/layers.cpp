@@ -127,7 +127,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
       break;  // Marian's gelu
   }
   if (options.activation_dropout() > 0) h = model::dropout(h, options.activation_dropout(), is_training());
-  return fc2->forward(h);  // [b, t, d]
+  return fc2->forward(h, options.activation() == config::Activation::relu);  // [b, t, d]
 }
 
 EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) { reset(); }

@@ -163,9 +163,11 @@ std::shared_ptr<torch::nn::Module> LinearImpl::clone(const c10::optional<torch::
   return copy;
 }
 
-torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return forward(x, false); }
+
+torch::Tensor LinearImpl::forward(const torch::Tensor& x, bool mostly_zeros) {
   if (int8_.defined()) return int8_.forward(x);
-  if (fp32_.runs(x, weight, bias)) return fp32_.packed().forward(x);  // [.., out]
+  if (fp32_.runs(x, weight, bias)) return fp32_.packed().forward(x, mostly_zeros);  // [.., out]
   if (x.dim() > 2 && bias.defined() && !torch::GradMode::is_enabled() && x.is_contiguous()) {
     // Inference on [.., in]: one GEMM with the bias as its accumulator (LibTorch 1.13's linear does a
     // matmul and a separate bias pass for more than two dimensions).

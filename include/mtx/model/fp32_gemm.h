@@ -28,7 +28,9 @@ class PackedLinear {
   PackedLinear() = default;
   PackedLinear(const torch::Tensor& w, const torch::Tensor& bias);  // w [out, in] float, bias [out] or undefined
   bool defined() const { return packed_.defined(); }
-  torch::Tensor forward(const torch::Tensor& x) const;  // [.., in] float CPU -> [.., out] float
+  // [.., in] float CPU -> [.., out] float. mostly_zeros (ReLU's outputs): the products with x's zeros are
+  // skipped where many are (on AVX2), with the same numbers.
+  torch::Tensor forward(const torch::Tensor& x, bool mostly_zeros = false) const;
 
  private:
   int64_t out_ = 0, in_ = 0, out_pad_ = 0;

@@ -61,6 +61,8 @@ class LinearImpl : public torch::nn::LinearImpl {
   LinearImpl(int64_t in_features, int64_t out_features);
   std::shared_ptr<torch::nn::Module> clone(const c10::optional<torch::Device>& device = c10::nullopt) const override;
   torch::Tensor forward(const torch::Tensor& x);  // [.., in] -> [.., out]: int8 once quantized, else float
+  // The same, told that x is mostly zeros (ReLU's outputs), which the packed float kernel may skip.
+  torch::Tensor forward(const torch::Tensor& x, bool mostly_zeros);
 
   // Packs the float weight for mtx's AVX-512 kernel (fp32_gemm.h), where the CPU runs it: inference without
   // gradients on the CPU then runs on it for as long as the weight is unchanged (after a change: LibTorch's
