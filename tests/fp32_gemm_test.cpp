@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -65,7 +66,8 @@ TEST(Fp32Gemm, KernelMatchesTheReferenceExactly) {
 
 // Told that x is mostly zeros (ReLU's outputs), the kernel skips the products with them and still gives the
 // reference's numbers bit for bit: tiles of rows whose columns are all zero or not, a last shorter tile, inputs
-// past one pass (1100), rows in several chunks (203), one thread or two, and inputs too dense to skip.
+// past one pass (1100) and past two (2100: a middle pass), passes with no column left, rows in several chunks
+// (203), one thread or two, and inputs too dense to skip; a NaN input reaches its row's outputs.
 TEST(Fp32Gemm, MostlyZeroInputsGiveTheSameNumbers) {
   MTX_REQUIRE_KERNEL();
   const int threads = at::get_num_threads();
@@ -75,15 +77,15 @@ TEST(Fp32Gemm, MostlyZeroInputsGiveTheSameNumbers) {
     const std::string kernel = model::fp32::PackedLinear::kernel();
     torch::manual_seed(5);
     for (const auto& [out, in] :
-         std::vector<std::pair<int64_t, int64_t>>{{256, 1024}, {33, 1100}, {17, 600}, {40, 7}}) {
+         std::vector<std::pair<int64_t, int64_t>>{{256, 1024}, {33, 1100}, {20, 2100}, {17, 600}, {40, 7}}) {
       const torch::Tensor w = torch::randn({out, in});  // [out, in]
       const torch::Tensor bias = torch::randn({out});
       const model::fp32::PackedLinear layer(w, bias);
       for (const int64_t rows : {1, 5, 6, 7, 12, 13, 203}) {
-        for (const double kept : {0.1, 0.5, 1.0}) {
-          const torch::Tensor x =
-              torch::relu(torch::randn({rows, in})) * (torch::rand({rows, in}) < kept);  // [rows, in]
-          const torch::Tensor want = model::fp32::reference_linear(w, bias, x);          // [rows, out]
+        for (const double kept : {0.0, 0.1, 0.5, 1.0}) {
+          torch::Tensor x = torch::relu(torch::randn({rows, in})) * (torch::rand({rows, in}) < kept);  // [rows, in]
+          if (kept == 0.5) x.narrow(1, 0, std::min<int64_t>(in, 1024)).zero_();  // a first pass with no column
+          const torch::Tensor want = model::fp32::reference_linear(w, bias, x);  // [rows, out]
           for (const int t : {1, 2}) {
             at::set_num_threads(t);
             const torch::Tensor y = layer.forward(x, /*mostly_zeros=*/true);  // [rows, out]
@@ -95,6 +97,12 @@ TEST(Fp32Gemm, MostlyZeroInputsGiveTheSameNumbers) {
       }
     }
     at::set_num_threads(threads);
+    const model::fp32::PackedLinear layer(torch::randn({40, 300}), torch::randn({40}));
+    torch::Tensor x = torch::relu(torch::randn({7, 300})) * (torch::rand({7, 300}) < 0.1);  // [7, in]
+    x[4][123] = std::numeric_limits<float>::quiet_NaN();
+    const torch::Tensor y = layer.forward(x, true);  // [7, 40]
+    EXPECT_TRUE(torch::isnan(y[4]).all().item<bool>()) << kernel << ": a NaN input is not skipped";
+    EXPECT_TRUE(torch::isfinite(y.narrow(0, 0, 4)).all().item<bool>()) << kernel;
   }
 }
 

@@ -117,7 +117,9 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x, bool mostly_zeros) c
           kernels::sparse_columns_avx2(xp + m * in_, rows_here, in_, ks.data(), xs.data(), begin.data());
       const kernels::Columns columns{ks.data(), xs.data(), begin.data(), slices};
       const bool sparse = kept * 5 <= tiles * in_ * 4;
-      at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t p_begin, int64_t p_end) {
+      // (The buffers are not touched again until every thread is done: parallel_for returns after them.)
+      const int64_t chunk_grain = std::max<int64_t>(1, (int64_t(1) << 16) / (in_ * (rows_here + 8)));
+      at::parallel_for(0, out_pad_ / kPanel, chunk_grain, [&](int64_t p_begin, int64_t p_end) {
         if (sparse) {
           kernels::gemm_panels_sparse_avx2(rows_here, in_, pp, p_begin, p_end, bp, yp + m * out_, out_, columns);
         } else {

@@ -187,7 +187,7 @@ void gemm_panels_sparse_avx2(int64_t rows, int64_t in, const float* packed, int6
         int64_t m = 0;
         const auto run = [&](auto r) {
           const int64_t* range = columns.begin + m / R * columns.slices + s;
-          sparse_tile<decltype(r)::value>(columns.x + range[0] * kSparseStride, half + k0 * kPanel,
+          sparse_tile<decltype(r)::value>(columns.values + range[0] * kSparseStride, half + k0 * kPanel,
                                           columns.k + range[0], range[1] - range[0], bias + n0, y + m * out + n0, out,
                                           mask, full, first, last);
         };

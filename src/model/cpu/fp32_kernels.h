@@ -15,13 +15,14 @@ constexpr int64_t kSparseDepthAvx2 = 1024;
 constexpr int64_t kSparseStride = 8;
 
 // Where x is mostly zeros (ReLU's outputs), the k that the kernel multiplies: for tile t and k-slice s, the
-// offsets from the slice's start at which some row of the tile is nonzero, ascending, are
-// k[begin[t * slices + s]] .. k[begin[t * slices + s + 1]]. Skipping the others changes no output: with finite
-// weights, a product with a zero adds an exact zero to a sum that is never -0.
-// x's values at them follow in x: kSparseStride per offset, the tile's rows and then zeros.
+// offsets from the slice's start at which some row of the tile is nonzero (NaN included), ascending, are
+// k[i] for i in [begin[t * slices + s], begin[t * slices + s + 1]); x's values at k[i] are values[i * kSparseStride
+// ..], the tile's rows and then zeros. Skipping the other k changes no output: with finite weights a product with
+// a zero adds an exact zero, which can only turn a running sum of -0 into +0, and the bias added last makes
+// that difference vanish unless the bias is -0 itself (and -0 == +0).
 struct Columns {
   const int32_t* k = nullptr;
-  const float* x = nullptr;
+  const float* values = nullptr;
   const int64_t* begin = nullptr;
   int64_t slices = 0;
 };
