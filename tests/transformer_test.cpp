@@ -460,6 +460,41 @@ TEST(Transformer, FeedForwardActivationsAreTheirFormulas) {
   }
 }
 
+// Without gradients the layers add their residuals into the sublayers' fresh outputs: the same numbers as the
+// sublayers composed with x + y, bit for bit, and the layer's input untouched, pre- and post-norm.
+TEST(Transformer, InferenceResidualsInPlaceGiveTheSameNumbers) {
+  for (const bool pre : {true, false}) {
+    torch::manual_seed(9);
+    EncoderLayer enc(LayerOptions(16, 4, 32).pre_norm(pre));
+    DecoderLayer dec(LayerOptions(16, 4, 32).pre_norm(pre));
+    enc->eval();
+    dec->eval();
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::randn({2, 5, 16});       // [b, t, d]
+    const torch::Tensor memory = torch::randn({2, 7, 16});  // [b, s, d]
+    const torch::Tensor none;
+    const torch::Tensor x_before = x.clone();
+    const SelfKV kv = dec->cross_attn->project_memory(memory);
+    torch::Tensor enc_want, dec_want;  // [b, t, d]
+    if (pre) {
+      const torch::Tensor h = x + enc->self_attn->forward(enc->norm1->forward(x), none);
+      enc_want = h + enc->ffn->forward(enc->norm2->forward(h));
+      torch::Tensor g = x + dec->self_attn->forward(dec->norm1->forward(x), none);
+      g = g + dec->cross_attn->forward(dec->norm2->forward(g), kv, none);
+      dec_want = g + dec->ffn->forward(dec->norm3->forward(g));
+    } else {
+      const torch::Tensor h = enc->norm1->forward(x + enc->self_attn->forward(x, none));
+      enc_want = enc->norm2->forward(h + enc->ffn->forward(h));
+      torch::Tensor g = dec->norm1->forward(x + dec->self_attn->forward(x, none));
+      g = dec->norm2->forward(g + dec->cross_attn->forward(g, kv, none));
+      dec_want = dec->norm3->forward(g + dec->ffn->forward(g));
+    }
+    EXPECT_TRUE(torch::equal(enc->forward(x, none), enc_want)) << "encoder, pre-norm " << pre;
+    EXPECT_TRUE(torch::equal(dec->forward(x, none, kv, none), dec_want)) << "decoder, pre-norm " << pre;
+    EXPECT_TRUE(torch::equal(x, x_before)) << "the input is not written, pre-norm " << pre;
+  }
+}
+
 // MarianMT's final_logits_bias: a tied output projection with output_bias gets a [vocab] bias, zero at first,
 // trained with the rest and added on every inference path (LibTorch's linear, the packed float kernel, int8).
 TEST(Transformer, TiedOutputBiasIsTrainedAndAddedOnEveryPath) {

@@ -209,9 +209,10 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
 #if defined(__x86_64__)
   if (onednn_takes(avx2, levels_, n)) {
     torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 64
-    torch::Tensor sums = torch::empty({n, out_}, torch::kInt);   // [n, out]
     uint8_t* up = u.data_ptr<uint8_t>();
-    int32_t* sp = sums.data_ptr<int32_t>();
+    // The int32 sums go into y's own memory ([n, out], 4 bytes each), and the epilogue turns each into its float
+    // in place: no second [n, out] buffer to allocate and stream through.
+    auto* sp = reinterpret_cast<int32_t*>(yp);
     at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
       kernels::offset_bytes_avx2(qp + begin * in_pad_, (end - begin) * in_pad_, kSevenBitOffset, up + begin * in_pad_);
     });

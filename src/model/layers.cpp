@@ -17,6 +17,16 @@ torch::nn::LayerNorm layer_norm(int64_t d, double eps) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(eps));
 }
 
+// x + y for a sublayer's fresh output y: without gradients, into y itself (no new tensor to allocate and fault
+// in; addition commutes, so the numbers are the same).
+torch::Tensor residual(const torch::Tensor& x, torch::Tensor y) {
+  if (torch::GradMode::is_enabled() || y.sizes() != x.sizes() || y.scalar_type() != x.scalar_type() ||
+      !y.is_contiguous()) {
+    return x + y;
+  }
+  return y.add_(x);
+}
+
 void print_layer_options(std::ostream& stream, const LayerOptions& o) {
   stream << "d_model=" << o.d_model() << ", heads=" << o.heads() << ", ffn_dim=" << o.ffn_dim()
          << ", dropout=" << o.dropout() << ", attention_dropout=" << o.attention_dropout()
@@ -114,7 +124,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   torch::Tensor h = fc1->forward(x);  // [b, t, ffn]
   switch (options.activation()) {
     case config::Activation::relu:
-      h = torch::relu(h);
+      h = torch::GradMode::is_enabled() ? torch::relu(h) : torch::relu_(h);  // fc1's fresh output
       break;
     case config::Activation::gelu:
       h = torch::gelu(h);
@@ -149,11 +159,13 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   const double p = options.dropout();
   const bool train = is_training();
   if (options.pre_norm()) {
-    torch::Tensor h = x + model::dropout(self_attn->forward(norm1->forward(x), mask, cache), p, train);  // [b, s, d]
-    return h + model::dropout(ffn->forward(norm2->forward(h)), p, train);
+    torch::Tensor h =
+        residual(x, model::dropout(self_attn->forward(norm1->forward(x), mask, cache), p, train));  // [b, s, d]
+    return residual(h, model::dropout(ffn->forward(norm2->forward(h)), p, train));
   }
-  torch::Tensor h = norm1->forward(x + model::dropout(self_attn->forward(x, mask, cache), p, train));  // [b, s, d]
-  return norm2->forward(h + model::dropout(ffn->forward(h), p, train));
+  torch::Tensor h =
+      norm1->forward(residual(x, model::dropout(self_attn->forward(x, mask, cache), p, train)));  // [b, s, d]
+  return norm2->forward(residual(h, model::dropout(ffn->forward(h), p, train)));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& o) : options(o) { reset(); }
@@ -178,13 +190,15 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   const double p = options.dropout();
   const bool train = is_training();
   if (options.pre_norm()) {
-    torch::Tensor h = x + model::dropout(self_attn->forward(norm1->forward(x), self_mask, cache), p, train);
-    h = h + model::dropout(cross_attn->forward(norm2->forward(h), memory_kv, memory_mask, cross_weights), p, train);
-    return h + model::dropout(ffn->forward(norm3->forward(h)), p, train);  // [b, t, d]
+    torch::Tensor h = residual(x, model::dropout(self_attn->forward(norm1->forward(x), self_mask, cache), p, train));
+    h = residual(
+        h, model::dropout(cross_attn->forward(norm2->forward(h), memory_kv, memory_mask, cross_weights), p, train));
+    return residual(h, model::dropout(ffn->forward(norm3->forward(h)), p, train));  // [b, t, d]
   }
-  torch::Tensor h = norm1->forward(x + model::dropout(self_attn->forward(x, self_mask, cache), p, train));
-  h = norm2->forward(h + model::dropout(cross_attn->forward(h, memory_kv, memory_mask, cross_weights), p, train));
-  return norm3->forward(h + model::dropout(ffn->forward(h), p, train));  // [b, t, d]
+  torch::Tensor h = norm1->forward(residual(x, model::dropout(self_attn->forward(x, self_mask, cache), p, train)));
+  h = norm2->forward(
+      residual(h, model::dropout(cross_attn->forward(h, memory_kv, memory_mask, cross_weights), p, train)));
+  return norm3->forward(residual(h, model::dropout(ffn->forward(h), p, train)));  // [b, t, d]
 }
 
 }  // namespace mtx::model

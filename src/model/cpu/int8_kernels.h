@@ -40,7 +40,8 @@ int gemm_onednn_u8s8(const uint8_t* u, int64_t rows, int64_t in, int64_t u_strid
 void onednn_cap_isa(bool avx2_only);
 
 // The int32 sums' epilogue on AVX2, rows [begin, end): y[r][o] = fma(float(acc[r][o]), sx[r] * sw[o], bias[o]), the
-// kernels' (and int8::reference_linear's) numbers; and u = q + offset over n bytes.
+// kernels' (and int8::reference_linear's) numbers (acc may be y's own memory: each value is read before its float
+// is stored); and u = q + offset over n bytes.
 void epilogue_avx2(const int32_t* acc, int64_t begin, int64_t end, int64_t out, const float* sw, const float* bias,
                    const float* sx, float* y);
 void offset_bytes_avx2(const int8_t* q, int64_t n, int8_t offset, uint8_t* u);
