@@ -22,12 +22,10 @@ __m256i lanes(int64_t out, int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// R rows of x (row stride in) against one half panel's k-slice [k0, k0 + depth) (row stride kPanel): the
-// running sums live in y between slices (first: start from 0; last: add the bias).
-template <int R, bool kPrefetch>
-inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
-                 int64_t out, const __m256i* mask, bool full, bool first, bool last, const float* next) {
-  __m256 acc[R][2];
+// A tile's running sums for R rows of a half panel: from y (or 0 on the first slice), and back to y (+ bias on the
+// last slice); plain moves where the half panel is whole (`full`).
+template <int R>
+inline void load_sums(__m256 (&acc)[R][2], const float* y, int64_t out, const __m256i* mask, bool full, bool first) {
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < 2; ++c) {
       acc[r][c] = first  ? _mm256_setzero_ps()
@@ -35,6 +33,31 @@ inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, 
                          : _mm256_maskload_ps(y + r * out + 8 * c, mask[c]);
     }
   }
+}
+
+template <int R>
+inline void store_sums(const __m256 (&acc)[R][2], const float* bias, float* y, int64_t out, const __m256i* mask,
+                       bool full, bool last) {
+  for (int c = 0; c < 2; ++c) {
+    const __m256 b = _mm256_loadu_ps(bias + 8 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m256 v = last ? _mm256_add_ps(acc[r][c], b) : acc[r][c];
+      if (full) {
+        _mm256_storeu_ps(y + r * out + 8 * c, v);
+      } else {
+        _mm256_maskstore_ps(y + r * out + 8 * c, mask[c], v);
+      }
+    }
+  }
+}
+
+// R rows of x (row stride in) against one half panel's k-slice [k0, k0 + depth) (row stride kPanel): the
+// running sums live in y between slices (first: start from 0; last: add the bias).
+template <int R, bool kPrefetch>
+inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, const float* bias, float* y,
+                 int64_t out, const __m256i* mask, bool full, bool first, bool last, const float* next) {
+  __m256 acc[R][2];
+  load_sums<R>(acc, y, out, mask, full, first);
   for (int64_t k = 0; k < depth; ++k) {
     const __m256 w0 = _mm256_loadu_ps(slice + k * kPanel);
     const __m256 w1 = _mm256_loadu_ps(slice + k * kPanel + 8);
@@ -45,16 +68,7 @@ inline void tile(const float* x, int64_t in, const float* slice, int64_t depth, 
       acc[r][1] = _mm256_fmadd_ps(a, w1, acc[r][1]);
     }
   }
-  for (int c = 0; c < 2; ++c) {
-    const __m256 b = _mm256_loadu_ps(bias + 8 * c);
-    if (full) {
-      for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * out + 8 * c, last ? _mm256_add_ps(acc[r][c], b) : acc[r][c]);
-    } else {
-      for (int r = 0; r < R; ++r) {
-        _mm256_maskstore_ps(y + r * out + 8 * c, mask[c], last ? _mm256_add_ps(acc[r][c], b) : acc[r][c]);
-      }
-    }
-  }
+  store_sums<R>(acc, bias, y, out, mask, full, last);
 }
 
 // The first tile also prefetches the slice that comes next (`next`, `depth` rows of kPanel; null at the end).
@@ -82,13 +96,7 @@ inline void sparse_tile(const float* xs, const float* slice, const int32_t* ks, 
                         int64_t out, const __m256i* mask, bool full, bool first, bool last) {
   constexpr int64_t kAhead = 32;  // the weights' rows come in no order the hardware prefetcher follows
   __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < 2; ++c) {
-      acc[r][c] = first  ? _mm256_setzero_ps()
-                  : full ? _mm256_loadu_ps(y + r * out + 8 * c)
-                         : _mm256_maskload_ps(y + r * out + 8 * c, mask[c]);
-    }
-  }
+  load_sums<R>(acc, y, out, mask, full, first);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t k = ks[i];
     if (i + kAhead < n) _mm_prefetch(reinterpret_cast<const char*>(slice + ks[i + kAhead] * kPanel), _MM_HINT_T0);
@@ -100,17 +108,7 @@ inline void sparse_tile(const float* xs, const float* slice, const int32_t* ks, 
       acc[r][1] = _mm256_fmadd_ps(a, w1, acc[r][1]);
     }
   }
-  for (int c = 0; c < 2; ++c) {
-    const __m256 b = _mm256_loadu_ps(bias + 8 * c);
-    for (int r = 0; r < R; ++r) {
-      const __m256 v = last ? _mm256_add_ps(acc[r][c], b) : acc[r][c];
-      if (full) {
-        _mm256_storeu_ps(y + r * out + 8 * c, v);
-      } else {
-        _mm256_maskstore_ps(y + r * out + 8 * c, mask[c], v);
-      }
-    }
-  }
+  store_sums<R>(acc, bias, y, out, mask, full, last);
 }
 
 // The columns of 8 rows: t[j] = (v[0][j], .., v[7][j]).
