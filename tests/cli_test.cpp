@@ -340,6 +340,12 @@ TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
       run_mtx("translate --ckpt " + ckpt + " --beam 1 --input " + (tmp / "ok.de").string() + " 2>/dev/null");
   ASSERT_EQ(greedy.code, 0) << greedy.output;
   EXPECT_EQ(count_lines(greedy.output), 2u) << greedy.output;
+  const Result greedy_scores =
+      run_mtx("translate --ckpt " + ckpt + " --beam 1 --scores --input " + (tmp / "ok.de").string() + " 2>/dev/null");
+  ASSERT_EQ(greedy_scores.code, 0) << greedy_scores.output;
+  EXPECT_NE(greedy_scores.output.find("0 ||| "), std::string::npos) << greedy_scores.output;
+  EXPECT_EQ(greedy_scores.output.find("||| nan"), std::string::npos) << "greedy --scores normalises\n"
+                                                                     << greedy_scores.output;
 
   const Result bad = run_mtx("translate --ckpt " + ckpt + " --beam 2 --nbest 3 --input " + (tmp / "ok.de").string());
   EXPECT_EQ(bad.code, 2) << bad.output;

@@ -510,3 +510,73 @@ TEST(BeamSearch, ScoresInRowBlocksSearchAsOneBlock) {
     }
   }
 }
+
+// Greedy search whose scores nobody reads (SearchOptions::scores false) chooses on the raw scores, without the
+// log-softmax: the same tokens as with scores, under the same rules (min_len, length limits, banned <unk>), and
+// NaN for the scores it skipped. Beam search and exact_stop keep their scores either way.
+TEST(BeamSearch, GreedyWithoutScoresChoosesTheSameTokens) {
+  constexpr int32_t kUnk = 1;
+  // Unnormalised scores: a pseudo-random distribution per (sentence, prefix), <unk> often the likeliest, EOS
+  // likelier as the prefix grows, and a per-row offset so that raw scores are not log-probabilities.
+  auto table = [](int64_t s, const std::vector<int32_t>& prefix) {
+    uint64_t h = 1469598103934665603ull ^ uint64_t(s);
+    for (const int32_t t : prefix) h = (h ^ uint64_t(t + 1)) * 1099511628211ull;
+    std::vector<double> p(static_cast<size_t>(kVocab));
+    double total = 0;
+    for (int64_t v = 0; v < kVocab; ++v) {
+      h = h * 6364136223846793005ull + 1442695040888963407ull;
+      p[size_t(v)] = 0.05 + double(h >> 40) / double(1ull << 24);
+      if (v == kBos || v == 0) p[size_t(v)] = 1e-6;
+      if (v == kUnk && s % 2 == 0) p[size_t(v)] = 3;
+      if (v == kEos) p[size_t(v)] *= 0.2 * double(prefix.size());
+      total += p[size_t(v)];
+    }
+    for (double& x : p) x /= total;
+    return p;
+  };
+  class Shifted final : public StepFunction {
+   public:
+    explicit Shifted(FakeStep& inner) : inner_(inner) {}
+    torch::Tensor step(const torch::Tensor& tokens) override {
+      const torch::Tensor logp = inner_.step(tokens);  // [rows, V]
+      return logp * 1.5 + torch::arange(logp.size(0), torch::kFloat).unsqueeze(1) * 3 - 20;
+    }
+    void reorder(const torch::Tensor& indices, bool same) override { inner_.reorder(indices, same); }
+
+   private:
+    FakeStep& inner_;
+  };
+  const int64_t sentences = 12;
+  std::vector<int64_t> limits;
+  for (int64_t s = 0; s < sentences; ++s) limits.push_back(2 + s % 9);
+  auto run = [&](int beam, bool scores, bool exact_stop) {
+    FakeStep inner(table, sentences);
+    Shifted fn(inner);
+    SearchOptions o = opts(beam, 0.6);
+    o.min_len = 2;
+    o.scores = scores;
+    o.exact_stop = exact_stop;
+    return beam_search(fn, limits, kBos, kEos, o, /*pad=*/0, kUnk);
+  };
+  for (const bool exact_stop : {false, true}) {
+    const auto with = run(1, true, exact_stop), without = run(1, false, exact_stop);
+    ASSERT_EQ(with.size(), without.size());
+    int64_t tokens = 0;
+    for (size_t s = 0; s < with.size(); ++s) {
+      ASSERT_EQ(with[s].size(), 1u);
+      ASSERT_EQ(without[s].size(), 1u);
+      EXPECT_EQ(with[s][0].tokens, without[s][0].tokens) << "sentence " << s;
+      for (const int32_t t : without[s][0].tokens) EXPECT_NE(t, kUnk) << "sentence " << s;
+      tokens += int64_t(without[s][0].tokens.size());
+      EXPECT_TRUE(std::isfinite(with[s][0].score));
+      EXPECT_EQ(std::isnan(without[s][0].score), !exact_stop) << "sentence " << s;
+      EXPECT_EQ(std::isnan(without[s][0].log_prob), !exact_stop) << "sentence " << s;
+    }
+    EXPECT_GT(tokens, 3 * sentences) << "the sentences should run past min_len";
+  }
+  const auto beam = run(3, false, false), beam_scored = run(3, true, false);
+  for (size_t s = 0; s < beam.size(); ++s) {
+    EXPECT_EQ(beam[s][0].tokens, beam_scored[s][0].tokens);
+    EXPECT_EQ(beam[s][0].score, beam_scored[s][0].score) << "beam search keeps its scores";
+  }
+}

@@ -381,6 +381,10 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
   EXPECT_TRUE(j["translations"][0]["text"].is_string());
   EXPECT_TRUE(j["translations"][0]["score"].is_number());
   EXPECT_EQ(j["model"], "toy");
+  // Greedy skips the scores' normalisation only where nobody asked for them.
+  r = post(port, {{"text", kSentences[0]}, {"scores", true}, {"beam", 1}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(json::parse(r.body)["translations"][0]["score"].is_number()) << r.body;
   // Alignments: one "src-tgt" pair per target word.
   r = post(port, {{"text", kSentences[4]}, {"alignment", true}});
   ASSERT_EQ(r.status, 200) << r.body;

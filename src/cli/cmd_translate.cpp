@@ -73,6 +73,7 @@ int run_translate(const TranslateArgs& args) {
   if (args.batch_tokens) options.batch_tokens = *args.batch_tokens;
   options.workers = args.workers;
   options.search.nbest = args.nbest ? *args.nbest : std::min(options.search.nbest, options.search.beam);
+  options.search.scores = args.scores || options.search.nbest > 1;  // read only in the n-best format
   decode::validate(options);
 
   std::ofstream output_file;

@@ -45,9 +45,10 @@ inline bool better(const Entry& a, const Entry& b) {
 // then a merge per sentence.
 class CandidatePicker {
  public:
-  // rows: `width` per sentence (sentence-major); k: the beam (2k candidates per sentence).
-  CandidatePicker(int64_t rows, int64_t width, int64_t k, const StepRules& rules)
-      : rows_(rows), width_(width), k_(k), rules_(rules), top_(size_t(rows * held_rows())) {}
+  // rows: `width` per sentence (sentence-major); k: the beam (2k candidates per sentence). raw: candidates carry
+  // the raw scores, not log-probabilities (no normalisation pass; the order within a row is the same).
+  CandidatePicker(int64_t rows, int64_t width, int64_t k, const StepRules& rules, bool raw = false)
+      : rows_(rows), width_(width), k_(k), rules_(rules), raw_(raw), top_(size_t(rows * held_rows())) {}
 
   // block [n, V] float on the CPU: rows first_row .. first_row + n.
   void add(int64_t first_row, const torch::Tensor& block_in) {
@@ -62,8 +63,11 @@ class CandidatePicker {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t r = first_row + i;
         const float* row = base + i * vocab;
-        const float max = loops.max(row, vocab);
-        const float lse = max + std::log(loops.sum_exp(row, vocab, max));
+        float lse = 0;
+        if (!raw_) {
+          const float max = loops.max(row, vocab);
+          lse = max + std::log(loops.sum_exp(row, vocab, max));
+        }
         Entry* out = top_.data() + r * held;
         if (rules_.forced[size_t(r / width_)]) {
           for (int64_t j = 0; j < held; ++j) out[j] = {kNegInf, -1};
@@ -119,6 +123,7 @@ class CandidatePicker {
   int64_t held_rows() const { return 2 * k_ + kHeldExtra; }
   int64_t rows_, width_, k_;
   const StepRules& rules_;
+  bool raw_;
   std::vector<Entry> top_;  // [rows, held]
   int64_t vocab_ = -1;
   int64_t seen_ = 0;
@@ -206,6 +211,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     if (on_done) on_done(s, done);
   };
   for (const int64_t m : limits) TORCH_CHECK(m >= 1, "beam_search: max length must be >= 1, got ", m);
+  // Greedy with nobody reading scores: tokens chosen on the raw scores, every prior 0, hypotheses' scores NaN.
+  const bool raw = k == 1 && !options.scores && !options.exact_stop;
+  constexpr double kNoScore = std::numeric_limits<double>::quiet_NaN();
   // Live state: `active` sentences, `width` rows each (sentence-major). Row r's history and score. The first
   // step scores the state as it starts, one row per sentence (a sentence's k beams would all be that row); its
   // best candidates then fill k rows each. Sentences that join later start with k rows, beam 0 live.
@@ -233,7 +241,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
       if (options.min_len > 0) rules.eos_banned.push_back(own < options.min_len ? 1 : 0);
     }
     // CPU float scores are reduced block by block as they come; others (GPU, half) are kept for the tensor path.
-    CandidatePicker picker(rows, width, k, rules);
+    CandidatePicker picker(rows, width, k, rules, raw);
     std::vector<torch::Tensor> kept;  // [n, V] blocks off the fused path
     int64_t vocab = -1, covered = 0;
     bool fused = true;
@@ -278,7 +286,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
           // Like fairseq: an EOS counts only among the k best candidates.
           if (c < k) {
             const auto& h = history[size_t(a * width + beam)];
-            done.push_back({h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)});
+            if (raw)
+              done.push_back({h, kNoScore, kNoScore});
+            else
+              done.push_back({h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)});
           }
         } else {
           chosen.push_back(c);
@@ -312,7 +323,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
         const int64_t row = a * width + ix[a][c] / vocab;
         keep_rows.push_back(row);
         next_tokens.push_back(ix[a][c] % vocab);
-        next_scores.push_back(j < int64_t(chosen.size()) ? sc[a][c] : kNegInf);
+        next_scores.push_back(raw ? 0.0f : j < int64_t(chosen.size()) ? sc[a][c] : kNegInf);
         next_history.push_back(history[size_t(row)]);
         next_history.back().push_back(int32_t(ix[a][c] % vocab));
       }

@@ -138,6 +138,7 @@ struct Server::Impl {
     o.search.beam = key.beam;
     o.search.nbest = key.nbest;
     o.search.alpha = key.alpha;
+    o.search.scores = key.scores;
     o.workers = options.batches > 1 ? 1 : options.workers;
     decode::Translator translator(m.bundle.model, *m.bundle.tokenizer, o);
     if (o.workers == 1) return translator.translate_continuously(sources, more, finished);
@@ -262,6 +263,7 @@ struct Server::Impl {
       job->key.alpha = doc["alpha"].get<double>();
     }
     p.scores = boolean("scores");
+    job->key.scores = p.scores || job->key.nbest > 1;
     p.alignment = boolean("alignment");
     if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
     std::vector<std::string> lines;

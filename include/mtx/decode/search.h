@@ -26,6 +26,10 @@ struct SearchOptions {
   // penalty at its length limit is the bound): exact under the scoring, slower.
   bool exact_stop = config::DecodeConfig{}.exact_stop;
   bool allow_unk = config::DecodeConfig{}.allow_unk;  // false: <unk> is never generated
+  // false: nobody reads the hypotheses' scores. A greedy search (beam 1, exact_stop off) then picks each token
+  // on the raw next-token scores, skipping the log-softmax's normalisation (argmax is the same), and its
+  // hypotheses' score and log_prob are NaN.
+  bool scores = true;
 };
 
 // Throws ConfigError naming the offending option.

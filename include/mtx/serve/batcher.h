@@ -26,8 +26,9 @@ struct BatchKey {
   int beam = 5;
   int nbest = 1;
   double alpha = 0.6;
+  bool scores = true;  // the answers carry hypotheses' scores (decode::SearchOptions::scores)
   bool operator==(const BatchKey& o) const {
-    return std::tie(model, beam, nbest, alpha) == std::tie(o.model, o.beam, o.nbest, o.alpha);
+    return std::tie(model, beam, nbest, alpha, scores) == std::tie(o.model, o.beam, o.nbest, o.alpha, o.scores);
   }
 };
 
