@@ -15,6 +15,10 @@
 #include "mtx/util/errors.h"
 #include "test_utils.h"
 
+#if defined(__x86_64__)
+#include "../src/model/cpu/int8_kernels.h"
+#endif
+
 using namespace mtx;
 
 namespace {
@@ -160,6 +164,98 @@ TEST(Int8, KernelsMatchTheReferenceExactly) {
     }
   }
 }
+
+// ReLU's outputs (mostly zeros) through the products that skip zeros (the avx2 kernel, 7-bit activations): the
+// reference's numbers bit for bit, at every density (a whole chunk dense falls back to the dense kernel), every
+// tile height (tails of 1-5 rows), input widths off the 32-byte blocks and output widths off the panels, rows of
+// zeros and NaN, and every activation and weight at its largest. At every level: elsewhere the flag changes nothing.
+TEST(Int8, MostlyZeroInputsGiveTheReferenceNumbers) {
+  if (!model::int8::KernelLinear::available()) GTEST_SKIP() << "MTX_INT8_ENGINE picks LibTorch's engine";
+  torch::manual_seed(12);
+  struct Shape {
+    int64_t out, in;
+  };
+  for (const cpu::Isa isa : cpu::runnable()) {
+    cpu::ScopedIsa level(isa);
+    for (const Shape s : {Shape{256, 1024}, Shape{100, 1100}, Shape{33, 36}, Shape{7, 7}}) {
+      torch::Tensor w = torch::randn({s.out, s.in}) * 0.1;  // [out, in]
+      const model::int8::Weight q = model::int8::quantize(w);
+      const torch::Tensor bias = torch::randn({s.out});
+      const model::int8::KernelLinear layer(q, bias, 7);
+      for (const int64_t rows : {1, 5, 6, 7, 13, 50, 203, 800}) {
+        for (const double density : {0.0, 0.03, 0.12, 0.4, 1.0}) {
+          torch::Tensor x = torch::relu(torch::randn({rows, s.in})) *
+                            torch::rand({rows, s.in}).lt(density).to(torch::kFloat);      // [rows, in]
+          if (density == 0.12) x.mul_(torch::randint(0, 2, {rows, s.in}).mul(2).sub(1));  // signed values too
+          if (rows > 3) x[3].zero_();
+          if (rows > 4 && density > 0.1) x[4][s.in - 1] = std::nan("");
+          const torch::Tensor y = layer.forward(x, /*mostly_zeros=*/true);          // [rows, out]
+          const torch::Tensor want = model::int8::reference_linear(q, bias, x, 7);  // [rows, out]
+          ASSERT_TRUE(torch::equal(y, want))
+              << cpu::name(isa) << ": " << s.out << "x" << s.in << ", " << rows << " rows, density " << density
+              << ": max diff " << (y - want).abs().max().item<float>();
+        }
+      }
+    }
+    // The largest values: |q| = 63 against weights of +-127, two groups' pair sums in one int16.
+    torch::Tensor w = torch::ones({40, 64});  // [40, in]
+    w.narrow(0, 20, 20).fill_(-1.0);
+    const model::int8::Weight q = model::int8::quantize(w);
+    const model::int8::KernelLinear layer(q, torch::Tensor(), 7);
+    torch::Tensor x = torch::ones({9, 64});  // [9, in]
+    x[1].fill_(-1.0);
+    x.narrow(1, 8, 40).zero_();
+    EXPECT_TRUE(torch::equal(layer.forward(x, true), model::int8::reference_linear(q, torch::Tensor(), x, 7)))
+        << cpu::name(isa);
+  }
+}
+
+#if defined(__x86_64__)
+// The gathering behind those skipped products (a kernel's own interface, src/model/cpu/int8_kernels.h): per tile of
+// 6 rows exactly the columns nonzero in some row, ascending, padded to 8 with column 0 and zeros, each row's values
+// at them, and whether the tile holds a negative value.
+TEST(Int8, SparseColumnsAreTheNonzeroColumnsOfEachTile) {
+  if (cpu::detected() < cpu::Isa::avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  namespace k = model::int8::kernels;
+  torch::manual_seed(3);
+  for (const int64_t in_pad : {8, 64, 1024, 1100}) {
+    const int64_t rows = 15;  // tiles of 6, 6 and 3 rows
+    torch::Tensor q = torch::randint(-63, 64, {rows, in_pad}, torch::kChar) *
+                      torch::rand({rows, in_pad}).lt(0.08).to(torch::kChar);  // [rows, in_pad]
+    q.narrow(0, 0, 6).abs_();                                                 // the first tile: no negative value
+    q.narrow(0, 12, 3).zero_();                                               // the last: all zero
+    const int64_t tiles = 3, columns = tiles * (in_pad + 8);
+    std::vector<int32_t> ks(size_t(columns), -1);
+    std::vector<int8_t> values(size_t(columns * k::kSparseRows + 8), 99);
+    std::vector<uint8_t> negative(tiles, 9);
+    std::vector<int64_t> begin(tiles + 1, -1);
+    std::vector<uint32_t> masks(size_t(in_pad / 32 + 1));
+    const int64_t kept = k::sparse_columns_avx2(q.data_ptr<int8_t>(), rows, in_pad, ks.data(), values.data(),
+                                                negative.data(), begin.data(), masks.data());
+    int64_t want_kept = 0;
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t height = std::min<int64_t>(6, rows - 6 * t);
+      const torch::Tensor tile = q.narrow(0, 6 * t, height);                // [height, in_pad]
+      const torch::Tensor nonzero = tile.ne(0).any(0).nonzero().flatten();  // [found]
+      const int64_t found = nonzero.numel(), count = begin[size_t(t + 1)] - begin[size_t(t)];
+      want_kept += found;
+      ASSERT_EQ(count, (found + 7) / 8 * 8) << "in " << in_pad << ", tile " << t;
+      EXPECT_EQ(negative[size_t(t)], tile.lt(0).any().item<bool>() ? 1 : 0) << "tile " << t;
+      for (int64_t i = 0; i < count; ++i) {
+        const int32_t col = ks[size_t(begin[size_t(t)] + i)];
+        EXPECT_EQ(col, i < found ? nonzero[i].item<int64_t>() : 0) << "in " << in_pad << ", tile " << t << ", " << i;
+        for (int64_t r = 0; r < 6; ++r) {
+          const int8_t v = values[size_t(begin[size_t(t)] * 6 + r * count + i)];
+          EXPECT_EQ(v, i < found && r < height ? tile[r][col].item<int8_t>() : 0)
+              << "tile " << t << ", row " << r << ", " << i;
+        }
+      }
+    }
+    EXPECT_EQ(kept, want_kept);
+    if (in_pad >= 64) EXPECT_LT(kept, tiles * in_pad / 2) << "most columns are zero in every row of a tile";
+  }
+}
+#endif
 
 // The largest products: every activation at +-127 against weights at +-127. Without VNNI, vpmaddubsw adds pairs
 // of u8 x s8 products into int16 and saturates there; a kernel that feeds it q + 128 (up to 255) loses these

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "cpu/int8_kernels.h"
 #include "mtx/model/linear.h"
@@ -24,6 +25,8 @@ constexpr int64_t kGroup = 4;   // inputs per 32-bit lane
 // (docs/inference.md: below it mtx's kernel is faster, above it oneDNN's).
 constexpr int64_t kOneDnnRows = 32;
 constexpr int8_t kSevenBitOffset = 64;  // u = q + 64 in [1, 127] for |q| <= 63
+// Rows per chunk of the products that skip zeros: a chunk's gathered columns (about 2 x 400 bytes a row) stay in L2.
+constexpr int64_t kSparseChunkRows = 384;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -148,6 +151,7 @@ KernelLinear::KernelLinear(const Weight& weight, const torch::Tensor& bias, int 
     }
     cp[n] = 128 * sum;
   }
+  columns_ = std::make_shared<Columns>();
   has_minus_128_ = (w == -128).any().item<bool>();
   if (kernels::onednn_available()) weights_ = w.clone();  // [out, in], oneDNN's operand
   scales_ = torch::zeros({out_pad_}, torch::kFloat);
@@ -156,7 +160,15 @@ KernelLinear::KernelLinear(const Weight& weight, const torch::Tensor& bias, int 
   if (bias.defined()) bias_.narrow(0, 0, out_).copy_(bias.detach().to(torch::kCPU, torch::kFloat));
 }
 
-torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
+const uint8_t* KernelLinear::kmajor() const {
+  std::call_once(columns_->once, [&] {
+    columns_->kmajor = torch::empty({out_pad_ / kPanel, in_pad_, kPanel}, torch::kByte);
+    kernels::pack_columns(packed_.data_ptr<uint8_t>(), out_pad_, in_pad_, columns_->kmajor.data_ptr<uint8_t>());
+  });
+  return columns_->kmajor.data_ptr<uint8_t>();
+}
+
+torch::Tensor KernelLinear::forward(const torch::Tensor& x, bool mostly_zeros) const {
   TORCH_CHECK(defined(), "int8::KernelLinear: not packed");
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "int8 layers run on float CPU tensors");
   TORCH_CHECK(x.size(-1) == in_, "int8 linear: input has ", x.size(-1), " features, the layer takes ", in_);
@@ -207,6 +219,44 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x) const {
     kernels::quantize_rows_generic(xp, in_, in_, in_pad_, begin, end, levels_, qp, sxp);
   });
 #if defined(__x86_64__)
+  if (mostly_zeros && avx2 && levels_ <= 63) {
+    // Mostly zeros (ReLU's outputs): each chunk's tiles gather their nonzero columns once, and the products with
+    // the zeros are skipped -- where that skips a fifth of them or more; else the chunk runs dense on mtx's kernel.
+    thread_local std::vector<int32_t> ks;
+    thread_local std::vector<int8_t> values;
+    thread_local std::vector<uint8_t> negative;
+    thread_local std::vector<int64_t> begin;
+    thread_local std::vector<uint32_t> masks;
+    const uint8_t* kp = kmajor();
+    const int64_t chunk = kSparseChunkRows;
+    for (int64_t m = 0; m < n; m += chunk) {
+      const int64_t rows_here = std::min(chunk, n - m);
+      const int64_t tiles = (rows_here + kernels::kSparseRows - 1) / kernels::kSparseRows;
+      const auto columns = size_t(tiles * (in_pad_ + 8));
+      ks.resize(std::max(ks.size(), columns));
+      values.resize(std::max(values.size(), columns * kernels::kSparseRows + 8));
+      negative.resize(std::max(negative.size(), size_t(tiles)));
+      begin.resize(std::max(begin.size(), size_t(tiles + 1)));
+      masks.resize(std::max(masks.size(), size_t(in_pad_ / 32 + 1)));
+      const int64_t kept = kernels::sparse_columns_avx2(qp + m * in_pad_, rows_here, in_pad_, ks.data(), values.data(),
+                                                        negative.data(), begin.data(), masks.data());
+      const kernels::Columns gathered{ks.data(), values.data(), negative.data(), begin.data()};
+      const bool sparse = kept * 5 <= tiles * in_pad_ * 4;
+      const int64_t chunk_grain = std::max<int64_t>(1, (int64_t(1) << 16) / (in_pad_ * (rows_here + 2)));
+      at::parallel_for(0, panels, chunk_grain, [&](int64_t p_begin, int64_t p_end) {
+        if (!sparse) {
+          kernels::gemm_panels_avx2(qp + m * in_pad_, rows_here, in_pad_, pp, p_begin, p_end, true, swp, bp, sxp + m,
+                                    yp + m * out_, out_);
+          return;
+        }
+        thread_local std::vector<uint8_t> scratch;
+        scratch.resize(std::max(scratch.size(), size_t((in_pad_ + 9) * 32)));
+        kernels::gemm_panels_sparse_avx2(rows_here, kp, in_pad_, p_begin, p_end, swp, bp, sxp + m, yp + m * out_, out_,
+                                         gathered, scratch.data());
+      });
+    }
+    return y.view(shape);
+  }
   if (onednn_takes(avx2, levels_, n)) {
     torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 64
     uint8_t* up = u.data_ptr<uint8_t>();

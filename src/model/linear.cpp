@@ -115,9 +115,9 @@ PackedLinear::PackedLinear(const Weight& weight, const torch::Tensor& bias) : we
   if (anchor_.size(1) > 1) anchor_[0][1] = -1.0f;
 }
 
-torch::Tensor PackedLinear::forward(const torch::Tensor& x) const {
+torch::Tensor PackedLinear::forward(const torch::Tensor& x, bool mostly_zeros) const {
   TORCH_CHECK(defined(), "int8::PackedLinear: not packed");
-  if (kernel_.defined()) return kernel_.forward(x);
+  if (kernel_.defined()) return kernel_.forward(x, mostly_zeros);
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "int8 layers run on float CPU tensors");
   torch::NoGradGuard no_grad;
   const int64_t in = weight_.values.size(1);
@@ -166,7 +166,7 @@ std::shared_ptr<torch::nn::Module> LinearImpl::clone(const c10::optional<torch::
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return forward(x, false); }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x, bool mostly_zeros) {
-  if (int8_.defined()) return int8_.forward(x);
+  if (int8_.defined()) return int8_.forward(x, mostly_zeros);
   if (fp32_.runs(x, weight, bias)) return fp32_.packed().forward(x, mostly_zeros);  // [.., out]
   if (x.dim() > 2 && bias.defined() && !torch::GradMode::is_enabled() && x.is_contiguous()) {
     // Inference on [.., in]: one GEMM with the bias as its accumulator (LibTorch 1.13's linear does a

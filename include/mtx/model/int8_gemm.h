@@ -11,6 +11,8 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 namespace mtx::model::int8 {
@@ -52,15 +54,24 @@ class KernelLinear {
   // bias [out] or undefined; activation_bits 8 or 7 (quantize_rows).
   KernelLinear(const Weight& weight, const torch::Tensor& bias, int activation_bits = int8::activation_bits());
   bool defined() const { return packed_.defined(); }
-  torch::Tensor forward(const torch::Tensor& x) const;  // [.., in] float -> [.., out] float
+  // [.., in] float -> [.., out] float. mostly_zeros (ReLU's outputs): on the avx2 kernel with 7-bit activations, the
+  // products with columns that are zero in every row of a tile are skipped (the same numbers).
+  torch::Tensor forward(const torch::Tensor& x, bool mostly_zeros = false) const;
 
  private:
   int64_t out_ = 0, in_ = 0, out_pad_ = 0, in_pad_ = 0;
-  torch::Tensor packed_;        // uint8 [out_pad * in_pad]: panels of 32 outputs, each groups of 4 inputs per output
-  torch::Tensor comp_;          // int32 [out_pad]: 128 * sum_k w[n][k] (activations go in shifted by +128, unsigned)
-  torch::Tensor scales_;        // float [out_pad]: the weight rows' scales (0 past out)
-  torch::Tensor bias_;          // float [out_pad] (zeros without a bias)
-  torch::Tensor weights_;       // int8 [out, in]: oneDNN's operand, where mtx was built with oneDNN
+  torch::Tensor packed_;   // uint8 [out_pad * in_pad]: panels of 32 outputs, each groups of 4 inputs per output
+  torch::Tensor comp_;     // int32 [out_pad]: 128 * sum_k w[n][k] (activations go in shifted by +128, unsigned)
+  torch::Tensor scales_;   // float [out_pad]: the weight rows' scales (0 past out)
+  torch::Tensor bias_;     // float [out_pad] (zeros without a bias)
+  torch::Tensor weights_;  // int8 [out, in]: oneDNN's operand, where mtx was built with oneDNN
+  // The weights k-major for the products that skip zeros (int8_kernels.h, pack_columns), packed on first use.
+  struct Columns {
+    std::once_flag once;
+    torch::Tensor kmajor;  // uint8 [out_pad / 32, in_pad, 32]
+  };
+  std::shared_ptr<Columns> columns_;
+  const uint8_t* kmajor() const;
   bool has_minus_128_ = false;  // a weight of -128: outside the avx2 kernel's exact range
   int levels_ = 127;            // the activations' largest level: 127 (8 bits) or 63 (7 bits)
 };

@@ -41,7 +41,8 @@ class PackedLinear {
   PackedLinear() = default;
   PackedLinear(const Weight& weight, const torch::Tensor& bias);  // bias [out] or undefined
   bool defined() const { return kernel_.defined() || !packed_.isNone(); }
-  torch::Tensor forward(const torch::Tensor& x) const;
+  // mostly_zeros: KernelLinear::forward's (LibTorch's engines ignore it).
+  torch::Tensor forward(const torch::Tensor& x, bool mostly_zeros = false) const;
   const Weight& weight() const { return weight_; }
 
  private:
@@ -61,7 +62,7 @@ class LinearImpl : public torch::nn::LinearImpl {
   LinearImpl(int64_t in_features, int64_t out_features);
   std::shared_ptr<torch::nn::Module> clone(const c10::optional<torch::Device>& device = c10::nullopt) const override;
   torch::Tensor forward(const torch::Tensor& x);  // [.., in] -> [.., out]: int8 once quantized, else float
-  // The same, told that x is mostly zeros (ReLU's outputs), which the packed float kernel may skip.
+  // The same, told that x is mostly zeros (ReLU's outputs), which the packed float and int8 kernels may skip.
   torch::Tensor forward(const torch::Tensor& x, bool mostly_zeros);
 
   // Packs the float weight for mtx's AVX-512 kernel (fp32_gemm.h), where the CPU runs it: inference without

@@ -57,4 +57,17 @@ void gemm_panels_generic(const int8_t* q, int64_t rows, int64_t in_pad, const ui
   }
 }
 
+void pack_columns(const uint8_t* packed, int64_t out_pad, int64_t in_pad, uint8_t* kmajor) {
+  const int64_t groups = in_pad / kGroup;
+  for (int64_t p = 0; p < out_pad / kPanel; ++p) {
+    for (int64_t k = 0; k < in_pad; ++k) {
+      for (int64_t o = 0; o < kPanel; ++o) {
+        const int64_t half = o / 16, lane = o % 16;
+        kmajor[(p * in_pad + k) * kPanel + column_position(o)] =
+            packed[p * groups * 128 + (k / kGroup) * 128 + half * 64 + lane * kGroup + k % kGroup];
+      }
+    }
+  }
+}
+
 }  // namespace mtx::model::int8::kernels

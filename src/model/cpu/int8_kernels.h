@@ -46,6 +46,36 @@ void epilogue_avx2(const int32_t* acc, int64_t begin, int64_t end, int64_t out, 
                    const float* sx, float* y);
 void offset_bytes_avx2(const int8_t* q, int64_t n, int8_t offset, uint8_t* u);
 
+// ReLU's zeros on AVX2: the products with columns of q that are 0 in every row of a tile are skipped. The weights
+// for it are packed k-major (pack_columns): per panel of 32 outputs, per input k, 32 bytes, output o of the panel
+// at byte column_position(o), so that the kernel's byte and word interleaves of four inputs' rows give outputs
+// 0-7, 8-15, 16-23 and 24-31 in order.
+constexpr int64_t kSparseRows = 6;  // rows per tile whose nonzero columns are gathered together
+static constexpr int64_t column_position(int64_t o) { return (o / 4 % 2) * 16 + o / 8 * 4 + o % 4; }
+// kmajor [out_pad / 32][in_pad][32] from the panels' pack (`packed`, the layout above).
+void pack_columns(const uint8_t* packed, int64_t out_pad, int64_t in_pad, uint8_t* kmajor);
+
+// Tile t's columns: k[begin[t] .. begin[t + 1]) (a multiple of 8 each, ascending, padded with column 0 whose
+// values are 0), and its rows' values at those columns, row r at values[begin[t] * kSparseRows + r * count_t + i]
+// (count_t = begin[t + 1] - begin[t]; rows past the tile's last hold 0); negative[t]: some value is below 0.
+struct Columns {
+  const int32_t* k;
+  const int8_t* values;
+  const uint8_t* negative;
+  const int64_t* begin;
+};
+// Gathers each tile of kSparseRows rows of q [rows, in_pad]: the columns nonzero in some row of it. Buffers: k holds
+// tiles * (in_pad + 8) entries, values that times kSparseRows plus 8, negative tiles, begin tiles + 1, masks
+// in_pad / 32 (scratch). Returns the nonzero columns counted over the tiles (without the padding).
+int64_t sparse_columns_avx2(const int8_t* q, int64_t rows, int64_t in_pad, int32_t* k, int8_t* values,
+                            uint8_t* negative, int64_t* begin, uint32_t* masks);
+// gemm_panels_avx2's numbers (seven_bit activations only: |q| <= 63) over the gathered columns alone; a skipped
+// product is an exact 0, so the sums are the same int32s.
+// scratch: (in_pad + 9) * 32 bytes, the calling thread's own.
+void gemm_panels_sparse_avx2(int64_t rows, const uint8_t* kmajor, int64_t in_pad, int64_t p_begin, int64_t p_end,
+                             const float* sw, const float* bias, const float* sx, float* y, int64_t out,
+                             const Columns& columns, uint8_t* scratch);
+
 // The same quantization on AVX-512, written as unsigned bytes u = q + 128 (vpdpbusd multiplies unsigned by signed
 // bytes), the padding past `in` 128.
 void quantize_rows_avx512vnni(const float* x, int64_t x_stride, int64_t in, int64_t in_pad, int64_t begin, int64_t end,
