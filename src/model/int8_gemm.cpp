@@ -25,7 +25,8 @@ constexpr int64_t kGroup = 4;   // inputs per 32-bit lane
 // (docs/inference.md: below it mtx's kernel is faster, above it oneDNN's).
 constexpr int64_t kOneDnnRows = 32;
 constexpr int8_t kSevenBitOffset = 64;  // u = q + 64 in [1, 127] for |q| <= 63
-// Rows per chunk of the products that skip zeros: a chunk's gathered columns (about 2 x 400 bytes a row) stay in L2.
+// Rows per chunk of the products that skip zeros: a chunk's gathered values, at most 384 x (in_pad + 8) bytes, are
+// meant to stay in L2.
 constexpr int64_t kSparseChunkRows = 384;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -162,7 +163,7 @@ KernelLinear::KernelLinear(const Weight& weight, const torch::Tensor& bias, int 
 
 const uint8_t* KernelLinear::kmajor() const {
   std::call_once(columns_->once, [&] {
-    columns_->kmajor = torch::empty({out_pad_ / kPanel, in_pad_, kPanel}, torch::kByte);
+    columns_->kmajor = torch::empty({out_pad_ / kPanel, in_pad_, kPanel}, torch::kByte);  // [out_pad / 32, in_pad, 32]
     kernels::pack_columns(packed_.data_ptr<uint8_t>(), out_pad_, in_pad_, columns_->kmajor.data_ptr<uint8_t>());
   });
   return columns_->kmajor.data_ptr<uint8_t>();
@@ -219,9 +220,27 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x, bool mostly_zeros) c
     kernels::quantize_rows_generic(xp, in_, in_, in_pad_, begin, end, levels_, qp, sxp);
   });
 #if defined(__x86_64__)
+  // Rows [m, m + rows) on oneDNN's GEMM. The int32 sums go into y's own memory ([rows, out], 4 bytes each), and the
+  // epilogue turns each into its float in place: no second [rows, out] buffer to allocate and stream through.
+  const auto onednn_rows = [&](int64_t m, int64_t rows) {
+    torch::Tensor u = torch::empty({rows, in_pad_}, torch::kByte);  // [rows, in_pad]: q + 64
+    uint8_t* up = u.data_ptr<uint8_t>();
+    const int8_t* qm = qp + m * in_pad_;
+    auto* sp = reinterpret_cast<int32_t*>(yp + m * out_);
+    at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+      kernels::offset_bytes_avx2(qm + begin * in_pad_, (end - begin) * in_pad_, kSevenBitOffset, up + begin * in_pad_);
+    });
+    kernels::onednn_cap_isa(cpu::isa() < cpu::Isa::avx512);
+    const int status = kernels::gemm_onednn_u8s8(up, rows, in_, in_pad_, uint8_t(kSevenBitOffset),
+                                                 weights_.data_ptr<int8_t>(), out_, sp);
+    TORCH_CHECK(status == 0, "int8: oneDNN's u8 x s8 GEMM failed (dnnl_status_t ", status, ")");
+    at::parallel_for(0, rows, std::max<int64_t>(1, 4096 / out_), [&](int64_t begin, int64_t end) {
+      kernels::epilogue_avx2(sp, begin, end, out_, swp, bp, sxp + m, yp + m * out_);
+    });
+  };
   if (mostly_zeros && avx2 && levels_ <= 63) {
     // Mostly zeros (ReLU's outputs): each chunk's tiles gather their nonzero columns once, and the products with
-    // the zeros are skipped -- where that skips a fifth of them or more; else the chunk runs dense on mtx's kernel.
+    // the zeros are skipped -- where that skips a fifth of them or more; else the chunk runs dense.
     thread_local std::vector<int32_t> ks;
     thread_local std::vector<int8_t> values;
     thread_local std::vector<uint8_t> negative;
@@ -241,6 +260,10 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x, bool mostly_zeros) c
       const int64_t kept = kernels::sparse_columns_avx2(qp + m * in_pad_, rows_here, in_pad_, ks.data(), values.data(),
                                                         negative.data(), begin.data(), masks.data());
       const kernels::Columns gathered{ks.data(), values.data(), negative.data(), begin.data()};
+      if (kept * 5 > tiles * in_pad_ * 4 && onednn_takes(avx2, levels_, rows_here)) {
+        onednn_rows(m, rows_here);
+        continue;
+      }
       const bool sparse = kept * 5 <= tiles * in_pad_ * 4;
       const int64_t chunk_grain = std::max<int64_t>(1, (int64_t(1) << 16) / (in_pad_ * (rows_here + 2)));
       at::parallel_for(0, panels, chunk_grain, [&](int64_t p_begin, int64_t p_end) {
@@ -258,21 +281,7 @@ torch::Tensor KernelLinear::forward(const torch::Tensor& x, bool mostly_zeros) c
     return y.view(shape);
   }
   if (onednn_takes(avx2, levels_, n)) {
-    torch::Tensor u = torch::empty({n, in_pad_}, torch::kByte);  // [n, in_pad]: q + 64
-    uint8_t* up = u.data_ptr<uint8_t>();
-    // The int32 sums go into y's own memory ([n, out], 4 bytes each), and the epilogue turns each into its float
-    // in place: no second [n, out] buffer to allocate and stream through.
-    auto* sp = reinterpret_cast<int32_t*>(yp);
-    at::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
-      kernels::offset_bytes_avx2(qp + begin * in_pad_, (end - begin) * in_pad_, kSevenBitOffset, up + begin * in_pad_);
-    });
-    kernels::onednn_cap_isa(cpu::isa() < cpu::Isa::avx512);
-    const int status =
-        kernels::gemm_onednn_u8s8(up, n, in_, in_pad_, uint8_t(kSevenBitOffset), weights_.data_ptr<int8_t>(), out_, sp);
-    TORCH_CHECK(status == 0, "int8: oneDNN's u8 x s8 GEMM failed (dnnl_status_t ", status, ")");
-    at::parallel_for(0, n, std::max<int64_t>(1, 4096 / out_), [&](int64_t begin, int64_t end) {
-      kernels::epilogue_avx2(sp, begin, end, out_, swp, bp, sxp, yp);
-    });
+    onednn_rows(0, n);
     return y.view(shape);
   }
 #endif

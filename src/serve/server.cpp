@@ -263,7 +263,7 @@ struct Server::Impl {
       job->key.alpha = doc["alpha"].get<double>();
     }
     p.scores = boolean("scores");
-    job->key.scores = p.scores || job->key.nbest > 1;
+    job->key.scores = p.scores || job->key.nbest > 1 || job->key.beam > 1;  // only greedy search leaves them out
     p.alignment = boolean("alignment");
     if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
     std::vector<std::string> lines;

@@ -27,7 +27,8 @@ struct SearchOptions {
   bool exact_stop = config::DecodeConfig{}.exact_stop;
   bool allow_unk = config::DecodeConfig{}.allow_unk;  // false: <unk> is never generated
   // false: nobody reads the hypotheses' scores. A greedy search (beam 1, exact_stop off) then picks each token
-  // on the raw next-token scores, skipping the log-softmax's normalisation (argmax is the same), and its
+  // on the raw next-token scores, skipping the log-softmax's normalisation (the same argmax, but where two scores
+  // would round to one log-probability: the raw path keeps them apart, the other takes the lower id), and its
   // hypotheses' score and log_prob are NaN.
   bool scores = true;
 };

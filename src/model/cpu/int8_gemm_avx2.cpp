@@ -181,19 +181,22 @@ void offset_bytes_avx2(const int8_t* q, int64_t n, int8_t offset, uint8_t* u) {
 namespace {
 
 // For each byte mask m of 8 columns: the pshufb control that moves the set columns' bytes to the front, in order.
+// Built at compile time: nothing in a per-level unit may run at load time (scripts/checks/isa_objects.sh).
 struct Compactions {
-  alignas(16) uint8_t control[256][8];
-  Compactions() {
-    for (int m = 0; m < 256; ++m) {
-      int n = 0;
-      for (int j = 0; j < 8; ++j) {
-        if (m >> j & 1) control[m][n++] = uint8_t(j);
-      }
-      for (; n < 8; ++n) control[m][n] = 0x80;  // a zero byte
-    }
-  }
+  uint8_t control[256][8] = {};
 };
-const Compactions kCompactions;
+constexpr Compactions make_compactions() {
+  Compactions c;
+  for (int m = 0; m < 256; ++m) {
+    int n = 0;
+    for (int j = 0; j < 8; ++j) {
+      if (m >> j & 1) c.control[m][n++] = uint8_t(j);
+    }
+    for (; n < 8; ++n) c.control[m][n] = 0x80;  // a zero byte
+  }
+  return c;
+}
+alignas(16) constexpr Compactions kCompactions = make_compactions();
 
 }  // namespace
 
