@@ -33,6 +33,27 @@ inline __m256i pair_sums(__m256i a, __m256i w) {
   return _mm256_maddubs_epi16(_mm256_abs_epi8(a), _mm256_sign_epi8(w, a));
 }
 
+// A tile's epilogue: R rows' int32 sums for the 16 outputs from n -> y[r][o] = fma(float(acc), sx[r] * sw[o],
+// bias[o]), the reference's numbers.
+template <int R>
+inline void store_half(const __m256i (&acc)[R][2], const float* sw, const float* bias, const float* sx, float* y,
+                       int64_t out, int64_t n) {
+  for (int c = 0; c < 2; ++c) {
+    const int64_t nc = n + 8 * c;
+    const __m256i mask = lanes(out, nc);
+    const __m256 w_scale = _mm256_loadu_ps(sw + nc), b = _mm256_loadu_ps(bias + nc);
+    for (int r = 0; r < R; ++r) {
+      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(sx[r]), w_scale);
+      const __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), scale, b);
+      if (nc + 8 <= out) {
+        _mm256_storeu_ps(y + r * out + nc, v);
+      } else {
+        _mm256_maskstore_ps(y + r * out + nc, mask, v);  // only at the row's end: masked stores are slow on AMD
+      }
+    }
+  }
+}
+
 // R rows of q against one half panel (16 outputs from n): y[r][n ..] for r < R. SevenBit: every |q| <= 63, and two
 // groups' pair sums are added in int16 before they are widened.
 template <int R, bool SevenBit>
@@ -67,20 +88,7 @@ inline void tile(const int8_t* q, int64_t in_pad, const uint8_t* half, int64_t g
       acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(pair_sums(a, w1), ones));
     }
   }
-  for (int c = 0; c < 2; ++c) {
-    const int64_t nc = n + 8 * c;
-    const __m256i mask = lanes(out, nc);
-    const __m256 w_scale = _mm256_loadu_ps(sw + nc), b = _mm256_loadu_ps(bias + nc);
-    for (int r = 0; r < R; ++r) {
-      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(sx[r]), w_scale);
-      const __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), scale, b);
-      if (nc + 8 <= out) {
-        _mm256_storeu_ps(y + r * out + nc, v);
-      } else {
-        _mm256_maskstore_ps(y + r * out + nc, mask, v);  // only at the row's end: masked stores are slow on AMD
-      }
-    }
-  }
+  store_half<R>(acc, sw, bias, sx, y, out, n);
 }
 
 }  // namespace
@@ -298,20 +306,7 @@ inline void sparse_tile(const int8_t* v, int64_t count, const __m256i* wq, int64
       acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(s1, ones));
     }
   }
-  for (int c = 0; c < 2; ++c) {
-    const int64_t nc = n + 8 * c;
-    const __m256i mask = lanes(out, nc);
-    const __m256 w_scale = _mm256_loadu_ps(sw + nc), b = _mm256_loadu_ps(bias + nc);
-    for (int r = 0; r < R; ++r) {
-      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(sx[r]), w_scale);
-      const __m256 value = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][c]), scale, b);
-      if (nc + 8 <= out) {
-        _mm256_storeu_ps(y + r * out + nc, value);
-      } else {
-        _mm256_maskstore_ps(y + r * out + nc, mask, value);
-      }
-    }
-  }
+  store_half<R>(acc, sw, bias, sx, y, out, n);
 }
 
 template <bool Signed>
