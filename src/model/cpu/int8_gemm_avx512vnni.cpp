@@ -72,11 +72,14 @@ void quantize_rows_avx512vnni(const float* x, int64_t x_stride, int64_t in, int6
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * x_stride;
     uint8_t* ur = u + r * in_pad;
+    // vmaxps returns its second operand where either is NaN: max(|x_k|, m) keeps the lane's m where |x_k| is NaN,
+    // as std::max(m, |x_k|) does (int8::quantize_rows). With the operands the other way round a NaN would take the
+    // lane's maximum out of the row's, and the whole row would quantize against a smaller scale.
     __m512 mx = _mm512_setzero_ps();
     int64_t k = 0;
-    for (; k + 16 <= in; k += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xr + k)));
+    for (; k + 16 <= in; k += 16) mx = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xr + k)), mx);
     const __mmask16 tail = __mmask16((1u << (in - k)) - 1u);
-    if (k < in) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(tail, xr + k)));
+    if (k < in) mx = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(tail, xr + k)), mx);
     const float maxabs = _mm512_reduce_max_ps(mx);
     sx[r] = maxabs / top;
     const __m512 inv = _mm512_set1_ps(maxabs > 0 ? top / maxabs : 0.0f);
