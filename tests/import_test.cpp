@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "mtx/bundle/bundle.h"
@@ -205,6 +206,35 @@ void use_like_any_bundle(const fs::path& dir, const std::string& py) {
   EXPECT_EQ(std::system(check.c_str()), 0) << check;
 }
 
+// A directory saved with transformers' defaults holds nulls where a value is unset ("source_lang": null in
+// tokenizer_config.json, "bos_token_id": null in config.json, keys of generation_config.json): each is read as
+// absent, and the import is the one without those keys, byte for byte in its weights.
+void expect_nulls_are_absent(const fs::path& tmp) {
+  const fs::path hf = tmp / "hf";
+  // The oracle saved its tokenizer as transformers does by default: the nulls are there.
+  const nlohmann::json tc = nlohmann::json::parse(read_file(hf / "tokenizer_config.json"));
+  ASSERT_TRUE(tc.contains("source_lang") && tc.at("source_lang").is_null()) << tc.dump();
+  const bundle::Imported plain = bundle::import_hf(hf);
+  // More nulls than transformers writes, in every file the importer reads: still the same model.
+  const fs::path nulls = tmp / "nulls";
+  fs::copy(hf, nulls, fs::copy_options::recursive);
+  auto with_nulls = [](const fs::path& file, std::vector<const char*> keys) {
+    nlohmann::json c = fs::exists(file) ? nlohmann::json::parse(read_file(file)) : nlohmann::json::object();
+    for (const char* k : keys) c[k] = nullptr;
+    test::write_text(file, c.dump());
+  };
+  with_nulls(nulls / "config.json", {"bos_token_id", "decoder_vocab_size", "activation_dropout",
+                                     "share_encoder_decoder_embeddings", "static_position_embeddings"});
+  with_nulls(nulls / "tokenizer_config.json", {"source_lang", "target_lang", "separate_vocabs"});
+  with_nulls(nulls / "generation_config.json", {"num_beams", "bad_words_ids"});
+  const bundle::Imported again = bundle::import_hf(nulls);
+  EXPECT_EQ(again.bundle.weights_sha256, plain.bundle.weights_sha256);
+  EXPECT_EQ(again.bundle.config.decode.beam, plain.bundle.config.decode.beam);
+  const test::CommandResult r =
+      test::run_mtx("import --from hf '" + nulls.string() + "' --out '" + (tmp / "nulls.pt").string() + "'");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
 }  // namespace
 
 TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
@@ -216,6 +246,7 @@ TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
 
   // The imported bundle as any other: scored, fine-tuned (--init), quantized, exported to CTranslate2.
   ASSERT_NO_FATAL_FAILURE(use_like_any_bundle(tmp.path(), py));
+  ASSERT_NO_FATAL_FAILURE(expect_nulls_are_absent(tmp.path()));
 
   // Damaged copies: each one error of one line naming the file and the key or parameter.
   const fs::path hf = tmp / "hf";
@@ -275,11 +306,39 @@ TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
   EXPECT_NE(e.find("model_type 'bart'"), std::string::npos) << e;
   e = damaged("vocab", [&](const fs::path& d) { test::write_text(d / "vocab.json", "{\"<unk>\": 1, \"x\": 99999}"); });
   EXPECT_NE(e.find("vocab.json: 'x' has id 99999"), std::string::npos) << e;
+  // A value of the wrong type, in any of the directory's JSON files: the file and the key, in one line.
+  auto edit_json = [](const fs::path& file, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json c = fs::exists(file) ? nlohmann::json::parse(read_file(file)) : nlohmann::json::object();
+    edit(c);
+    test::write_text(file, c.dump());
+  };
+  e = damaged("lang-type", [&](const fs::path& d) {
+    edit_json(d / "tokenizer_config.json", [](auto& c) { c["source_lang"] = 5; });
+  });
+  EXPECT_NE(e.find("tokenizer_config.json: 'source_lang' must be a string, not 5"), std::string::npos) << e;
+  e = damaged("width-type", [&](const fs::path& d) { edit_config(d, [](auto& c) { c["d_model"] = "64"; }); });
+  EXPECT_NE(e.find("config.json: 'd_model' must be an integer, not \"64\""), std::string::npos) << e;
+  e = damaged("eos-type", [&](const fs::path& d) { edit_config(d, [](auto& c) { c["eos_token_id"] = {"x"}; }); });
+  EXPECT_NE(e.find("config.json: 'eos_token_id' must be an integer, not \"x\""), std::string::npos) << e;
+  e = damaged("beams-type", [&](const fs::path& d) {
+    edit_json(d / "generation_config.json", [](auto& c) { c["num_beams"] = 4.5; });
+  });
+  EXPECT_NE(e.find("generation_config.json: 'num_beams' must be an integer, not 4.5"), std::string::npos) << e;
+  e = damaged("index-type", [&](const fs::path& d) {
+    fs::rename(d / "model.safetensors", d / "model-00001-of-00001.safetensors");
+    test::write_text(d / "model.safetensors.index.json", R"({"metadata": null, "weight_map": {"lm_head.weight": 3}})");
+  });
+  EXPECT_NE(e.find("model.safetensors.index.json: 'weight_map.lm_head.weight' must be a string, not 3"),
+            std::string::npos)
+      << e;
   // The command maps them to one line and exit code 2.
-  const test::CommandResult r = test::run_mtx("import --from hf '" + (tmp / "unscaled").string() + "' --out '" +
-                                              (tmp / "never.pt").string() + "'");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_FALSE(fs::exists(tmp / "never.pt"));
+  for (const char* name : {"unscaled", "lang-type"}) {
+    const test::CommandResult r =
+        test::run_mtx("import --from hf '" + (tmp / name).string() + "' --out '" + (tmp / "never.pt").string() + "'");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(fs::exists(tmp / "never.pt"));
+  }
 }
 
 TEST(ImportHf, UntiedEmbeddingsFromPytorchModelBinMatchTransformers) {
@@ -369,6 +428,24 @@ TEST(ImportMarian, TiedNpzMatchesItsReferenceAndBadInputsAreNamed) {
     fs::remove(dir / "source.spm");
     e = test::boundary_error<DataError>([&] { bundle::import_marian(dir / "model.npz", dir / "decoder.yml"); });
     EXPECT_NE(e.find("source.spm"), std::string::npos) << e;
+  }
+  // decoder.yml's options: a null is absent (Marian's default), a wrong type names the file and the key.
+  for (const auto& [line, want] : std::vector<std::pair<std::string, std::string>>{
+           {"beam-size: ~\nallow-unk:\n", ""},
+           {"beam-size: four\n", "decoder.yml: 'beam-size' must be an integer, not four"}}) {
+    const fs::path dir = tmp / ("yml-" + std::to_string(want.size()));
+    fs::copy(m, dir, fs::copy_options::recursive);
+    std::string text = read_file(dir / "decoder.yml");
+    text = std::regex_replace(text, std::regex("beam-size: 4\n"), "");
+    test::write_text(dir / "decoder.yml", text + line);
+    if (want.empty()) {
+      const bundle::Imported imported = bundle::import_marian(dir / "model.npz", dir / "decoder.yml");
+      EXPECT_EQ(imported.bundle.config.decode.beam, config::Config().decode.beam);
+      EXPECT_FALSE(imported.bundle.config.decode.allow_unk);
+      continue;
+    }
+    e = test::boundary_error<DataError>([&] { bundle::import_marian(dir / "model.npz", dir / "decoder.yml"); });
+    EXPECT_NE(e.find(want), std::string::npos) << e;
   }
   {
     const fs::path dir = tmp / "truncated";

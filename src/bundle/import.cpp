@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "mtx/bundle/export.h"
 #include "mtx/util/atomic_file.h"
@@ -44,21 +45,38 @@ std::string shape_of(torch::IntArrayRef sizes) {
   return s + "]";
 }
 
-// config.json's values, each named in errors.
-class HfConfig {
+// The JSON type a C++ type reads from, for errors.
+template <class T>
+const char* json_type_name() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "true or false";
+  else if constexpr (std::is_integral_v<T>)
+    return "an integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "a number";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "a string";
+  else
+    return "another type";
+}
+
+// One JSON object from a file of a Hugging Face directory (config.json, tokenizer_config.json,
+// generation_config.json, model.safetensors.index.json), each value named in errors by file and key. A null is
+// absent, as transformers writes unset values (`"source_lang": null`): get(key, fallback) gives the fallback. A
+// value of another type is a DataError "FILE: 'KEY' is TYPE, not VALUE", never a bare JSON exception.
+class JsonFile {
  public:
-  explicit HfConfig(fs::path path) : path_(std::move(path)), doc_(read_json(path_)) {
+  explicit JsonFile(fs::path path) : path_(std::move(path)), doc_(read_json(path_)) {
     if (!doc_.is_object()) throw DataError(path_.string() + ": not a JSON object");
   }
+  // The file if it exists, else an empty object (every key absent).
+  static JsonFile optional(const fs::path& path) { return fs::exists(path) ? JsonFile(path) : JsonFile(path, {}); }
+  const fs::path& path() const { return path_; }
   bool has(const char* key) const { return doc_.contains(key) && !doc_.at(key).is_null(); }
   template <class T>
   T get(const char* key) const {
     if (!has(key)) throw DataError(path_.string() + ": '" + key + "' is missing");
-    try {
-      return doc_.at(key).get<T>();
-    } catch (const json::exception&) {
-      throw DataError(path_.string() + ": '" + key + "' has the wrong type (" + doc_.at(key).dump() + ")");
-    }
+    return as<T>(doc_.at(key), key);
   }
   template <class T>
   T get(const char* key, T fallback) const {
@@ -71,15 +89,44 @@ class HfConfig {
   }
   // One id, or the first of a list (eos_token_id may be either).
   int32_t id(const char* key) const {
-    if (has(key) && doc_.at(key).is_array() && !doc_.at(key).empty()) return doc_.at(key).at(0).get<int32_t>();
+    if (has(key) && doc_.at(key).is_array() && !doc_.at(key).empty()) return as<int32_t>(doc_.at(key).at(0), key);
     return get<int32_t>(key);
+  }
+  // An object of string values (model.safetensors.index.json's weight_map), names to values.
+  std::map<std::string, std::string> strings(const char* key) const {
+    if (!has(key) || !doc_.at(key).is_object()) {
+      throw DataError(path_.string() + ": '" + key + "' is " + (has(key) ? "not an object" : "missing"));
+    }
+    std::map<std::string, std::string> out;
+    for (const auto& [name, value] : doc_.at(key).items()) {
+      out[name] = as<std::string>(value, std::string(key) + "." + name);
+    }
+    return out;
   }
   [[noreturn]] void refuse(const std::string& what) const { throw DataError(path_.string() + ": " + what); }
 
  private:
+  JsonFile(fs::path path, json doc) : path_(std::move(path)), doc_(std::move(doc)) {}
+  template <class T>
+  T as(const json& value, const std::string& key) const {
+    const bool fits = std::is_same_v<T, bool>          ? value.is_boolean()
+                      : std::is_integral_v<T>          ? value.is_number_integer()
+                      : std::is_floating_point_v<T>    ? value.is_number()
+                      : std::is_same_v<T, std::string> ? value.is_string()
+                                                       : true;
+    try {
+      if (fits) return value.get<T>();
+    } catch (const json::exception&) {
+    }
+    std::string shown = value.dump();
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    throw DataError(path_.string() + ": '" + key + "' must be " + json_type_name<T>() + ", not " + shown);
+  }
+
   fs::path path_;
   json doc_;
 };
+using HfConfig = JsonFile;  // config.json
 
 // A checkpoint's tensors by name, with the file they came from; each is taken once.
 class Weights {
@@ -160,13 +207,9 @@ Weights hf_weights(const fs::path& dir, const std::string& python) {
   if (fs::exists(dir / "model.safetensors")) {
     w.add_safetensors(dir / "model.safetensors");
   } else if (fs::exists(dir / "model.safetensors.index.json")) {
-    const json index = read_json(dir / "model.safetensors.index.json");
+    const JsonFile index(dir / "model.safetensors.index.json");
     std::set<std::string> files;
-    try {
-      for (const auto& [name, file] : index.at("weight_map").items()) files.insert(file.get<std::string>());
-    } catch (const json::exception&) {
-      throw DataError((dir / "model.safetensors.index.json").string() + ": no 'weight_map' of names to files");
-    }
+    for (const auto& [name, file] : index.strings("weight_map")) files.insert(file);
     for (const auto& file : files) w.add_safetensors(dir / file);
   } else if (fs::exists(dir / "pytorch_model.bin")) {
     w.add_pickle(dir / "pytorch_model.bin", python);
@@ -212,7 +255,7 @@ config::Activation activation_of(const HfConfig& hf) {
   hf.refuse("activation_function '" + name + "' is not one mtx has (relu, gelu, swish/silu, quick_gelu)");
 }
 
-config::Config model_config(const HfConfig& hf, int64_t vocab, const json& generation) {
+config::Config model_config(const HfConfig& hf, int64_t vocab, const JsonFile& generation) {
   if (hf.get<std::string>("model_type", "") != "marian") {
     hf.refuse("model_type '" + hf.get<std::string>("model_type", "") + "' is not MarianMT's ('marian')");
   }
@@ -248,9 +291,7 @@ config::Config model_config(const HfConfig& hf, int64_t vocab, const json& gener
   m.output_bias = m.tie_output;  // final_logits_bias; an untied projection has its own bias
   c.tokenizer.joint = false;
   c.tokenizer.vocab_size = int(vocab);
-  if (generation.is_object() && generation.contains("num_beams") && generation.at("num_beams").is_number_integer()) {
-    c.decode.beam = std::max(1, generation.at("num_beams").get<int>());
-  }
+  c.decode.beam = std::max(1, generation.get<int>("num_beams", c.decode.beam));
   config::validate(c);
   return c;
 }
@@ -294,18 +335,16 @@ std::pair<std::vector<std::string>, tokenizer::SpecialIds> read_vocabulary(const
 Imported import_hf(const fs::path& dir, const ImportOptions& options) {
   if (!fs::is_directory(dir)) throw DataError(dir.string() + ": not a directory (a Hugging Face MarianMT model)");
   const HfConfig hf(dir / "config.json");
-  const json tokenizer_config =
-      fs::exists(dir / "tokenizer_config.json") ? read_json(dir / "tokenizer_config.json") : json::object();
-  if (tokenizer_config.value("separate_vocabs", false)) {
-    throw DataError((dir / "tokenizer_config.json").string() +
-                    ": separate_vocabs: separate source and target vocabularies are not supported (one vocab.json)");
+  const JsonFile tokenizer_config = JsonFile::optional(dir / "tokenizer_config.json");
+  if (tokenizer_config.get<bool>("separate_vocabs", false)) {
+    tokenizer_config.refuse(
+        "separate_vocabs: separate source and target vocabularies are not supported (one vocab.json)");
   }
   const int64_t rows = hf.positive("vocab_size");
   if (hf.has("decoder_vocab_size") && hf.get<int64_t>("decoder_vocab_size") != rows) {
     hf.refuse("decoder_vocab_size differs from vocab_size: separate vocabularies are not supported");
   }
-  const json generation =
-      fs::exists(dir / "generation_config.json") ? read_json(dir / "generation_config.json") : json();
+  const JsonFile generation = JsonFile::optional(dir / "generation_config.json");
   Imported out;
   Bundle& b = out.bundle;
   b.config = model_config(hf, rows + 1, generation);
@@ -422,7 +461,7 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
   b.path = dir;
   out.notes.push_back("the vocabulary gains '" + pieces.back() + "' (id " + std::to_string(ids.bos) +
                       "): mtx's decoder start, MarianMT's id " + std::to_string(start) + " in all but its name");
-  if (!tokenizer_config.value("source_lang", std::string()).empty()) {
+  if (!tokenizer_config.get<std::string>("source_lang", "").empty()) {
     out.notes.push_back(
         "MarianTokenizer's Moses punctuation normalisation (sacremoses) is not applied; sentencepiece's is");
   }
@@ -450,14 +489,18 @@ class MarianYaml {
   MarianYaml(std::string where, YAML::Node node) : where_(std::move(where)), node_(std::move(node)) {
     if (!node_.IsMap()) throw DataError(where_ + ": not a YAML map of options");
   }
-  bool has(const char* key) const { return bool(node_[key]); }
+  // A key set to null (`key:` or `key: ~`) is absent, as in Marian's own option parsing.
+  bool has(const char* key) const { return node_[key] && !node_[key].IsNull(); }
   template <class T>
   T get(const char* key, T fallback) const {
     if (!has(key)) return fallback;
     try {
       return node_[key].as<T>();
     } catch (const YAML::Exception&) {
-      throw DataError(where_ + ": '" + key + "' has the wrong type");
+      std::string shown = YAML::Dump(node_[key]);
+      std::replace(shown.begin(), shown.end(), '\n', ' ');
+      if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+      throw DataError(where_ + ": '" + key + "' must be " + json_type_name<T>() + ", not " + shown);
     }
   }
   std::vector<std::string> list(const char* key) const {

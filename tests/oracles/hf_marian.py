@@ -196,8 +196,12 @@ def main():
     if args.untied:  # the older format too (mtx import has PyTorch rewrite it)
         os.remove(os.path.join(hf, "model.safetensors"))
         torch.save(model.state_dict(), os.path.join(hf, "pytorch_model.bin"))
+    # Saved as a user who fine-tuned a model saves it, with transformers' defaults: tokenizer_config.json then holds
+    # "source_lang": null and "target_lang": null (and config.json "bos_token_id": null), which mtx reads as absent.
+    # --untied names the languages, as OPUS-MT's Hub directories do.
+    langs = {"source_lang": "de", "target_lang": "en"} if args.untied else {}
     tok = MarianTokenizer(os.path.join(hf, "source.spm"), os.path.join(hf, "target.spm"),
-                          os.path.join(hf, "vocab.json"), source_lang="de", target_lang="en")
+                          os.path.join(hf, "vocab.json"), **langs)
     tok.save_pretrained(hf)
 
     src_lines = lines(os.path.join(args.data, "val.de.gz"), args.sentences)
