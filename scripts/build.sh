@@ -2,6 +2,7 @@
 # Configure (once) and build mtx, its sentencepiece shim and the tests.
 #   scripts/build.sh                 against Debian's LibTorch 1.13 into build/ (the default)
 #   scripts/build.sh --torch pip     against PyTorch 2.x in .venv/ (scripts/setup.sh --torch pip) into build-torch2/
+#   scripts/build.sh --target mtx    only the binary and its shim (what scripts/quickstart.sh runs)
 #   MTX_BUILD_DIR=... to build elsewhere; other arguments go to cmake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,12 @@ torch=debian
 if [ "${1:-}" = "--torch" ]; then
   [ $# -ge 2 ] || { echo "build: --torch needs debian or pip" >&2; exit 2; }
   torch=$2
+  shift 2
+fi
+target=()
+if [ "${1:-}" = "--target" ]; then
+  [ $# -ge 2 ] || { echo "build: --target needs a target name (e.g. mtx)" >&2; exit 2; }
+  target=(--target "$2")
   shift 2
 fi
 generator=()
@@ -25,4 +32,4 @@ esac
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" "$@"
 fi
-cmake --build "$build" -j "$(nproc)"
+cmake --build "$build" -j "$(nproc)" "${target[@]}"

@@ -5,15 +5,19 @@
 #   scripts/setup.sh --torch pip     Debian's packages but LibTorch, plus PyTorch 2.x (CUDA-enabled) from
 #                                    PyPI into .venv/ (MTX_TORCH=torch==X.Y.Z picks another version)
 #   scripts/setup.sh --packages-only the Debian packages of the chosen build, no pip
+#   scripts/setup.sh --run-only      leave out what only the test suite uses (chromium, the reference BLAS,
+#                                    iproute2): what scripts/quickstart.sh needs to build and run mtx
 set -euo pipefail
 cd "$(dirname "$0")/.."
 torch=debian
 pip=1
+run_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --torch) [ $# -ge 2 ] || { echo "setup: --torch needs debian or pip" >&2; exit 2; }; torch=$2; shift 2 ;;
     --packages-only) pip=0; shift ;;
-    *) echo "setup: unknown argument $1 (usage: $0 [--torch debian|pip] [--packages-only])" >&2; exit 2 ;;
+    --run-only) run_only=1; shift ;;
+    *) echo "setup: unknown argument $1 (usage: $0 [--torch debian|pip] [--packages-only] [--run-only])" >&2; exit 2 ;;
   esac
 done
 case "$torch" in debian|pip) ;; *) echo "setup: --torch is debian or pip, not '$torch'" >&2; exit 2 ;; esac
@@ -26,20 +30,25 @@ packages=(
   libutf8proc-dev   # Unicode categories and case mapping for sacreBLEU-exact tokenisation
   libminizip-dev libyaml-cpp-dev   # Marian's .npz models and .yml files (mtx import --from marian)
   libboost-dev      # Boost.Beast/Asio, headers only: mtx serve's HTTP
-  chromium          # the serve page's test in a headless browser (ServeTest.ThePageTranslatesInHeadlessChromium)
+  libgumbo-dev      # an HTML5 parser: the text of HTML that mtx serve translates (LibreTranslate format "html")
   libgloo-dev       # the headers c10d's ProcessGroupGloo includes (data-parallel training on CPUs)
+)
+# What only the test suite uses (scripts/test.sh installs them; scripts/quickstart.sh does without).
+test_packages=(
+  chromium          # the serve page's test in a headless browser (ServeTest.ThePageTranslatesInHeadlessChromium)
   iproute2          # ip netns: the two-host test of distributed training
 )
 if [ "$torch" = debian ]; then
   packages+=(libtorch-dev libopenblas0-openmp
-             libdnnl-dev   # oneDNN's int8 GEMM for CPUs without VNNI (the libdnnl2 Debian's LibTorch links)
-             libblas3)   # the reference BLAS: only so the test of mtx's slow-BLAS warning can run
+             libdnnl-dev)  # oneDNN's int8 GEMM for CPUs without VNNI (the libdnnl2 Debian's LibTorch links)
+  test_packages+=(libblas3)  # the reference BLAS: only so the test of mtx's slow-BLAS warning can run
 else
   packages+=(python3-venv python3-pip)   # .venv for PyPI's torch; its wheel brings its own BLAS (MKL)
 fi
 # Optional extras, e.g. the PyTorch peer for scripts/bench: MTX_EXTRA_PACKAGES="python3-torch"
 read -r -a extra <<< "${MTX_EXTRA_PACKAGES:-}"
 packages+=("${extra[@]}")
+[ "$run_only" = 1 ] || packages+=("${test_packages[@]}")
 
 missing=()
 for p in "${packages[@]}"; do
