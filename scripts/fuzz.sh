@@ -29,7 +29,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Seeds (small, valid inputs of each kind) are made fresh each run next to the growing corpora.
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
-mkdir -p "$seeds"/{fuzz_config,fuzz_corpus,fuzz_translate_input,fuzz_eval,fuzz_checkpoint} fuzz-crashes
+mkdir -p "$seeds"/{fuzz_config,fuzz_corpus,fuzz_translate_input,fuzz_eval,fuzz_checkpoint,fuzz_api} fuzz-crashes
 for f in configs/*.json; do cp "$f" "$seeds/fuzz_config/"; done
 printf '{"model": {"d_model": 64}}\0train.lr=0.5\0model.heads=8' > "$seeds/fuzz_config/with-set"
 printf '{"data": {"dir": "x"}, // comment\n "train": {"max_steps": -1}}' > "$seeds/fuzz_config/comment"
@@ -57,7 +57,15 @@ if [ -f data/multi30k/train.de.gz ]; then
       --out "$seeds/ck-run" > "$seeds/ck.log" 2>&1 || { cat "$seeds/ck.log" >&2; exit 1; }
   )
   cp "$seeds/ck-run/last.pt" "$seeds/fuzz_checkpoint/"
+  export MTX_FUZZ_MODEL=$seeds/ck-run/last.pt   # fuzz_api serves it
 fi
+# fuzz_api: byte 0 the method, 1 the path, 2 the Content-Type, 3 flags (key, origin, locked server); then the body.
+printf '\x01\x00\x00\x00{"text": ["ein Hund", "zwei Männer"], "beam": 2, "nbest": 2, "scores": true}' > "$seeds/fuzz_api/v1"
+printf '\x01\x01\x01\x00q=ein+Hund&source=auto&target=en&alternatives=1' > "$seeds/fuzz_api/form"
+printf '\x01\x01\x00\x13{"q": ["<p>ein <b>Hund</b> &amp; Katze</p>", ""], "source": "de", "target": "en", "format": "html"}' \
+  > "$seeds/fuzz_api/html"
+printf '\x00\x05\x03\x11' > "$seeds/fuzz_api/metrics"
+printf '\x03\x00\x00\x0c' > "$seeds/fuzz_api/preflight"
 printf '{"step": 3, "epoch": 1, "position": {"epoch": 1, "index": 2}, "tgt_tokens": 10, "elapsed_s": 1.5, "best_metric": null, "best_step": 0, "bad_validations": 0, "schedule": {}}' \
   > "$seeds/fuzz_checkpoint/state.json"
 

@@ -12,8 +12,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -31,13 +33,15 @@ namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 using namespace mtx;
 using namespace std::chrono_literals;
 
 namespace {
 
 serve::Hypotheses echo(const serve::BatchKey&, const std::vector<std::vector<int32_t>>& sources,
-                       const decode::SentenceDone& = {}, const serve::Batcher::More& = {}) {
+                       const decode::SentenceDone& = {}, const serve::Batcher::More& = {},
+                       const decode::Abandoned& = {}) {
   serve::Hypotheses out;
   for (const auto& s : sources) out.push_back({decode::Hypothesis{s, 0, 0}});
   return out;
@@ -76,27 +80,92 @@ struct Reply {
   int status = 0;
   std::string body;
   std::string retry_after;
+  std::map<std::string, std::string> headers;  // lower-case names
 };
 
-// One HTTP/1.1 exchange on a fresh connection.
-Reply call(int port, http::verb verb, const std::string& target, const std::string& body = "") {
+// One HTTP/1.1 exchange on a fresh connection (10 s at most: a server that stops answering fails the test, it
+// does not hang it). `headers` are added to Host and Content-Type (application/json unless given).
+Reply call(int port, http::verb verb, const std::string& target, const std::string& body = "",
+           const std::map<std::string, std::string>& headers = {}) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
-  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
   http::request<http::string_body> req{verb, target, 11};
   req.set(http::field::host, "127.0.0.1");
   req.set(http::field::content_type, "application/json");
+  for (const auto& [name, value] : headers) {
+    if (value.empty())
+      req.erase(name);
+    else
+      req.set(name, value);
+  }
   req.body() = body;
   req.prepare_payload();
-  http::write(stream, req);
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(1 << 26);
-  http::read(stream, buffer, parser);
+  if (verb == http::verb::head) parser.skip(true);
+  // Asynchronous, so that the 10 s bound holds (Beast's timeouts bound asynchronous operations only).
+  beast::error_code failed;
+  bool read = false;
+  stream.expires_after(10s);
+  stream.async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)),
+                       [&](beast::error_code ec) {
+                         if (ec) return void(failed = ec);
+                         http::async_write(stream, req, [&](beast::error_code e, size_t) {
+                           if (e) return void(failed = e);
+                           http::async_read(stream, buffer, parser, [&](beast::error_code e2, size_t) {
+                             failed = e2;
+                             read = !e2;
+                           });
+                         });
+                       });
+  ioc.run();
+  if (!read) throw std::runtime_error("no answer from the server: " + failed.message());
   const auto& res = parser.get();
   beast::error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-  return {int(res.result_int()), res.body(), std::string(res[http::field::retry_after])};
+  Reply r{int(res.result_int()), res.body(), std::string(res[http::field::retry_after]), {}};
+  for (const auto& f : res) {
+    std::string name(f.name_string());
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    r.headers[name] = std::string(f.value());
+  }
+  return r;
+}
+
+// A raw connection: bytes out, whatever comes back until the server closes or `wait` passes.
+class Raw {
+ public:
+  explicit Raw(int port) : stream_(ioc_) {
+    stream_.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  }
+  void send(const std::string& bytes) { net::write(stream_.socket(), net::buffer(bytes)); }
+  std::string read_all(std::chrono::milliseconds wait) {
+    std::string out;
+    char buf[4096];
+    stream_.expires_after(wait);  // asynchronous reads: the bound holds
+    std::function<void(beast::error_code, size_t)> more = [&](beast::error_code ec, size_t n) {
+      out.append(buf, n);
+      if (!ec) stream_.async_read_some(net::buffer(buf), more);
+    };
+    stream_.async_read_some(net::buffer(buf), more);
+    ioc_.restart();
+    ioc_.run();
+    return out;
+  }
+  void close() {
+    beast::error_code ec;
+    stream_.socket().close(ec);
+  }
+
+ private:
+  net::io_context ioc_;
+  beast::tcp_stream stream_;
+};
+
+int open_fds() {
+  return int(
+      std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator{}));
 }
 
 Reply post(int port, const json& body) { return call(port, http::verb::post, "/v1/translate", body.dump()); }
@@ -191,7 +260,7 @@ TEST(ServeBatcher, TwoBatchThreadsShareTheQueueAndKeepEachResultWithItsRequest) 
   o.threads = 2;
   serve::Batcher batcher(
       o,
-      [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&) {
+      [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&, const auto&) {
         {
           std::lock_guard<std::mutex> lock(m);
           threads.insert(std::this_thread::get_id());
@@ -225,7 +294,7 @@ TEST(ServeBatcher, ARequestIsAnsweredWhenItsSentencesAreDoneNotWhenItsBatchIs) {
   std::shared_future<void> released = release.get_future().share();
   bool fail = false;
   serve::Batcher batcher(
-      o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished, const auto&) {
+      o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished, const auto&, const auto&) {
         const serve::Hypotheses all = echo(k, s);
         finished(2, all[2]);  // the first job's two sentences, in any order
         finished(1, all[1]);
@@ -271,7 +340,7 @@ TEST(ServeBatcher, ARunningBatchTakesInRequestsWithItsKeyWhileEveryThreadIsBusy)
     serve::Batcher batcher(
         o,
         [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
-            const serve::Batcher::More& more) {
+            const serve::Batcher::More& more, const auto&) {
           serve::Hypotheses all = echo(k, s);
           if (k.model != "m" || s[0][0] != 9) return all;
           ready.wait();
@@ -343,7 +412,7 @@ TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {
   serve::BatcherOptions o;
   o.max_queue = 3;
   o.max_wait_ms = 300;
-  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&) {
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&, const auto&) {
     translated += int(s.size());
     return echo(k, s);
   });
@@ -364,7 +433,7 @@ TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {
 
 TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
   serve::ServerOptions o;
-  o.max_request_bytes = 2000;
+  o.api.max_request_bytes = 2000;
   start(o);
   EXPECT_EQ(call(port, http::verb::get, "/health").body, "{\"status\":\"ok\"}\n");
   const json models = json::parse(call(port, http::verb::get, "/v1/models").body);
@@ -501,6 +570,7 @@ TEST_F(ServeTest, AFullQueueAnswers429AndAClientThatLeftIsNotTranslated) {
     stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
     http::request<http::string_body> req{http::verb::post, "/v1/translate", 11};
     req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
     req.body() = json{{"text", kSentences[0]}}.dump();
     req.prepare_payload();
     http::write(stream, req);
@@ -599,4 +669,358 @@ TEST(Serve, SigtermDrainsAndExitsZero) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << read_file(log);
   EXPECT_NE(read_file(log).find("draining"), std::string::npos);
+}
+
+namespace {
+
+// The mtx binary serving a toy model (in `tmp`), started through bash so that a test can set limits first
+// (`shell_prefix`, e.g. "ulimit -n 64; "). Killed at the end of the test if still running.
+struct ServeProcess {
+  pid_t pid = -1;
+  int port = 0;
+  std::string log;
+  ServeProcess(const test::TempDir& tmp, const std::string& args, const std::string& shell_prefix = "") {
+    config::Config config = test::toy_setup(tmp);
+    tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
+    torch::manual_seed(3);
+    model::Transformer model = bundle::build_model(config, tok);
+    bundle::save_bundle(tmp / "toy.pt", config, tok, model);
+    log = (tmp / "serve.log").string();
+    const std::string cmd = shell_prefix + "exec '" + std::string(MTX_BINARY) + "' serve --ckpt '" +
+                            (tmp / "toy.pt").string() + "' --port 0 " + args + " 2> '" + log + "'";
+    pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/bash", "bash", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 400 && port == 0; ++i) {
+      std::this_thread::sleep_for(50ms);
+      std::smatch m;
+      const std::string text = read_file(log);
+      if (std::regex_search(text, m, std::regex(R"(serving on http://127\.0\.0\.1:(\d+))"))) port = std::stoi(m[1]);
+    }
+  }
+  // The exit status once it ended (-1: still running after `wait`).
+  int wait_exit(std::chrono::milliseconds wait) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return status;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+  ~ServeProcess() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+std::vector<std::string> long_sentences(size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(kSentences[i % kSentences.size()] + " und " + kSentences[(i + 1) % kSentences.size()]);
+  return out;
+}
+
+}  // namespace
+
+// One-shot clients (a connection per request, as curl in a loop): the server's file descriptors stay where they
+// were, however many requests come.
+TEST_F(ServeTest, FileDescriptorsStayFlatOverTwoThousandOneShotRequests) {
+  serve::ServerOptions o;
+  o.batching.max_wait_ms = 0;
+  start(o);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(post(port, {{"text", kSentences[0]}, {"beam", 1}}).status, 200);
+  const int before = open_fds();
+  for (int i = 0; i < 2000; ++i) {
+    const Reply r = i % 4 == 3 ? call(port, http::verb::get, "/health")
+                               : post(port, {{"text", kSentences[size_t(i) % kSentences.size()]}, {"beam", 1}});
+    ASSERT_EQ(r.status, 200) << i << ": " << r.body;
+  }
+  int after = open_fds();
+  for (int i = 0; i < 200 && after > before + 4; ++i) {  // the last connections close as their handlers end
+    std::this_thread::sleep_for(10ms);
+    after = open_fds();
+  }
+  EXPECT_LE(after, before + 4) << "descriptors before " << before << ", after 2000 one-shot requests " << after;
+  EXPECT_EQ(server->metrics().count(200), 20 + 2000);
+}
+
+// Under `ulimit -n 64`, 80 connections at once exhaust the descriptors; once they close, the server accepts again.
+TEST(Serve, AcceptResumesAfterRunningOutOfFileDescriptors) {
+  test::TempDir tmp;
+  ServeProcess p(tmp, "--threads 1", "ulimit -n 64; ");
+  ASSERT_GT(p.port, 0) << read_file(p.log);
+  {
+    std::vector<std::unique_ptr<Raw>> idle;
+    for (int i = 0; i < 80; ++i) idle.push_back(std::make_unique<Raw>(p.port));
+    std::this_thread::sleep_for(500ms);
+  }  // all closed
+  Reply r;
+  const auto until = std::chrono::steady_clock::now() + 5s;  // a server that never accepts again: one 10 s wait
+  while (r.status != 200 && std::chrono::steady_clock::now() < until) {
+    try {
+      r = post(p.port, {{"text", kSentences[0]}});
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  EXPECT_EQ(r.status, 200) << read_file(p.log);
+  EXPECT_NE(read_file(p.log).find("accept failed"), std::string::npos) << read_file(p.log);
+}
+
+// A request of more tokens than --max-batch-tokens is split into batches within the budget, on the batch path
+// that deals sentences out to searches and on the continuous one, and every translation is what it is alone.
+TEST_F(ServeTest, ARequestOverTheBatchBudgetIsSplitIntoBatchesWithinIt) {
+  for (const int batches : {1, 2}) {
+    serve::ServerOptions o;
+    o.batching.max_batch_tokens = 40;
+    o.batching.max_wait_ms = 0;
+    o.batches = batches;  // 2: each batch one search that takes in requests (continuous batching)
+    o.api.max_request_tokens = 4000;
+    o.api.max_request_sentences = 120;
+    start(o);
+    const std::vector<std::string> lines = long_sentences(60);
+    std::vector<std::string> alone;
+    for (size_t i = 0; i < 6; ++i) {
+      alone.push_back(json::parse(post(port, {{"text", lines[i]}}).body)["translations"][0]["text"]);
+    }
+    const Reply r = post(port, {{"text", lines}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json all = json::parse(r.body)["translations"];
+    ASSERT_EQ(all.size(), lines.size());
+    for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(all[i]["text"], alone[i % 6]) << batches << ": " << i;
+    const std::string m = call(port, http::verb::get, "/metrics").body;
+    EXPECT_GT(metric(m, "mtx_batches_total"), 6 + 4) << m;
+    EXPECT_EQ(metric(m, "mtx_batch_tokens_bucket{le=\"64\"}"), metric(m, "mtx_batches_total")) << m;
+    TearDown();
+    server.reset();
+  }
+}
+
+// Every way a request can be refused has its own status and a one-line {"error"}; HEAD has no body.
+TEST_F(ServeTest, EveryRefusalHasItsStatus) {
+  const fs::path keys = tmp / "keys.txt";
+  test::write_text(keys, "# clients\nsecret-1\nsecret-2\n");
+  serve::ServerOptions o;
+  o.api.max_request_sentences = 4;
+  o.api.max_request_tokens = 100;
+  o.api.max_request_bytes = 4000;
+  o.api.keys = std::make_shared<serve::ApiKeys>(keys);
+  o.api.metrics_token = "m-token";
+  o.api.cors_origins = {"https://app.example"};
+  o.header_timeout_ms = 400;
+  start(o);
+  const std::map<std::string, std::string> key = {{"Authorization", "Bearer secret-1"}};
+  auto translate = [&](const json& body, std::map<std::string, std::string> headers = {}) {
+    headers.insert({"Authorization", "Bearer secret-1"});
+    return call(port, http::verb::post, "/v1/translate", body.dump(), headers);
+  };
+  auto expect_error = [](const Reply& r, int status, const std::string& reason) {
+    EXPECT_EQ(r.status, status) << r.body;
+    const json j = json::parse(r.body);
+    EXPECT_NE(j.value("error", "").find(reason), std::string::npos) << r.body;
+    EXPECT_EQ(std::count(r.body.begin(), r.body.end(), '\n'), 1) << r.body;
+  };
+  EXPECT_EQ(translate({{"text", kSentences[0]}}).status, 200);
+  // 413: too many sentences, too many tokens (never to succeed: not 429), too many bytes.
+  expect_error(translate({{"text", {"a", "b", "c", "d", "e"}}}), 413, "at most 4 (--max-request-sentences)");
+  expect_error(translate({{"text", long_sentences(4)}}), 413, "at most 100 (--max-request-tokens)");
+  expect_error(translate({{"text", std::string(5000, 'a')}}), 413, "over 4000 bytes");
+  // 404 for any method on an unknown path; 405 with Allow on a known one.
+  expect_error(call(port, http::verb::post, "/nope", "{}", key), 404, "no such path");
+  expect_error(call(port, http::verb::get, "/nope"), 404, "no such path");
+  const Reply not_allowed = call(port, http::verb::get, "/v1/translate");
+  expect_error(not_allowed, 405, "POST /v1/translate");
+  EXPECT_EQ(not_allowed.headers.at("allow"), "POST, OPTIONS");
+  // 415: what a page could send without a CORS preflight.
+  expect_error(call(port, http::verb::post, "/v1/translate", R"({"text": "ein Hund"})",
+                    {{"Content-Type", "text/plain"}, {"Authorization", "Bearer secret-1"}}),
+               415, "takes application/json");
+  // 401 without a key, 403 with a wrong one; LibreTranslate's api_key field works too.
+  expect_error(call(port, http::verb::post, "/v1/translate", R"({"text": "ein Hund"})"), 401, "API key");
+  expect_error(translate({{"text", "ein Hund"}}, {{"Authorization", "Bearer nope"}}), 403, "not valid");
+  EXPECT_EQ(call(port, http::verb::post, "/v1/translate", R"({"text": "ein Hund", "api_key": "secret-2"})").status,
+            200);
+  // /metrics with its own token.
+  expect_error(call(port, http::verb::get, "/metrics"), 401, "token");
+  expect_error(call(port, http::verb::get, "/metrics", "", {{"Authorization", "Bearer secret-1"}}), 403, "token");
+  EXPECT_EQ(call(port, http::verb::get, "/metrics", "", {{"Authorization", "Bearer m-token"}}).status, 200);
+  // Origins: a page elsewhere is refused; the named origin gets CORS headers and its preflight.
+  expect_error(translate({{"text", "ein Hund"}}, {{"Origin", "https://evil.example"}}), 403, "not allowed");
+  Reply allowed = translate({{"text", "ein Hund"}}, {{"Origin", "https://app.example"}});
+  EXPECT_EQ(allowed.status, 200);
+  EXPECT_EQ(allowed.headers["access-control-allow-origin"], "https://app.example");
+  Reply preflight =
+      call(port, http::verb::options, "/v1/translate", "", {{"Origin", "https://app.example"}, {"Content-Type", ""}});
+  EXPECT_EQ(preflight.status, 204);
+  EXPECT_EQ(preflight.headers["access-control-allow-methods"], "POST");
+  // /v1/models names no file without --show-paths.
+  EXPECT_EQ(call(port, http::verb::get, "/v1/models").body.find("toy.pt"), std::string::npos);
+  // 431: a 20 kB header.
+  expect_error(call(port, http::verb::get, "/health", "", {{"X-Big", std::string(20000, 'x')}}), 431, "headers");
+  // 408: a header that never ends (a slow client).
+  {
+    Raw slow(port);
+    slow.send("GET /health HTTP/1.1\r\nHost: x\r\n");
+    const std::string got = slow.read_all(3s);
+    EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+  }
+  // HEAD, then GET, on one connection: the HEAD answer has a length and no body, so the GET reads cleanly.
+  {
+    Raw both(port);
+    both.send("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string got = both.read_all(3s);
+    const size_t second = got.find("HTTP/1.1 200", 1);
+    ASSERT_NE(second, std::string::npos) << got;
+    const std::string head = got.substr(0, second);
+    EXPECT_NE(head.find("Content-Length: 16"), std::string::npos) << got;
+    EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << "no body after HEAD's headers: " << got;
+    EXPECT_EQ(got.substr(got.size() - 16), "{\"status\":\"ok\"}\n") << got;
+  }
+  // 504: a deadline shorter than the translation; its work stops.
+  const Reply late = translate({{"text", long_sentences(1)[0]}, {"beam", 32}, {"timeout_ms", 1}});
+  expect_error(late, 504, "deadline");
+  const std::string m = call(port, http::verb::get, "/metrics", "", {{"Authorization", "Bearer m-token"}}).body;
+  for (const int status : {413, 404, 405, 415, 401, 403, 431, 408, 504}) {
+    EXPECT_GE(metric(m, "mtx_requests_total{status=\"" + std::to_string(status) + "\"}"), 1) << status << "\n" << m;
+  }
+}
+
+// A client that leaves while its long request is being translated: its sentences leave the running search at the
+// next step, it is counted as 499 (never 200), and the server's CPU goes quiet.
+TEST_F(ServeTest, AClientThatLeavesMidSearchStopsCostingWork) {
+  serve::ServerOptions o;
+  o.batching.max_wait_ms = 0;
+  o.api.max_request_sentences = 64;
+  o.api.max_request_tokens = 100000;
+  o.batching.max_batch_tokens = 100000;
+  start(o);
+  const json body = {{"text", long_sentences(64)}, {"beam", 32}};
+  // How long the whole request takes when its client waits for it.
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(post(port, body).status, 200);
+  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    Raw leaving(port);
+    const std::string text = body.dump();
+    leaving.send("POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                 std::to_string(text.size()) + "\r\n\r\n" + text);
+    std::this_thread::sleep_for(std::chrono::duration<double>(full / 5));  // in the middle of its search
+    t0 = std::chrono::steady_clock::now();
+  }  // gone
+  double waited = 0;
+  while (server->metrics().count(499) == 0 && waited < full * 2) {
+    std::this_thread::sleep_for(2ms);
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  EXPECT_EQ(server->metrics().count(499), 1);
+  EXPECT_LT(waited, full / 4) << "the search went on for " << waited
+                              << " s after the client left (the whole request: " << full << " s)";
+  EXPECT_EQ(server->metrics().count(200), 1);  // the first request only
+}
+
+// The binary: SIGTERM during a long request starts the drain (/health 503 meanwhile); a second SIGTERM ends the
+// process at once.
+TEST(Serve, ASecondSigtermExitsAtOnce) {
+  test::TempDir tmp;
+  ServeProcess p(tmp, "--threads 1 --max-request-sentences 64 --max-request-tokens 100000 --max-batch-tokens 100000");
+  ASSERT_GT(p.port, 0) << read_file(p.log);
+  auto reply = std::async(std::launch::async, [&] {
+    try {
+      return post(p.port, {{"text", long_sentences(64)}, {"beam", 32}});
+    } catch (const std::exception&) {
+      return Reply{};
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  ::kill(p.pid, SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(call(p.port, http::verb::get, "/health").status, 503);
+  EXPECT_EQ(p.wait_exit(0ms), -1) << "still draining";
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(p.pid, SIGTERM);
+  const int status = p.wait_exit(3s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_NE(status, -1) << read_file(p.log);
+  EXPECT_LT(took, 1.0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
+  reply.wait();
+}
+
+// LibreTranslate's API: JSON and form posts, lists, alternatives, auto, HTML that keeps its markup, the errors.
+TEST_F(ServeTest, SpeaksLibreTranslatesApi) {
+  start({});
+  auto mtx_text = [&](const std::string& s) {
+    return json::parse(post(port, {{"text", s}}).body)["translations"][0]["text"].get<std::string>();
+  };
+  Reply r = call(port, http::verb::get, "/languages");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body), json::parse(R"([{"code": "de", "name": "German", "targets": ["en"]}])"));
+  r = call(port, http::verb::post, "/translate", json{{"q", kSentences[0]}, {"source", "de"}, {"target", "en"}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["translatedText"], mtx_text(kSentences[0]));
+  r = call(port, http::verb::post, "/translate", "q=ein+Hund+l%C3%A4uft&source=auto&target=en&alternatives=2",
+           {{"Content-Type", "application/x-www-form-urlencoded"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["translatedText"], mtx_text("ein Hund läuft"));
+  EXPECT_EQ(j["detectedLanguage"]["language"], "de");
+  EXPECT_TRUE(j["alternatives"].is_array());
+  r = call(
+      port, http::verb::post, "/translate",
+      json{{"q", {kSentences[1], kSentences[2] + "\n" + kSentences[3]}}, {"source", "de"}, {"target", "en"}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body)["translatedText"];
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1], mtx_text(kSentences[2]) + "\n" + mtx_text(kSentences[3]));
+  // HTML: each text node translated in place; tags, attributes, entities around them and scripts kept.
+  const std::string page = "<p class=\"x\">ein Hund &amp; <b>zwei Männer</b></p>\n<script>var a = '<p>';</script>";
+  r = call(port, http::verb::post, "/translate",
+           json{{"q", page}, {"source", "de"}, {"target", "en"}, {"format", "html"}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string html = json::parse(r.body)["translatedText"];
+  auto escaped = [](std::string t) {
+    std::string out;
+    for (const char c : t) out += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : std::string(1, c);
+    return out;
+  };
+  EXPECT_EQ(html, "<p class=\"x\">" + escaped(mtx_text("ein Hund &")) + " <b>" + escaped(mtx_text("zwei Männer")) +
+                      "</b></p>\n<script>var a = '<p>';</script>")
+      << html;
+  const std::vector<std::tuple<json, int, std::string>> bad = {
+      {{{"source", "de"}, {"target", "en"}}, 400, "missing q"},
+      {{{"q", "x"}, {"source", "fr"}, {"target", "en"}}, 400, "fr is not supported"},
+      {{{"q", "x"}, {"source", "de"}, {"target", "fr"}}, 400, "fr is not supported"},
+      {{{"q", "x"}, {"source", "de"}, {"target", "en"}, {"format", "pdf"}}, 400, "format"},
+  };
+  for (const auto& [body, status, reason] : bad) {
+    r = call(port, http::verb::post, "/translate", body.dump());
+    EXPECT_EQ(r.status, status) << body;
+    EXPECT_NE(json::parse(r.body).value("error", "").find(reason), std::string::npos) << r.body;
+  }
+}
+
+// Clients nobody here wrote: PyPI's libretranslatepy (translate, languages, an error) and schemathesis against
+// /openapi.json (no 5xx, no answer outside the schema), from .venv (tests/clients/).
+TEST_F(ServeTest, ThirdPartyClientsAgreeWithTheServer) {
+  const std::string py = test::venv_python("libretranslatepy, schemathesis");
+  if (py.empty()) {
+    const char* need = std::getenv("MTX_REQUIRE_ORACLES");
+    if (need && *need == '1') FAIL() << "MTX_REQUIRE_ORACLES=1 but .venv lacks libretranslatepy/schemathesis";
+    GTEST_SKIP() << "no .venv with libretranslatepy and schemathesis (scripts/test.sh installs them)";
+  }
+  start({});
+  const std::string expected = json::parse(post(port, {{"text", kSentences[0]}}).body)["translations"][0]["text"];
+  const std::string cmd = "'" + py + "' '" + std::string(MTX_SOURCE_DIR) +
+                          "/tests/clients/third_party.py' --url http://127.0.0.1:" + std::to_string(port) +
+                          " --text '" + kSentences[0] + "' --expect '" + expected + "' --work '" + tmp.path().string() +
+                          "' > '" + (tmp / "clients.log").string() + "' 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << read_file(tmp / "clients.log");
 }

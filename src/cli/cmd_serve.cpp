@@ -6,7 +6,9 @@
 #include "mtx/util/logging.h"
 #include "mtx/util/system.h"
 
+#include <cmath>
 #include <filesystem>
+#include <memory>
 
 namespace mtx::cli {
 
@@ -16,6 +18,8 @@ struct ServeArgs {
   std::string device = "auto";
   int threads = 0;
   serve::ServerOptions server;
+  std::string api_keys;  // --api-keys FILE
+  double request_timeout = 60, header_timeout = 10, body_timeout = 30, idle_timeout = 60, write_timeout = 30;
 };
 
 namespace {
@@ -34,12 +38,22 @@ int run_serve(ServeArgs& a) {
     const bool int8 = loaded.bundles.front().model->is_int8();
     models.push_back({name, std::move(loaded.bundles.front()), int8 ? "int8" : "none"});
   }
+  if (!a.api_keys.empty()) a.server.api.keys = std::make_shared<serve::ApiKeys>(a.api_keys);
+  auto ms = [](double seconds) { return int(std::llround(seconds * 1000)); };
+  a.server.api.request_timeout_ms = ms(a.request_timeout);
+  a.server.header_timeout_ms = ms(a.header_timeout);
+  a.server.body_timeout_ms = ms(a.body_timeout);
+  a.server.idle_timeout_ms = ms(a.idle_timeout);
+  a.server.write_timeout_ms = ms(a.write_timeout);
   set_threads(a.threads);
   if (a.server.batches == 0) a.server.batches = runtime_info().threads;  // one batch per translation thread
   if (runtime_info().threads == 1) a.server.workers = 1;                 // one thread: each batch is one search
   serve::Server server(std::move(models), a.server);
   server.run([&](int port) {
-    log::info("serving on http://{}:{} (POST /v1/translate, GET /health /v1/models /metrics /)", a.server.host, port);
+    log::info(
+        "serving on http://{}:{} (POST /v1/translate /translate, GET /health /v1/models /languages /metrics "
+        "/openapi.json{})",
+        a.server.host, port, a.server.api.page ? " /" : "");
   });
   log::info("serve: stopped");
   return 0;
@@ -71,9 +85,66 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--max-queue", a->server.batching.max_queue, "Sentences waiting at most; past it, 429")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-request-bytes", a->server.max_request_bytes, "Larger request bodies get 413")
+  cmd->add_option("--max-request-bytes", a->server.api.max_request_bytes, "Larger request bodies get 413")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-request-sentences", a->server.api.max_request_sentences,
+                  "Sentences in one request at most; more get 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-request-tokens", a->server.api.max_request_tokens,
+                  "Source tokens in one request at most (EOS included); more get 413. A request over "
+                  "--max-batch-tokens is split into batches within it")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(2), int64_t(1) << 40));
+  cmd->add_option("--max-beam", a->server.api.max_beam, "Larger \"beam\" values get 400")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--request-timeout", a->request_timeout,
+                  "Seconds a translation may take from its arrival, queue included (0: no limit); past it 504 and "
+                  "its work stops. A request's \"timeout_ms\" may ask for less")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-connections", a->server.max_connections,
+                  "Open connections at most; one past it gets 503 and is closed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-header-bytes", a->server.max_header_bytes, "Request line and headers at most; more: 431")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1024), int64_t(1) << 24));
+  cmd->add_option("--header-timeout", a->header_timeout,
+                  "Seconds from a request's first byte to the end of its headers; past it 408")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--body-timeout", a->body_timeout,
+                  "Seconds for a request's body once its headers are in; past it 408")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--idle-timeout", a->idle_timeout, "Seconds a keep-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--write-timeout", a->write_timeout,
+                  "Seconds a client has to take an answer; past it the connection is dropped")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-keepalive-requests", a->server.max_keepalive_requests,
+                  "Requests on one connection; its last answer closes it")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--drain-seconds", a->server.drain_seconds,
+                  "SIGTERM: seconds the requests in flight get to finish (a second SIGTERM exits at once)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--api-keys", a->api_keys,
+                  "A file of API keys, one a line (reloaded on SIGHUP): translations then need one "
+                  "(Authorization: Bearer KEY, or \"api_key\"); else 401/403");
+  cmd->add_option("--metrics-token", a->server.api.metrics_token,
+                  "/metrics then needs \"Authorization: Bearer TOKEN\"");
+  cmd->add_option("--cors-origin", a->server.api.cors_origins,
+                  "An origin whose pages may call the API, e.g. https://example.org (repeat; * for any). None by "
+                  "default: POSTs from other origins get 403");
+  cmd->add_flag("--show-paths", a->server.api.show_paths, "/v1/models lists each model's file path");
+  cmd->add_flag("!--no-page", a->server.api.page, "No page at / (404)");
   cmd->add_option("--threads", a->threads, "CPU threads for translation (0 = one per core)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", a->server.workers, "Searches at once on the CPU (0 = one per thread)")

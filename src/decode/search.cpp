@@ -194,7 +194,8 @@ double length_penalty(int64_t length, double alpha) {
 
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
                                                  int32_t eos, const SearchOptions& options, int32_t pad, int32_t unk,
-                                                 const SentenceDone& on_done, const Admit& admit) {
+                                                 const SentenceDone& on_done, const Admit& admit,
+                                                 const Abandoned& abandoned) {
   validate(options);
   const int64_t k = options.beam;
   const auto batch = int64_t(max_lengths.size());
@@ -225,6 +226,37 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   std::vector<int64_t> tokens(static_cast<size_t>(batch), bos);
 
   for (int64_t t = 0; !active.empty(); ++t) {
+    if (abandoned && t > 0) {
+      // Sentences given up on leave the state before this step (from the second on: the first has no rows of
+      // its own to drop yet): their rows are dropped, nothing more is computed for them.
+      std::vector<int64_t> kept_active, kept_rows;
+      for (size_t a = 0; a < active.size(); ++a) {
+        const int64_t s = active[a];
+        if (abandoned(s)) {
+          finished[size_t(s)].clear();
+          if (on_done) on_done(s, finished[size_t(s)]);
+          continue;
+        }
+        kept_active.push_back(s);
+        for (int64_t j = 0; j < width; ++j) kept_rows.push_back(int64_t(a) * width + j);
+      }
+      if (kept_active.empty()) break;
+      if (kept_active.size() < active.size()) {
+        std::vector<int64_t> kept_tokens;
+        std::vector<float> kept_scores;
+        std::vector<std::vector<int32_t>> kept_history;
+        for (const int64_t r : kept_rows) {
+          kept_tokens.push_back(tokens[size_t(r)]);
+          kept_scores.push_back(scores[size_t(r)]);
+          kept_history.push_back(std::move(history[size_t(r)]));
+        }
+        fn.reorder(torch::tensor(kept_rows, torch::kLong), false);
+        active = std::move(kept_active);
+        tokens = std::move(kept_tokens);
+        scores = std::move(kept_scores);
+        history = std::move(kept_history);
+      }
+    }
     const auto n_active = int64_t(active.size());
     const int64_t rows = n_active * width;
     // Never generated: BOS (and pad and unk, when given), whatever mass the model (label smoothing) gives them.

@@ -167,7 +167,8 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
 }
 
 std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources,
-                                                              const SentenceDone& on_done, const Feed& feed) {
+                                                              const SentenceDone& on_done, const Feed& feed,
+                                                              const Abandoned& abandoned) {
   const auto ids = tokenizer_.special_ids();
   const Encoded first = prepare(sources);
   const int32_t unk = options_.search.allow_unk ? -1 : ids.unk;
@@ -191,7 +192,8 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
       return joining.max_lengths;
     };
   }
-  return beam_search(*step, first.max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk, on_done, admit);
+  return beam_search(*step, first.max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk, on_done, admit,
+                     abandoned);
 }
 
 std::vector<std::vector<int32_t>> Translator::clip(std::vector<std::vector<int32_t>> sources) const {
@@ -203,17 +205,19 @@ std::vector<std::vector<int32_t>> Translator::clip(std::vector<std::vector<int32
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_continuously(
-    const std::vector<std::vector<int32_t>>& sources, const Feed& feed, const SentenceDone& on_done) {
+    const std::vector<std::vector<int32_t>>& sources, const Feed& feed, const SentenceDone& on_done,
+    const Abandoned& abandoned) {
   torch::NoGradGuard no_grad;
   if (sources.empty()) return {};
   const std::vector<std::vector<int32_t>> first = clip(sources);
   std::vector<const std::vector<int32_t>*> view;
   for (const auto& s : first) view.push_back(&s);
-  return search_batch(view, on_done, feed);
+  return search_batch(view, on_done, feed, abandoned);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources,
-                                                               const SentenceDone& on_done) {
+                                                               const SentenceDone& on_done,
+                                                               const Abandoned& abandoned) {
   torch::NoGradGuard no_grad;
   const int64_t keep = max_source_tokens();
   std::vector<std::vector<int32_t>> cut;  // only the sources that need cutting
@@ -250,7 +254,9 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     if (on_done) {
       tell = [&](int64_t i, const std::vector<Hypothesis>& h) { on_done(int64_t(mine[size_t(i)]), h); };
     }
-    auto results = search_batch(batch, tell, {});
+    Abandoned given_up;
+    if (abandoned) given_up = [&](int64_t i) { return abandoned(int64_t(mine[size_t(i)])); };
+    auto results = search_batch(batch, tell, {}, given_up);
     for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
   };
   const bool cpu = models_.front()->parameters().front().device().is_cpu();

@@ -13,6 +13,19 @@ int64_t Job::tokens() const {
   return n;
 }
 
+std::string Job::abandoned() const {
+  const Clock::time_point now = Clock::now();
+  if (now >= deadline) return kDeadlinePassed;
+  if (!gone) return "";
+  // A recv() a call: asked at most every 2 ms per job, whatever the number of its sentences or searches.
+  const int64_t ticks = now.time_since_epoch().count();
+  int64_t last = gone_checked_.load(std::memory_order_relaxed);
+  const int64_t every = std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(2)).count();
+  if (last != 0 && ticks - last < every) return "";
+  if (!gone_checked_.compare_exchange_strong(last, ticks)) return "";
+  return gone() ? kClientGone : "";
+}
+
 Batcher::Batcher(BatcherOptions options, Run run, std::function<void(const BatchRecord&)> on_batch)
     : options_(std::move(options)), run_(std::move(run)), on_batch_(std::move(on_batch)) {
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
@@ -25,15 +38,70 @@ Batcher::Batcher(BatcherOptions options, Run run, std::function<void(const Batch
 
 Batcher::~Batcher() { stop(); }
 
+namespace {
+
+// A job of more than `budget` tokens as parts within it, in order (a sentence over it alone), each answered into
+// the whole, which is answered once: when its last part is, or at the first part's error.
+std::vector<std::shared_ptr<Job>> split(const std::shared_ptr<Job>& job, int64_t budget) {
+  if (job->sources.size() <= 1 || job->tokens() <= budget) return {job};
+  struct Whole {
+    std::mutex mutex;
+    Hypotheses answers;
+    size_t missing = 0;
+    bool answered = false;
+  };
+  auto whole = std::make_shared<Whole>();
+  whole->answers.resize(job->sources.size());
+  std::vector<std::shared_ptr<Job>> parts;
+  for (size_t begin = 0; begin < job->sources.size();) {
+    size_t end = begin;
+    int64_t tokens = 0;
+    while (end < job->sources.size() && (end == begin || tokens + int64_t(job->sources[end].size()) + 1 <= budget)) {
+      tokens += int64_t(job->sources[end].size()) + 1;
+      ++end;
+    }
+    auto part = std::make_shared<Job>();
+    part->key = job->key;
+    part->sources.assign(job->sources.begin() + std::ptrdiff_t(begin), job->sources.begin() + std::ptrdiff_t(end));
+    part->gone = job->gone;
+    part->arrived = job->arrived;
+    part->deadline = job->deadline;
+    // The parts hold the whole's `done` (not the job): answering drops it, so nothing outlives the answer.
+    auto done = std::make_shared<std::function<void(Hypotheses, const std::string&)>>(job->done);
+    part->done = [whole, done, begin](Hypotheses h, const std::string& error) {
+      std::function<void(Hypotheses, const std::string&)> answer;
+      Hypotheses all;
+      {
+        std::lock_guard<std::mutex> lock(whole->mutex);
+        if (whole->answered) return;
+        if (error.empty()) {
+          for (size_t i = 0; i < h.size(); ++i) whole->answers[begin + i] = std::move(h[i]);
+          if (--whole->missing > 0) return;
+          all = std::move(whole->answers);
+        }
+        whole->answered = true;
+        answer = std::move(*done);
+      }
+      answer(std::move(all), error);
+    };
+    parts.push_back(std::move(part));
+    begin = end;
+  }
+  whole->missing = parts.size();
+  return parts;
+}
+
+}  // namespace
+
 bool Batcher::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto n = int64_t(job->sources.size());
     if (stopping_ || queued_ + n > options_.max_queue) return false;
     queued_ += n;
-    queue_.push_back(std::move(job));
+    for (auto& part : split(job, options_.max_batch_tokens)) queue_.push_back(std::move(part));
   }
-  wake_.notify_one();
+  wake_.notify_all();
   return true;
 }
 
@@ -99,6 +167,7 @@ class Replies {
       if (s >= where_.size() || told_[s]) return;
       told_[s] = 1;
       const auto [j, i] = where_[s];
+      if (missing_[j] == 0) return;  // answered with an error already
       searching_tokens_ -= int64_t(jobs_[j]->sources[i].size()) + 1;
       answers_[j][i] = std::move(hypotheses);
       if (--missing_[j] > 0) return;
@@ -106,6 +175,35 @@ class Replies {
       answer = std::move(answers_[j]);
     }
     ready->done(std::move(answer), "");
+  }
+
+  // Whether batch sentence `s` is to be given up on: its job's client left or its deadline passed. The job is
+  // then answered with that error at once (its other sentences are given up on at their next step too).
+  bool abandoned(size_t s) {
+    std::shared_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (s >= where_.size() || told_[s]) return false;
+      const size_t j = where_[s].first;
+      if (missing_[j] == 0) return true;  // already answered with an error
+      job = jobs_[j];
+    }
+    const std::string why = job->abandoned();
+    if (why.empty()) return false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const size_t j = where_[s].first;
+      if (missing_[j] == 0) return true;
+      missing_[j] = 0;
+      for (size_t i = 0; i < where_.size(); ++i) {
+        if (where_[i].first == j && !told_[i]) {
+          told_[i] = 1;
+          searching_tokens_ -= int64_t(jobs_[j]->sources[where_[i].second].size()) + 1;
+        }
+      }
+    }
+    job->done({}, why);
+    return true;
   }
 
   // Everything not yet told: from the run's result, or the error for every job still waiting.
@@ -167,12 +265,12 @@ std::vector<std::shared_ptr<Job>> Batcher::take(const BatchKey& key, int64_t sha
   return taken;
 }
 
-// Requests whose clients went away while they waited are answered without translating.
+// Requests whose clients went away, or whose deadline passed, while they waited are answered without translating.
 static std::vector<std::shared_ptr<Job>> drop_gone(std::vector<std::shared_ptr<Job>> jobs) {
   std::vector<std::shared_ptr<Job>> live;
   for (auto& job : jobs) {
-    if (job->gone && job->gone()) {
-      job->done({}, kClientGone);
+    if (const std::string why = job->abandoned(); !why.empty()) {
+      job->done({}, why);
     } else {
       live.push_back(std::move(job));
     }
@@ -223,7 +321,7 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
   try {
     results = run_(
         key, sources, [&replies](int64_t s, const std::vector<decode::Hypothesis>& h) { replies.give(size_t(s), h); },
-        more);
+        more, [&replies](int64_t s) { return replies.abandoned(size_t(s)); });
   } catch (const std::exception& e) {
     error = bundle::short_what(e);
   }

@@ -99,6 +99,11 @@ using SentenceDone = std::function<void(int64_t sentence, const std::vector<Hypo
 // sentence's search is the same whenever it joined: its steps, length limit and min_len count from its own start.
 using Admit = std::function<std::vector<int64_t>(int64_t searching)>;
 
+// Asked before each step for each sentence still searching (its index as SentenceDone numbers it): true ends its
+// search at once, with no hypotheses (SentenceDone is told so), and it costs nothing more from that step on -- a
+// server's client that went away, or a request past its deadline. Any thread; it must not call into the search.
+using Abandoned = std::function<bool(int64_t sentence)>;
+
 // Searches for every sentence of the state; max_lengths[i] = the most tokens sentence i may generate
 // (EOS included, >= 1). Returns, per sentence (those admitted included), up to options.nbest hypotheses, best
 // first. BOS, `pad` and `unk` (when >= 0) are never generated. Throws ConfigError when the vocabulary is under
@@ -106,6 +111,6 @@ using Admit = std::function<std::vector<int64_t>(int64_t searching)>;
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
                                                  int32_t eos, const SearchOptions& options, int32_t pad = -1,
                                                  int32_t unk = -1, const SentenceDone& on_done = {},
-                                                 const Admit& admit = {});
+                                                 const Admit& admit = {}, const Abandoned& abandoned = {});
 
 }  // namespace mtx::decode

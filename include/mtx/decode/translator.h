@@ -54,8 +54,9 @@ class Translator {
   // Token level: source ids without EOS (longer than the model allows: cut) -> hypotheses per source.
   // `on_done` (optional) is told each source's index and hypotheses as soon as its search ends, possibly from
   // several search threads at once.
+  // `abandoned` (optional): beam_search's, with the sources' indices.
   std::vector<std::vector<Hypothesis>> translate_ids(const std::vector<std::vector<int32_t>>& sources,
-                                                     const SentenceDone& on_done = {});
+                                                     const SentenceDone& on_done = {}, const Abandoned& abandoned = {});
 
   // Continuous batching: one search on this thread over `sources`, which sentences join while it runs. After
   // each step `feed` is told how many sentences are still searching and returns sources to add (none: an empty
@@ -64,7 +65,8 @@ class Translator {
   // gives it (on the CPU in float and int8: byte for byte).
   using Feed = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
   std::vector<std::vector<Hypothesis>> translate_continuously(const std::vector<std::vector<int32_t>>& sources,
-                                                              const Feed& feed, const SentenceDone& on_done = {});
+                                                              const Feed& feed, const SentenceDone& on_done = {},
+                                                              const Abandoned& abandoned = {});
 
   const TranslateOptions& options() const { return options_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
@@ -81,7 +83,8 @@ class Translator {
   Encoded prepare(const std::vector<const std::vector<int32_t>*>& sources) const;
   std::vector<std::vector<int32_t>> clip(std::vector<std::vector<int32_t>> sources) const;  // cut to the model
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
-                                                    const SentenceDone& on_done, const Feed& feed);
+                                                    const SentenceDone& on_done, const Feed& feed,
+                                                    const Abandoned& abandoned = {});
 
   std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;

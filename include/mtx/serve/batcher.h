@@ -4,6 +4,7 @@
 // so a sentence's result does not depend on what else is in its batch.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -34,26 +35,37 @@ struct BatchKey {
 
 using Hypotheses = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
 
-// The error a job gets when its client went away before its batch ran.
+// The errors a job gets when its client went away, or its deadline passed, before its sentences were done.
 inline const std::string kClientGone = "the client went away";
+inline const std::string kDeadlinePassed = "the request's deadline passed";
 
 // One request's sentences. `done` is called exactly once, from a batch thread (or a search thread of its batch),
 // possibly while that batch still runs: with the hypotheses of every sentence in order, or with an error message
-// (then the hypotheses are empty). A job whose `gone` says its client
-// has gone away is not translated (done gets "the client went away").
+// (then the hypotheses are empty). A job whose `gone` says its client has gone away, or whose deadline has passed,
+// is not translated, or stops being translated at the next search step: done gets kClientGone or kDeadlinePassed.
 struct Job {
+  using Clock = std::chrono::steady_clock;
   BatchKey key;
   std::vector<std::vector<int32_t>> sources;  // source ids without EOS, none empty
   std::function<bool()> gone;                 // may be empty: never gone
   std::function<void(Hypotheses, const std::string& error)> done;
-  std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
+  Clock::time_point arrived = Clock::now();
+  Clock::time_point deadline = Clock::time_point::max();
   int64_t tokens() const;  // source tokens (EOS included)
+  // Why the job is given up on ("" while it is not): kDeadlinePassed, or kClientGone (`gone` is asked at most
+  // every few milliseconds).
+  std::string abandoned() const;
+
+ private:
+  mutable std::atomic<int64_t> gone_checked_{0};  // Clock ticks of the last `gone` call
 };
 
 struct BatcherOptions {
-  int64_t max_batch_tokens = 8192;  // source tokens per batch (EOS included); a larger request goes alone
-  int max_wait_ms = 5;              // how long a batch waits for company after its oldest request arrived
-  int64_t max_queue = 4096;         // sentences waiting at most; past it submit() refuses
+  // Source tokens per batch (EOS included). A request of more is split into parts within it (in order, each a job
+  // of its own to the batches, answered together), so no batch holds more, but for a single sentence over it.
+  int64_t max_batch_tokens = 8192;
+  int max_wait_ms = 5;       // how long a batch waits for company after its oldest request arrived
+  int64_t max_queue = 4096;  // sentences waiting at most; past it submit() refuses
   // Requests in flight, when the caller knows (the server does): once every one of them is queued, no more
   // company can come from the clients already waiting, and the batch starts without waiting out max_wait_ms.
   std::function<int64_t()> outstanding;
@@ -85,15 +97,18 @@ class Batcher {
   // `more` between steps, with the number of sentences still searching: it returns the sources of the requests
   // that join (numbered after the batch's, in order; none: empty).
   using More = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
+  // `abandoned` says which sentences to stop searching (beam_search's Abandoned, numbered as `finished` numbers
+  // them): those of jobs whose client left or whose deadline passed.
   using Run = std::function<Hypotheses(const BatchKey&, const std::vector<std::vector<int32_t>>&,
-                                       const decode::SentenceDone& finished, const More& more)>;
+                                       const decode::SentenceDone& finished, const More& more,
+                                       const decode::Abandoned& abandoned)>;
   Batcher(BatcherOptions options, Run run, std::function<void(const BatchRecord&)> on_batch = {});
   ~Batcher();  // stop()
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Queues a job; false (and nothing queued) when its sentences would take the queue past max_queue, or after
-  // stop().
+  // Queues a job (split into parts of at most max_batch_tokens); false (and nothing queued) when its sentences
+  // would take the queue past max_queue, or after stop().
   bool submit(std::shared_ptr<Job> job);
   int64_t queued_sentences() const;
   // Translates everything queued, then ends the batch thread. Idempotent.
