@@ -809,9 +809,9 @@ TEST_F(ServeTest, EveryRefusalHasItsStatus) {
   const fs::path keys = tmp / "keys.txt";
   test::write_text(keys, "# clients\nsecret-1\nsecret-2\n");
   serve::ServerOptions o;
-  o.api.max_request_sentences = 4;
-  o.api.max_request_tokens = 100;
-  o.api.max_request_bytes = 4000;
+  o.api.max_request_sentences = 60;
+  o.api.max_request_tokens = 2000;
+  o.api.max_request_bytes = 20000;
   o.api.keys = std::make_shared<serve::ApiKeys>(keys);
   o.api.metrics_token = "m-token";
   o.api.cors_origins = {"https://app.example"};
@@ -830,9 +830,9 @@ TEST_F(ServeTest, EveryRefusalHasItsStatus) {
   };
   EXPECT_EQ(translate({{"text", kSentences[0]}}).status, 200);
   // 413: too many sentences, too many tokens (never to succeed: not 429), too many bytes.
-  expect_error(translate({{"text", {"a", "b", "c", "d", "e"}}}), 413, "at most 4 (--max-request-sentences)");
-  expect_error(translate({{"text", long_sentences(4)}}), 413, "at most 100 (--max-request-tokens)");
-  expect_error(translate({{"text", std::string(5000, 'a')}}), 413, "over 4000 bytes");
+  expect_error(translate({{"text", std::vector<std::string>(61, "a")}}), 413, "at most 60 (--max-request-sentences)");
+  expect_error(translate({{"text", long_sentences(60)}}), 413, "at most 2000 (--max-request-tokens)");
+  expect_error(translate({{"text", std::string(25000, 'a')}}), 413, "over 20000 bytes");
   // 404 for any method on an unknown path; 405 with Allow on a known one.
   expect_error(call(port, http::verb::post, "/nope", "{}", key), 404, "no such path");
   expect_error(call(port, http::verb::get, "/nope"), 404, "no such path");
@@ -885,7 +885,8 @@ TEST_F(ServeTest, EveryRefusalHasItsStatus) {
     EXPECT_EQ(got.substr(got.size() - 16), "{\"status\":\"ok\"}\n") << got;
   }
   // 504: a deadline shorter than the translation; its work stops.
-  const Reply late = translate({{"text", long_sentences(1)[0]}, {"beam", 32}, {"timeout_ms", 1}});
+  // (Alone, these 30 sentences at beam 32 take several times the 100 ms.)
+  const Reply late = translate({{"text", long_sentences(30)}, {"beam", 32}, {"timeout_ms", 100}});
   expect_error(late, 504, "deadline");
   const std::string m = call(port, http::verb::get, "/metrics", "", {{"Authorization", "Bearer m-token"}}).body;
   for (const int status : {413, 404, 405, 415, 401, 403, 431, 408, 504}) {
@@ -1016,7 +1017,12 @@ TEST_F(ServeTest, ThirdPartyClientsAgreeWithTheServer) {
     if (need && *need == '1') FAIL() << "MTX_REQUIRE_ORACLES=1 but .venv lacks libretranslatepy/schemathesis";
     GTEST_SKIP() << "no .venv with libretranslatepy and schemathesis (scripts/test.sh installs them)";
   }
-  start({});
+  // Limits that keep every request schemathesis makes quick on the toy model, within the shortest deadline.
+  serve::ServerOptions o;
+  o.api.max_beam = 4;
+  o.api.max_request_sentences = 8;
+  o.api.max_request_tokens = 64;
+  start(o);
   const std::string expected = json::parse(post(port, {{"text", kSentences[0]}}).body)["translations"][0]["text"];
   const std::string cmd = "'" + py + "' '" + std::string(MTX_SOURCE_DIR) +
                           "/tests/clients/third_party.py' --url http://127.0.0.1:" + std::to_string(port) +

@@ -474,7 +474,7 @@ struct Api::Impl {
     const bool scores = boolean("scores");
     key.scores = scores || key.nbest > 1 || key.beam > 1;  // only greedy search leaves them out
     const bool alignment = boolean("alignment");
-    const int64_t timeout_ms = integer("timeout_ms", 0, 1, int64_t(1) << 40);
+    const int64_t timeout_ms = integer("timeout_ms", 0, 100, int64_t(1) << 40);
     if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
     std::vector<std::string> lines;
     bool single = false;
