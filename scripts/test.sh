@@ -21,9 +21,11 @@ build=build
 # CTranslate2 for the export parity test (Export.Ct2ScoresTargetsAsMtxDoes skips, saying so, without it).
 scripts/venv.sh ctranslate2==4.8.5 safetensors==0.8.0 numpy || echo "test: no ctranslate2 in .venv: the CTranslate2 export test skips" >&2
 # transformers, its PyTorch and sentencepiece: the importer's oracle (tests/oracles/hf_marian.py), run by the
-# end-to-end tests ImportHf.*. Once installed they must run: MTX_REQUIRE_ORACLES=1 fails them rather than skip.
+# end-to-end tests ImportHf.*; libretranslatepy and schemathesis: clients of mtx serve nobody here wrote
+# (tests/clients/third_party.py). Once installed they must run: MTX_REQUIRE_ORACLES=1 fails them rather than skip.
 if [ -z "${ctest_args[*]}" ]; then
-  if scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}" transformers==5.24.0 sentencepiece==0.2.3 safetensors==0.8.0; then
+  if scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}" transformers==5.24.0 sentencepiece==0.2.3 safetensors==0.8.0 \
+       libretranslatepy==2.1.4 schemathesis==4.32.5; then
     export MTX_REQUIRE_ORACLES=1
   elif [ "${CI:-}" = true ]; then
     echo "test: cannot install the importer's oracle (torch, transformers, sentencepiece) into .venv" >&2

@@ -39,6 +39,21 @@ std::string venv_python(const std::string& modules);
 
 // Runs the mtx binary under test with `args` (which may go on with more shell) and optional leading
 // environment assignments; captures stdout and stderr together.
+// Whether this build runs under AddressSanitizer (scripts/sanitize.sh's build).
+constexpr bool sanitized() {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
 struct CommandResult {
   int code = -1;       // exit status (-1: killed or not run)
   std::string output;  // stdout and stderr

@@ -1,9 +1,12 @@
 -- wrk script for scripts/bench/serve_load.sh: each request POSTs one source sentence (cycling through the file
 -- named by MTX_LOAD_SENTENCES, each wrk thread from its own offset) to /v1/translate, with "beam" when
--- MTX_LOAD_BEAM is set.
+-- MTX_LOAD_BEAM is set. MTX_LOAD_CLOSE=1: each request asks for "Connection: close", so that every request is a
+-- new connection (one-shot clients, as curl in a loop; wrk reconnects after each answer).
 local sentences = {}
 local counter = 0
 local beam = os.getenv("MTX_LOAD_BEAM") or ""
+local headers = {["Content-Type"] = "application/json"}
+if os.getenv("MTX_LOAD_CLOSE") == "1" then headers["Connection"] = "close" end
 
 local function json_string(s)
   s = s:gsub('\\', '\\\\'):gsub('"', '\\"'):gsub('\t', '\\t')
@@ -27,7 +30,7 @@ function request()
   i = i + 1
   local body = '{"text": ' .. json_string(sentences[(i % #sentences) + 1]) ..
                (beam ~= "" and (', "beam": ' .. beam) or "") .. '}'
-  return wrk.format("POST", "/v1/translate", {["Content-Type"] = "application/json"}, body)
+  return wrk.format("POST", "/v1/translate", headers, body)
 end
 
 function done(summary, latency, requests)

@@ -6,6 +6,10 @@
 # (defaults: 20 s per level, 2 threads, the checkpoint's beam). Prints one table: sentences/s, its ratio to
 # offline, p50/p99 latency, errors, and the server's peak RSS after each level. MTX_LOAD_CLIENTS="32" runs only
 # the levels it lists; MTX_SERVE_FLAGS adds flags to `mtx serve`.
+# Then a soak: MTX_SOAK_REQUESTS requests (default 100000; 0 skips it) from 16 keep-alive clients and 16
+# one-shot clients (a new connection per request) at once, for as long as that many take at the 32-client rate;
+# the server's open descriptors and RSS are sampled every second, and a second table gives the errors and both,
+# first 10% of the samples against the last 10%. Installs wrk (Debian's) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ckpt=${1:?usage: serve_load.sh CKPT [SECONDS] [THREADS] [BEAM]}
@@ -14,7 +18,8 @@ threads=${3:-2}
 beam=${4:-}
 data=${MTX_DATA_DIR:-data/multi30k}
 mtx=${MTX_BINARY:-build/bin/mtx}
-command -v wrk > /dev/null || { echo "serve_load: wrk is missing: apt-get install wrk" >&2; exit 2; }
+command -v wrk > /dev/null || MTX_EXTRA_PACKAGES=wrk scripts/setup.sh --packages-only --run-only > /dev/null
+command -v wrk > /dev/null || { echo "serve_load: wrk is missing and could not be installed (apt-get install wrk)" >&2; exit 2; }
 work=$(mktemp -d)
 server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
@@ -47,11 +52,53 @@ for clients in ${MTX_LOAD_CLIENTS:-1 8 32 128}; do
   line=$(grep MTXLOAD "$work/wrk.$clients")
   get() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<< "$line"; }
   rate=$(awk -v r="$(get requests)" -v s="$(get seconds)" 'BEGIN { printf "%.1f", r / s }')
+  [ "$clients" = 32 ] && rate32=$rate
   ratio=$(awk -v a="$rate" -v b="$offline" 'BEGIN { printf "%.2f", a / b }')
   errors=$(( $(get errors) + $(get non2xx) ))
   rss=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$server/status")
   printf '| %d | %s | %s | %s | %s | %d | %s |\n' "$clients" "$rate" "$ratio" "$(get p50_ms)" "$(get p99_ms)" "$errors" "$rss"
 done
+
+soak=${MTX_SOAK_REQUESTS:-100000}
+if [ "$soak" -gt 0 ]; then
+  rate32=${rate32:-${rate:-0}}
+  [ "${rate32%.*}" -gt 0 ] || rate32=10
+  soak_seconds=$(awk -v n="$soak" -v r="$rate32" 'BEGIN { s = n / r; printf "%d", (s < 10 ? 10 : s + 1) }')
+  echo "soak: $soak requests at about $rate32/s: ${soak_seconds} s, 16 keep-alive and 16 one-shot clients" >&2
+  : > "$work/samples"
+  (
+    while kill -0 "$server" 2>/dev/null; do
+      fds=$(ls "/proc/$server/fd" 2>/dev/null | wc -l)
+      rss=$(awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$server/status" 2>/dev/null)
+      echo "$fds $rss" >> "$work/samples"
+      sleep 1
+    done
+  ) &
+  sampler=$!
+  MTX_LOAD_SENTENCES="$work/src.de" MTX_LOAD_BEAM="$beam" wrk -t 1 -c 16 -d "${soak_seconds}s" --timeout 30s \
+    -s scripts/bench/serve_load.lua "http://127.0.0.1:$port" > "$work/wrk.soak.keep" 2>&1 &
+  keep=$!
+  MTX_LOAD_CLOSE=1 MTX_LOAD_SENTENCES="$work/src.de" MTX_LOAD_BEAM="$beam" wrk -t 1 -c 16 -d "${soak_seconds}s" \
+    --timeout 30s -s scripts/bench/serve_load.lua "http://127.0.0.1:$port" > "$work/wrk.soak.close" 2>&1
+  wait "$keep"
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
+  total=0 errors=0
+  for f in "$work/wrk.soak.keep" "$work/wrk.soak.close"; do
+    line=$(grep MTXLOAD "$f")
+    get() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<< "$line"; }
+    total=$(( total + $(get requests) ))
+    errors=$(( errors + $(get errors) + $(get non2xx) ))
+  done
+  printf '\n| soak requests | errors | fds, first 10%% | fds, last 10%% | RSS MB, first 10%% | RSS MB, last 10%% |\n|---|---|---|---|---|---|\n'
+  awk -v total="$total" -v errors="$errors" '
+    { fd[NR] = $1; rss[NR] = $2 }
+    END {
+      k = int(NR / 10); if (k < 1) k = 1
+      for (i = 1; i <= k; i++) { f1 += fd[i]; r1 += rss[i]; f2 += fd[NR - k + i]; r2 += rss[NR - k + i] }
+      printf "| %d | %d | %.1f | %.1f | %.1f | %.1f |\n", total, errors, f1 / k, f2 / k, r1 / k, r2 / k
+    }' "$work/samples"
+fi
 kill -TERM "$server"
 wait "$server"
 server=

@@ -167,12 +167,16 @@ struct Presence {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
+  // The socket was accepted on the io_context; the connection's handlers run on a strand of its own.
   Session(tcp::socket socket, Server::Impl& server, bool refuse)
-      : stream_(std::move(socket)),
+      : stream_(net::make_strand(server.ioc)),
         server_(server),
         refuse_(refuse),
         deadline_(stream_.get_executor()),
         read_timer_(stream_.get_executor()) {
+    beast::error_code ec;
+    const auto protocol = socket.local_endpoint(ec).protocol();
+    stream_.socket().assign(ec ? tcp::v4() : protocol, socket.release(ec), ec);
     server_.metrics.connection_opened();
   }
   ~Session() {
@@ -386,7 +390,8 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 void Server::Impl::accept() {
-  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+  // Accepted on the io_context itself (no strand per attempt: a failed accept then destroys no strand).
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor.is_open()) return;  // closed: the drain is over
     if (ec) {
       // Out of file descriptors (EMFILE/ENFILE), or the connection died in the backlog: the next accept is
