@@ -896,6 +896,16 @@ TEST_F(ServeTest, EveryRefusalHasItsStatus) {
   // (Alone, these 30 sentences at beam 32 take several times the 100 ms.)
   const Reply late = translate({{"text", long_sentences(30)}, {"beam", 32}, {"timeout_ms", 100}});
   expect_error(late, 504, "deadline");
+  // SIGHUP reloads the keys: the new one works, a dropped one no longer does.
+  test::write_text(keys, "secret-3\n");
+  ::raise(SIGHUP);
+  Reply reloaded;
+  for (int i = 0; i < 100 && reloaded.status != 200; ++i) {
+    std::this_thread::sleep_for(10ms);
+    reloaded = translate({{"text", "ein Hund"}}, {{"Authorization", "Bearer secret-3"}});
+  }
+  EXPECT_EQ(reloaded.status, 200) << reloaded.body;
+  EXPECT_EQ(translate({{"text", "ein Hund"}}).status, 403);  // secret-1
   const std::string m = call(port, http::verb::get, "/metrics", "", {{"Authorization", "Bearer m-token"}}).body;
   for (const int status : {413, 404, 405, 415, 401, 403, 431, 408, 504}) {
     EXPECT_GE(metric(m, "mtx_requests_total{status=\"" + std::to_string(status) + "\"}"), 1) << status << "\n" << m;
@@ -1100,4 +1110,25 @@ TEST(Serve, PeakMemoryStaysWithinTheBoundOfTheBudget) {
   EXPECT_LE(peak, idle + 3 * batch_mb + 64)
       << "idle " << idle << " MB, peak " << peak << " MB; one batch of the budget: " << batch_mb
       << " MB; a request taken whole: " << whole_mb << " MB";
+}
+
+// Past --max-connections a connection is answered 503 and closed; the others go on. --no-page: / is 404.
+TEST_F(ServeTest, ConnectionsPastTheLimitGet503) {
+  serve::ServerOptions o;
+  o.max_connections = 2;
+  o.api.page = false;
+  start(o);
+  {
+    Raw a(port), b(port);  // two open connections, idle
+    std::this_thread::sleep_for(100ms);
+    const Reply refused = call(port, http::verb::get, "/health");
+    EXPECT_EQ(refused.status, 503) << refused.body;
+    EXPECT_NE(refused.body.find("--max-connections 2"), std::string::npos) << refused.body;
+  }
+  Reply r;
+  for (int i = 0; i < 100 && r.status != 404; ++i) {  // the two close as the server sees them go
+    std::this_thread::sleep_for(10ms);
+    r = call(port, http::verb::get, "/");
+  }
+  EXPECT_EQ(r.status, 404) << r.body;
 }
