@@ -408,6 +408,33 @@ TEST(ServeBatcher, ARunningBatchTakesInRequestsWithItsKeyWhileEveryThreadIsBusy)
   }
 }
 
+// A running batch (continuous batching keeps one running for as long as requests come) lets go of each request
+// once it is answered: what its done holds (in the server, the connection) is freed then, not when the batch ends.
+TEST(ServeBatcher, AnAnsweredRequestIsLetGoWhileItsBatchRunsOn) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> answered;
+  serve::Batcher batcher(
+      {}, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished, const auto&, const auto&) {
+        const serve::Hypotheses all = echo(k, s);
+        finished(0, all[0]);
+        released.wait();  // the batch goes on
+        return all;
+      });
+  SetOnExit set_on_exit{release};
+  auto held = std::make_shared<int>(7);  // stands for the connection a request's done holds
+  const std::weak_ptr<int> watch = held;
+  auto job = std::make_shared<serve::Job>();
+  job->key.model = "m";
+  job->sources = {{1, 2}};
+  job->done = [held = std::move(held), &answered](serve::Hypotheses, const std::string&) { answered.set_value(); };
+  ASSERT_TRUE(batcher.submit(std::move(job)));
+  answered.get_future().wait();
+  for (int i = 0; i < 100 && !watch.expired(); ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(watch.expired()) << "the running batch still holds an answered request";
+  set_on_exit();
+}
+
 TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {
   std::atomic<int> translated{0};
   serve::BatcherOptions o;

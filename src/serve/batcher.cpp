@@ -171,7 +171,8 @@ class Replies {
       searching_tokens_ -= int64_t(jobs_[j]->sources[i].size()) + 1;
       answers_[j][i] = std::move(hypotheses);
       if (--missing_[j] > 0) return;
-      ready = jobs_[j];
+      // Answered: the batch lets go of the job (and what its done holds: a connection), even while it runs on.
+      ready = std::move(jobs_[j]);
       answer = std::move(answers_[j]);
     }
     ready->done(std::move(answer), "");
@@ -201,6 +202,7 @@ class Replies {
           searching_tokens_ -= int64_t(jobs_[j]->sources[where_[i].second].size()) + 1;
         }
       }
+      jobs_[j].reset();  // `job` answers it below
     }
     job->done({}, why);
     return true;
@@ -217,7 +219,7 @@ class Replies {
       for (size_t j = 0; j < jobs_.size(); ++j) {
         if (missing_[j] > 0) {
           missing_[j] = 0;
-          failed.push_back(jobs_[j]);
+          failed.push_back(std::move(jobs_[j]));
         }
       }
     }
@@ -226,7 +228,7 @@ class Replies {
 
  private:
   mutable std::mutex mutex_;
-  std::vector<std::shared_ptr<Job>> jobs_;
+  std::vector<std::shared_ptr<Job>> jobs_;        // null once answered
   std::vector<Hypotheses> answers_;               // per job, per sentence
   std::vector<size_t> missing_;                   // per job: sentences not yet told
   std::vector<std::pair<size_t, size_t>> where_;  // per batch sentence: (job, its sentence)
@@ -285,6 +287,7 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
   const std::vector<std::vector<int32_t>> sources = replies.add(jobs);
   int64_t batch_jobs = int64_t(jobs.size());
   if (on_batch_) on_batch_(record_of(jobs, false, batch_jobs));
+  jobs.clear();  // `replies` holds them until each is answered
   if (sources.empty()) return;
   // Joining a running batch: only while no batch thread is idle (an idle one starts a batch of its own), up to
   // the token budget of the sentences still searching.
