@@ -291,8 +291,11 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
   if (sources.empty()) return;
   // Joining a running batch: only while no batch thread is idle (an idle one starts a batch of its own), up to
   // the token budget of the sentences still searching.
+  int64_t admitted = int64_t(sources.size());
   const More more = [&](int64_t searching) -> std::vector<std::vector<int32_t>> {
-    if (!options_.continuous) return {};
+    // A batch that has taken in its share ends with what it has, and the next starts afresh: what a search keeps
+    // per sentence it has seen (its results, the replies' bookkeeping) stays bounded under any load.
+    if (!options_.continuous || admitted >= options_.max_joined_sentences) return {};
     std::vector<std::shared_ptr<Job>> joining;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -315,6 +318,7 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
     joining = drop_gone(std::move(joining));
     if (joining.empty()) return {};
     std::vector<std::vector<int32_t>> sources_joining = replies.add(joining);
+    admitted += int64_t(sources_joining.size());
     batch_jobs += int64_t(joining.size());
     if (on_batch_) on_batch_(record_of(joining, true, batch_jobs));
     return sources_joining;

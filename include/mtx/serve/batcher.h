@@ -78,6 +78,9 @@ struct BatcherOptions {
   // search steps (Run's `more`), up to max_batch_tokens of sentences still searching. Once the oldest queued
   // request has waited max_wait_ms and is another key's or does not fit, it takes nothing more.
   bool continuous = true;
+  // Sentences one batch takes in at most, those it started with included; then it ends with what it has and the
+  // next batch starts afresh (a search keeps each sentence's result until it ends: memory stays flat under load).
+  int64_t max_joined_sentences = 4096;
 };
 
 // What the batch thread ran, for metrics and tests: a batch, or requests that joined a running one.
