@@ -106,6 +106,18 @@ void expect_same_as_transformers(const fs::path& dir, const std::string& import_
   ::testing::Test::RecordProperty("max_logit_diff", std::to_string(max_diff));
   std::cout << "teacher-forced logits: max abs diff " << max_diff << " over " << sources.size() << " sentences\n";
 
+  // The sum of the log-probabilities of `out` (then </s>) given `src` [S] (with </s>), teacher-forced in mtx's model.
+  auto teacher_forced = [&](const torch::Tensor& src, std::vector<int32_t> out) {
+    out.push_back(ids.eos);
+    std::vector<int64_t> in{int64_t(ids.bos)};
+    for (size_t j = 0; j + 1 < out.size(); ++j) in.push_back(out[j]);
+    const torch::Tensor logits =
+        b.model->forward(src.to(torch::kLong).unsqueeze(0), torch::tensor(in).unsqueeze(0))[0];  // [T, V + 1]
+    const torch::Tensor lp = torch::log_softmax(logits.to(torch::kDouble), -1);                  // [T, V + 1]
+    double sum = 0;
+    for (size_t j = 0; j < out.size(); ++j) sum += lp[int64_t(j)][out[j]].item<double>();
+    return sum;
+  };
   // Greedy and beam 4 under the settings that match (docs/import.md): alpha 0, exact stop, </s> at the limit.
   for (const auto& [kind, beam] : {std::pair<std::string, int>{"greedy", 1}, {"beam", 4}}) {
     decode::TranslateOptions o = decode::options_from_config(b.config.decode);
@@ -121,7 +133,21 @@ void expect_same_as_transformers(const fs::path& dir, const std::string& import_
     for (size_t i = 0; i < sources.size(); ++i) {
       std::vector<int32_t> theirs = ids_of(t.at(kind + "." + std::to_string(i)));
       if (!theirs.empty() && theirs.back() == ids.eos) theirs.pop_back();
-      EXPECT_EQ(out[i].hypotheses.at(0).tokens, theirs) << kind << " " << i << ": " << sources[i];
+      const std::vector<int32_t>& ours = out[i].hypotheses.at(0).tokens;
+      if (beam > 1 && ours != theirs) {
+        // The two searches can part ways: two candidates within the logits' ~5e-6 of each other at a beam's edge, or
+        // transformers' heuristic stop (early_stopping=False) against mtx's exact one. Seen on a Zen 4, where the
+        // oracle trains other weights than on Zen 3 or a Xeon: mtx's hypothesis -36.95, transformers' -39.98. Then
+        // mtx's must be at least as likely under the model (alpha 0: the sum of log-probabilities): never a worse
+        // search.
+        const double mine = teacher_forced(t.at("src." + std::to_string(i)), ours);
+        const double other = teacher_forced(t.at("src." + std::to_string(i)), theirs);
+        EXPECT_GE(mine, other - 1e-4) << kind << " " << i << ": mtx's hypothesis is less likely than transformers'";
+        std::cout << kind << " " << i << ": differs; log-probabilities mtx " << mine << ", transformers' " << other
+                  << "\n";
+        continue;
+      }
+      EXPECT_EQ(ours, theirs) << kind << " " << i << ": " << sources[i];
       EXPECT_EQ(out[i].texts.at(0), texts[i]) << kind << " " << i;
       same += out[i].hypotheses.at(0).tokens == theirs;
     }
