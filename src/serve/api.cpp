@@ -84,6 +84,23 @@ json parse_form(const std::string& body) {
   return doc;
 }
 
+// A field that is a string (`single`) or a non-empty list of strings, as strings; `name` starts the errors.
+std::vector<std::string> string_or_list(const json& value, const std::string& name, bool& single) {
+  std::vector<std::string> out;
+  single = value.is_string();
+  if (single) {
+    out.push_back(value.get<std::string>());
+  } else if (value.is_array() && !value.empty()) {
+    for (const auto& t : value) {
+      if (!t.is_string()) throw bad(name + " must be a string or a list of strings");
+      out.push_back(t.get<std::string>());
+    }
+  } else {
+    throw bad(name + " must be a string or a non-empty list of strings");
+  }
+  return out;
+}
+
 // Language names for /languages (ISO 639-1); other codes are their own names.
 std::string language_name(const std::string& code) {
   static const std::map<std::string, std::string> names = {
@@ -144,6 +161,7 @@ struct Api::Impl {
   ApiOptions options;
   Metrics& metrics;
   ApiState state;
+  std::string openapi_text;  // /openapi.json
 
   enum class Access { open, key, metrics };
   enum class Body { none, json, json_or_form };
@@ -177,6 +195,7 @@ struct Api::Impl {
     if (options.max_request_sentences < 1) throw ConfigError("serve: --max-request-sentences must be >= 1");
     if (options.max_request_tokens < 2) throw ConfigError("serve: --max-request-tokens must be >= 2");
     if (options.request_timeout_ms < 0) throw ConfigError("serve: --request-timeout must be >= 0");
+    openapi_text = openapi_document();
   }
 
   const ServedModel* find(const std::string& name) const {
@@ -344,11 +363,11 @@ struct Api::Impl {
                                {"request_timeout_ms", options.request_timeout_ms}}}}));
   }
 
-  Routed openapi(const HttpRequest&, const json&) const {
-    json doc = json::parse(kServeOpenApi);
-    // The limits as this server has them.
-    const std::string text = dump(doc);
-    std::string out = text;
+  Routed openapi(const HttpRequest&, const json&) const { return answer(200, openapi_text); }
+
+  // /openapi.json's text: the resource with this server's limits filled in (made once).
+  std::string openapi_document() const {
+    std::string out = dump(json::parse(kServeOpenApi));
     const std::array<std::pair<const char*, int64_t>, 5> limits = {
         {{"\"@max_request_sentences@\"", options.max_request_sentences},
          {"\"@max_request_tokens@\"", options.max_request_tokens},
@@ -360,7 +379,7 @@ struct Api::Impl {
         out.replace(at, std::string(token).size(), std::to_string(value));
       }
     }
-    return answer(200, out);
+    return out;
   }
 
   // The languages a client may name: each served direction's source, with its targets (LibreTranslate's shape).
@@ -476,19 +495,8 @@ struct Api::Impl {
     const bool alignment = boolean("alignment");
     const int64_t timeout_ms = integer("timeout_ms", 0, 100, int64_t(1) << 40);
     if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
-    std::vector<std::string> lines;
     bool single = false;
-    if (doc["text"].is_string()) {
-      single = true;
-      lines.push_back(doc["text"].get<std::string>());
-    } else if (doc["text"].is_array() && !doc["text"].empty()) {
-      for (const auto& t : doc["text"]) {
-        if (!t.is_string()) throw bad("\"text\" must be a string or a list of strings");
-        lines.push_back(t.get<std::string>());
-      }
-    } else {
-      throw bad("\"text\" must be a string or a non-empty list of strings");
-    }
+    const std::vector<std::string> lines = string_or_list(doc["text"], "\"text\"", single);
     Routed out;
     out.job = job_of(
         *model, key, lines,
@@ -574,19 +582,8 @@ struct Api::Impl {
       }
     }
     if (!model) throw bad(target + " is not supported");
-    std::vector<std::string> texts;
     bool single = false;
-    if (doc["q"].is_string()) {
-      single = true;
-      texts.push_back(doc["q"].get<std::string>());
-    } else if (doc["q"].is_array() && !doc["q"].empty()) {
-      for (const auto& t : doc["q"]) {
-        if (!t.is_string()) throw bad("Invalid request: q must be a string or a list of strings");
-        texts.push_back(t.get<std::string>());
-      }
-    } else {
-      throw bad("Invalid request: q must be a string or a non-empty list of strings");
-    }
+    std::vector<std::string> texts = string_or_list(doc["q"], "Invalid request: q", single);
     // Each text: its lines (text) or its text nodes (html), each one sentence; blank ones are kept as they are.
     struct Piece {
       size_t text = 0;
