@@ -308,11 +308,12 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
           std::chrono::steady_clock::now() >= oldest->arrived + std::chrono::milliseconds(options_.max_wait_ms)) {
         return {};
       }
-      // Requests join once they are an eighth of the sentences still searching (any, when few are): the encoder
-      // then runs on several at once, which costs less per sentence than one at a time.
+      // Requests join once as many sentences wait as are still searching (any, when none are): the encoder then
+      // runs on several at once, and each join (fresh rows, the memory appended, every row's cache gathered) is
+      // paid for many sentences, not one or two.
       int64_t waiting = 0;
       for (const auto& j : queue_) waiting += j->key == key ? int64_t(j->sources.size()) : 0;
-      if (room <= 0 || waiting < std::max<int64_t>(1, searching / 8)) return {};
+      if (room <= 0 || waiting < std::max<int64_t>(1, searching)) return {};
       joining = take(key, int64_t(queue_.size()), room);
     }
     joining = drop_gone(std::move(joining));
