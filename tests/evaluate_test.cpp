@@ -169,7 +169,10 @@ TEST(Evaluate, TranslatesWithACheckpointThenScoresWithItsPerplexity) {
   o.output = (tmp / "out.en").string();
   o.report.metrics = {"bleu", "ppl"};
   o.report.json = true;
-  o.beam = 2;
+  o.decode = [](config::DecodeConfig d) {
+    d.beam = 2;
+    return d;
+  };
   o.device = config::Device::cpu;
   o.threads = 1;
   const auto rows = lines_of(evaluate_to_string(o));

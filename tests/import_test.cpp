@@ -124,8 +124,8 @@ void expect_same_as_transformers(const fs::path& dir, const std::string& import_
     o.search.beam = beam;
     o.search.alpha = 0;
     o.search.exact_stop = true;
-    o.max_len_a = 0;
-    o.max_len_b = expect.at("max_new_tokens").get<int>();
+    o.search.max_len_a = 0;
+    o.search.max_len_b = expect.at("max_new_tokens").get<int>();
     decode::Translator translator(b.model, tok, o);
     const std::vector<decode::Translation> out = translator.translate(sources);
     const auto texts = expect.at(kind).get<std::vector<std::string>>();

@@ -47,7 +47,7 @@ struct Int8Toy {
   decode::Translator translator(int beam, int batch_tokens = 4096) {
     decode::TranslateOptions o;
     o.search.beam = beam;
-    o.batch_tokens = batch_tokens;
+    o.search.batch_tokens = batch_tokens;
     return decode::Translator(model, *tok, o);
   }
 };

@@ -12,6 +12,7 @@ namespace mtx::cli {
 Command add_eval(CLI::App& app) {
   struct EvalArgs {
     decode::EvalOptions o;
+    DecodeFlags decode;
     std::string device = "auto";
     QuantizeArgs quantize;
   };
@@ -58,9 +59,7 @@ Command add_eval(CLI::App& app) {
   cmd->add_option("--batch-size", a->o.text_streams,
                   "With --text: streams the text is cut into (default: train.eval_batch_size)");
   cmd->add_option("--output", a->o.output, "With --ckpt: also write the translations here");
-  cmd->add_option("--beam", a->o.beam, "With --ckpt: beam size (default: the checkpoint's decode.beam)");
-  cmd->add_option("--alpha", a->o.alpha, "With --ckpt: length normalisation");
-  cmd->add_option("--batch-tokens", a->o.batch_tokens, "With --ckpt: batch budget");
+  a->decode.add(*cmd, " (with --ckpt)");
   cmd->add_option("--workers", a->o.workers,
                   "With --ckpt: searches at once, one thread each (0: one per thread; see mtx translate --help)")
       ->capture_default_str()
@@ -73,6 +72,7 @@ Command add_eval(CLI::App& app) {
             a->o.device = parse_device(a->device);
             a->o.int8 = a->quantize.int8();
             a->o.float_output = a->quantize.float_output;
+            a->o.decode = [a](const config::DecodeConfig& d) { return a->decode.apply(d); };
             decode::evaluate(a->o, std::cin, std::cout);
             return 0;
           }};

@@ -18,6 +18,7 @@ struct ServeArgs {
   std::string device = "auto";
   int threads = 0;
   serve::ServerOptions server;
+  DecodeFlags decode;  // each model's decode section with these applied: the requests' defaults
   std::string api_keys;  // --api-keys FILE
   double request_timeout = 60, header_timeout = 10, body_timeout = 30, idle_timeout = 60, write_timeout = 30;
 };
@@ -35,6 +36,8 @@ int run_serve(ServeArgs& a) {
       if (m.name == name) throw ConfigError("--ckpt: two models are called '" + name + "': name them (NAME=PATH)");
     }
     TranslationModels loaded = load_translation_models({path}, device, a.quantize);
+    auto& served_config = loaded.bundles.front().config;
+    served_config.decode = a.decode.apply(served_config.decode);
     const bool int8 = loaded.bundles.front().model->is_int8();
     models.push_back({name, std::move(loaded.bundles.front()), int8 ? "int8" : "none"});
   }
@@ -66,6 +69,7 @@ Command add_serve(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Translate over HTTP: cross-request batching, limits, metrics, a page");
   cmd->add_option("--ckpt", a->ckpts, "A model to serve, PATH or NAME=PATH (repeat; the first is the default)")
       ->required();
+  a->decode.add(*cmd, "; a request's fields override it");
   cmd->add_option("--host", a->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", a->server.port, "Port (0: any free one, printed)")
       ->capture_default_str()

@@ -26,12 +26,8 @@ namespace mtx::cli {
 
 struct TranslateArgs {
   std::vector<std::string> ckpts;  // several: an ensemble
-  // Unset: the checkpoint's decode section decides.
-  std::optional<int> beam, nbest, max_len_b, batch_tokens, min_len;
+  DecodeFlags decode;  // unset: the checkpoint's decode section decides
   int workers = 0;
-  std::optional<double> alpha, max_len_a;
-  std::optional<bool> exact_stop;
-  std::optional<bool> allow_unk;
   bool scores = false;
   std::string align;  // "" | "hard" | "soft"
   int align_layer = -1;
@@ -39,6 +35,7 @@ struct TranslateArgs {
   int threads = 0;
   int chunk_lines = 2000;
   std::string input, output;
+  std::string target_prefix;  // --target-prefix FILE
   QuantizeArgs quantize;
 };
 
@@ -62,19 +59,14 @@ int run_translate(const TranslateArgs& args) {
   const TranslationModels loaded = load_translation_models(args.ckpts, device, args.quantize);
   const bundle::Bundle& first = loaded.bundles.front();
   set_threads(args.threads);  // after the input and the model are known good: an error there stays one line
-  decode::TranslateOptions options = decode::options_from_config(first.config.decode);
-  if (args.beam) options.search.beam = *args.beam;
-  if (args.alpha) options.search.alpha = *args.alpha;
-  if (args.min_len) options.search.min_len = *args.min_len;
-  if (args.exact_stop) options.search.exact_stop = *args.exact_stop;
-  if (args.allow_unk) options.search.allow_unk = *args.allow_unk;
-  if (args.max_len_a) options.max_len_a = *args.max_len_a;
-  if (args.max_len_b) options.max_len_b = *args.max_len_b;
-  if (args.batch_tokens) options.batch_tokens = *args.batch_tokens;
+  decode::TranslateOptions options = decode::options_from_config(args.decode.apply(first.config.decode));
   options.workers = args.workers;
-  options.search.nbest = args.nbest ? *args.nbest : std::min(options.search.nbest, options.search.beam);
   options.search.scores = args.scores || options.search.nbest > 1;  // read only in the n-best format
   decode::validate(options);
+  std::string resolved;  // every decoding option as it applies, for the log: a run can be repeated from it
+  for (const auto& o : config::decode_options())
+    resolved += (resolved.empty() ? "" : ", ") + std::string("\"") + o.key + "\": " + o.text(options.search);
+  log::info("decoding options: {{{}}}", resolved);
 
   std::ofstream output_file;
   if (!args.output.empty()) {
@@ -83,6 +75,13 @@ int run_translate(const TranslateArgs& args) {
   }
   std::ostream& out = args.output.empty() ? std::cout : output_file;
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
+  std::ifstream prefix_file;
+  std::unique_ptr<decode::LineSource> prefixes;
+  if (!args.target_prefix.empty()) {
+    prefix_file.open(args.target_prefix, std::ios::binary);
+    if (!prefix_file) throw DataError("--target-prefix: cannot read '" + args.target_prefix + "'");
+    prefixes = decode::istream_line_source(prefix_file);
+  }
 
   std::string with;
   for (const auto& ckpt : loaded.bundles)
@@ -99,6 +98,8 @@ int run_translate(const TranslateArgs& args) {
   stream.nbest_format = args.scores || options.search.nbest > 1;
   stream.align = args.align;
   stream.align_layer = args.align_layer;
+  stream.prefixes = prefixes.get();
+  stream.prefixes_name = "--target-prefix '" + args.target_prefix + "'";
   // Developer aid, as in training: MTX_PROFILE=FILE records the run with torch's profiler.
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (const char* p = std::getenv("MTX_PROFILE"); p && *p) {
@@ -117,7 +118,9 @@ int run_translate(const TranslateArgs& args) {
     log::info("per chunk of up to {} lines: p50 {:.1f} ms, p95 {:.1f} ms over {} chunks", args.chunk_lines, pct(0.5),
               pct(0.95), t.size());
   }
-  if (s.truncated > 0) log::warn("{} line(s) were longer than the model allows and were truncated", s.truncated);
+  if (s.truncated > 0) {
+    log::warn("{} line(s) were longer than {} source tokens and were cut", s.truncated, translator.max_source_tokens());
+  }
   if (s.invalid_utf8 > 0) {
     throw Error(std::to_string(s.invalid_utf8) +
                 " input line(s) were not valid UTF-8 (see the line numbers above); "
@@ -136,9 +139,7 @@ Command add_translate(CLI::App& app) {
                   "log-probabilities averaged at each step (they must share one tokenizer)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--beam", args->beam, "Beam size; 1 = greedy (default: the checkpoint's decode.beam)");
-  cmd->add_option("--alpha", args->alpha, "GNMT length normalisation; 0 = raw log-probability (default: decode.alpha)");
-  cmd->add_option("--nbest", args->nbest, "Hypotheses per line, in `index ||| hypothesis ||| score` lines");
+  args->decode.add(*cmd);
   auto* align =
       cmd->add_option("--align", args->align,
                       "Word alignments after ` ||| `: hard (Pharaoh pairs src-tgt, the default for a bare --align) or "
@@ -148,16 +149,6 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--align-layer", args->align_layer,
                   "Decoder layer the alignments come from (negative: from the last; default -1, the last)");
   cmd->add_flag("--scores", args->scores, "Write `index ||| hypothesis ||| score` lines even for one hypothesis");
-  cmd->add_option("--max-len-a", args->max_len_a, "Output limit a * source_length + b: a (default: decode.max_len_a)");
-  cmd->add_option("--max-len-b", args->max_len_b, "Output limit a * source_length + b: b (default: decode.max_len_b)");
-  cmd->add_option("--min-len", args->min_len, "Tokens generated before EOS may be chosen (default: decode.min_len)");
-  cmd->add_flag("--exact-stop{true},--first-k-stop{false}", args->exact_stop,
-                "Search a sentence until no live hypothesis can still win (default: decode.exact_stop; "
-                "otherwise it ends once `beam` hypotheses finished)");
-  cmd->add_flag("--allow-unk{true},--ban-unk{false}", args->allow_unk,
-                "Whether <unk> may be generated (default: decode.allow_unk; Marian's models ban it)");
-  cmd->add_option("--batch-tokens", args->batch_tokens,
-                  "Sentences x longest source per batch (default: decode.batch_tokens)");
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", args->workers,
@@ -168,6 +159,10 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--chunk-lines", args->chunk_lines, "Lines read and translated together (bounds memory)")
       ->check(CLI::PositiveNumber);
   add_quantize_flags(*cmd, args->quantize);
+  cmd->add_option("--target-prefix", args->target_prefix,
+                  "Line-aligned target prefixes: each translation starts with its line of FILE (empty: none); the "
+                  "search continues after it")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--input", args->input, "Read this file instead of stdin");
   cmd->add_option("--output", args->output, "Write this file instead of stdout");
   return {cmd, [args, align] {

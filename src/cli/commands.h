@@ -7,6 +7,7 @@
 #include "mtx/config/config.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,24 @@ TranslationModels load_translation_models(const std::vector<std::string>& paths,
                                           const QuantizeArgs& quantize);
 // --device for inference: int8 runs on the CPU, so "auto" means the CPU there.
 std::string inference_device(const std::string& device, const QuantizeArgs& args);
+
+// The decoding options' flags, one per entry of config::decode_options() (--beam, --alpha, --sampling-topk, ...),
+// for mtx translate, eval and serve. Unset flags leave the checkpoint's decode section's value.
+class DecodeFlags {
+ public:
+  // Adds the flags to `cmd`; `note` ends each help line (e.g. " (with --ckpt)").
+  void add(CLI::App& cmd, const std::string& note = "");
+  // The section with the given flags applied, validated (ConfigError naming decode.KEY and its flag).
+  config::DecodeConfig apply(config::DecodeConfig decode) const;
+
+ private:
+  struct Slot {
+    std::optional<int64_t> integer;
+    std::optional<double> number;
+    std::optional<bool> boolean;
+  };
+  std::vector<Slot> slots_;  // one per table entry, sized once (CLI11 holds their addresses)
+};
 
 // --device auto|cpu|cuda (already checked by CLI11) as the config's enum.
 config::Device parse_device(const std::string& device);

@@ -1,5 +1,8 @@
 #include "commands.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "mtx/bundle/bundle.h"
 #include "mtx/util/errors.h"
 
@@ -26,6 +29,53 @@ void add_quantize_flags(CLI::App& cmd, QuantizeArgs& args) {
                  "(mtx quantize) is int8 already")
       ->check(CLI::IsMember({"none", "int8"}));
   cmd.add_flag("--float-output", args.float_output, "With --quantize int8: keep the output projection in float");
+}
+
+void DecodeFlags::add(CLI::App& cmd, const std::string& note) {
+  const auto& table = config::decode_options();
+  slots_.assign(table.size(), Slot{});
+  for (size_t i = 0; i < table.size(); ++i) {
+    const config::DecodeOption& o = table[i];
+    const config::DecodeConfig defaults;
+    const std::string help = std::string(o.help) + " (default: the checkpoint's decode." + o.key + ", else " +
+                             o.text(defaults) + ")" + note;
+    Slot& slot = slots_[i];
+    if (o.boolean) {
+      cmd.add_flag(o.flags, slot.boolean, help);
+    } else if (o.number) {
+      cmd.add_option(o.flags, slot.number, help);
+    } else {
+      cmd.add_option(o.flags, slot.integer, help);
+    }
+  }
+}
+
+config::DecodeConfig DecodeFlags::apply(config::DecodeConfig d) const {
+  const auto& table = config::decode_options();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const config::DecodeOption& o = table[i];
+    const Slot& slot = slots_[i];
+    const std::string flag = std::string(o.flags).substr(0, std::string(o.flags).find_first_of("{,"));
+    if (slot.boolean) d.*o.boolean = *slot.boolean;
+    if (slot.number) d.*o.number = *slot.number;
+    if (slot.integer) {
+      const int64_t v = *slot.integer;
+      if (o.integer64) {
+        d.*o.integer64 = v;
+      } else {
+        if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+          throw ConfigError(flag + ": " + std::to_string(v) + " is out of range");
+        d.*o.integer = int(v);
+      }
+    }
+  }
+  // A beam below the checkpoint's nbest, nbest not given: as many hypotheses as the beam has.
+  const bool nbest_given = std::any_of(table.begin(), table.end(), [&](const config::DecodeOption& o) {
+    return std::string(o.key) == "nbest" && slots_[size_t(&o - table.data())].integer;
+  });
+  if (!nbest_given && !config::sampling(d)) d.nbest = std::min(d.nbest, d.beam);
+  config::validate(d);
+  return d;
 }
 
 TranslationModels load_translation_models(const std::vector<std::string>& paths, const torch::Device& device,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -195,15 +196,12 @@ void visit(TrainConfig& c, V&& v) {
 
 template <class V>
 void visit(DecodeConfig& c, V&& v) {
-  v("beam", c.beam);
-  v("alpha", c.alpha);
-  v("max_len_a", c.max_len_a);
-  v("max_len_b", c.max_len_b);
-  v("batch_tokens", c.batch_tokens);
-  v("nbest", c.nbest);
-  v("min_len", c.min_len);
-  v("exact_stop", c.exact_stop);
-  v("allow_unk", c.allow_unk);
+  for (const DecodeOption& o : decode_options()) {
+    if (o.integer) v(o.key, c.*o.integer);
+    if (o.integer64) v(o.key, c.*o.integer64);
+    if (o.number) v(o.key, c.*o.number);
+    if (o.boolean) v(o.key, c.*o.boolean);
+  }
 }
 
 template <class V>
@@ -379,6 +377,151 @@ std::string to_string(Activation v) { return enum_name(v); }
 std::string to_string(Init v) { return enum_name(v); }
 std::string to_string(Task v) { return enum_name(v); }
 
+// ---- decoding options: the one table -----------------------------------------------------------
+namespace {
+using T = DecodeOption::Type;
+constexpr double kMaxInt = 1 << 30;
+DecodeOption integer(const char* key, const char* flags, int DecodeConfig::*f, double lo, double hi, bool request,
+                     const char* help) {
+  DecodeOption o{key, flags, T::integer};
+  o.integer = f;
+  o.min = lo;
+  o.max = hi;
+  o.request = request;
+  o.help = help;
+  return o;
+}
+DecodeOption number(const char* key, const char* flags, double DecodeConfig::*f, double lo, bool lo_open, double hi,
+                    bool request, const char* help) {
+  DecodeOption o{key, flags, T::number};
+  o.number = f;
+  o.min = lo;
+  o.min_open = lo_open;
+  o.max = hi;
+  o.request = request;
+  o.help = help;
+  return o;
+}
+DecodeOption boolean(const char* key, const char* flags, bool DecodeConfig::*f, bool request, const char* help) {
+  DecodeOption o{key, flags, T::boolean};
+  o.boolean = f;
+  o.max = 1;
+  o.request = request;
+  o.help = help;
+  return o;
+}
+}  // namespace
+
+const std::vector<DecodeOption>& decode_options() {
+  using D = DecodeConfig;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  static const std::vector<DecodeOption> table = [&] {
+    std::vector<DecodeOption> t = {
+        integer("beam", "--beam", &D::beam, 1, 1024, true, "Beam size; 1 = greedy (and sampling)"),
+        number("alpha", "--alpha", &D::alpha, 0, false, inf, true,
+               "GNMT length normalisation exponent; 0 = raw log-probability"),
+        integer("nbest", "--nbest", &D::nbest, 1, 1024, true,
+                "Hypotheses per sentence (at most the beam), or samples when sampling"),
+        number("max_len_a", "--max-len-a", &D::max_len_a, 0, false, inf, true,
+               "Output limit a * source_length + b: a"),
+        integer("max_len_b", "--max-len-b", &D::max_len_b, 0, 1 << 16, true, "Output limit a * source_length + b: b"),
+        integer("min_len", "--min-len", &D::min_len, 0, 1 << 16, true,
+                "Tokens generated before EOS may be chosen (the length limit wins)"),
+        boolean("exact_stop", "--exact-stop{true},--first-k-stop{false}", &D::exact_stop, false,
+                "Search a sentence until no live hypothesis can still win (otherwise it ends once `beam` "
+                "hypotheses finished)"),
+        boolean("allow_unk", "--allow-unk{true},--ban-unk{false}", &D::allow_unk, false,
+                "Whether <unk> may be generated (Marian's models ban it)"),
+        integer("batch_tokens", "--batch-tokens", &D::batch_tokens, 1, kMaxInt, false,
+                "Sentences x longest source per batch"),
+        integer("max_input_length", "--max-input-length", &D::max_input_length, 0, kMaxInt, true,
+                "Source tokens kept; a longer source is cut, with a warning naming its line (0: what the model "
+                "takes)"),
+        integer("sampling_topk", "--sampling-topk", &D::sampling_topk, 0, kMaxInt, true,
+                "Sample each token from the K likeliest (0: from all); 1: no sampling, search"),
+        number("sampling_topp", "--sampling-topp", &D::sampling_topp, 0, true, 1, true,
+               "Sampling: from the fewest likeliest tokens whose probability reaches P (nucleus; 1: all)"),
+        number("sampling_temperature", "--sampling-temperature", &D::sampling_temperature, 0, true, 1e4, true,
+               "Sampling: the scores are divided by T before the softmax"),
+        DecodeOption{},  // seed: below
+        number("repetition_penalty", "--repetition-penalty", &D::repetition_penalty, 0, true, 1e4, true,
+               "Scores of tokens already generated: divided by P where positive, multiplied where negative "
+               "(CTRL's; 1: off)"),
+        integer("no_repeat_ngram_size", "--no-repeat-ngram-size", &D::no_repeat_ngram_size, 0, 1024, true,
+                "No N-gram of tokens occurs twice in a hypothesis (0: off)"),
+    };
+    DecodeOption seed{"sampling_seed", "--sampling-seed", T::integer};
+    seed.integer64 = &D::sampling_seed;
+    seed.min = 0;
+    seed.max = 9007199254740991.0;  // 2^53 - 1: exact in a JSON number
+    seed.request = true;
+    seed.help = "Sampling: the seed of each sentence's stream (a sample depends on the seed and its sentence)";
+    for (auto& o : t) {
+      if (o.key == nullptr) o = seed;
+    }
+    return t;
+  }();
+  return table;
+}
+
+std::string DecodeOption::text(const DecodeConfig& c) const {
+  if (integer) return std::to_string(c.*integer);
+  if (integer64) return std::to_string(c.*integer64);
+  if (boolean) return c.*boolean ? "true" : "false";
+  json j = c.*number;
+  return j.dump();
+}
+
+double DecodeOption::value(const DecodeConfig& c) const {
+  if (integer) return double(c.*integer);
+  if (integer64) return double(c.*integer64);
+  if (boolean) return c.*boolean ? 1 : 0;
+  return c.*number;
+}
+
+bool operator==(const DecodeConfig& a, const DecodeConfig& b) {
+  for (const DecodeOption& o : decode_options()) {
+    if (o.integer64 ? a.*o.integer64 != b.*o.integer64 : o.value(a) != o.value(b)) return false;
+  }
+  return true;
+}
+
+void validate(const DecodeConfig& d, bool as_fields) {
+  const auto name = [as_fields](const DecodeOption& o) {
+    if (as_fields) return "\"" + std::string(o.key) + "\"";
+    std::string flag = o.flags;
+    flag = flag.substr(0, flag.find_first_of("{,"));
+    return std::string("decode.") + o.key + " (" + flag + ")";
+  };
+  const auto find = [](const std::string& key) -> const DecodeOption& {
+    for (const DecodeOption& o : decode_options()) {
+      if (key == o.key) return o;
+    }
+    throw std::logic_error("no decoding option " + key);
+  };
+  for (const DecodeOption& o : decode_options()) {
+    if (o.boolean) continue;
+    const double v = o.value(d);
+    const bool below = o.min_open ? !(v > o.min) : !(v >= o.min);
+    if (below || !(v <= o.max)) {
+      std::ostringstream s;
+      s << name(o) << ": " << o.text(d) << " is out of range " << (o.min_open ? "(" : "[") << o.min << ", " << o.max
+        << "]";
+      throw ConfigError(s.str());
+    }
+  }
+  if (!sampling(d)) {
+    check(d.nbest <= d.beam, name(find("nbest")) + ": " + std::to_string(d.nbest) +
+                                 " is out of range [1, " + std::to_string(d.beam) + "] (at most the beam)");
+  } else {
+    check(d.beam == 1, name(find("beam")) + ": sampling (" + name(find("sampling_topk")) + " " +
+                           std::to_string(d.sampling_topk) + ") draws each hypothesis on its own: use beam 1; nbest "
+                           "N gives N samples");
+  }
+  check(d.max_len_a > 0 || d.max_len_b > 0,
+        std::string(as_fields ? "\"max_len_a\" and \"max_len_b\"" : "decode.max_len_a and decode.max_len_b (--max-len-a, --max-len-b)") + " are both 0: nothing may be generated");
+}
+
 void validate(const Config& c) {
   constexpr int kBig = 1 << 30;
   const auto& d = c.data;
@@ -484,14 +627,7 @@ void validate(const Config& c) {
   check(tr.dist_timeout_s >= 1 && tr.dist_timeout_s <= 86400, "train.dist_timeout_s: must be in [1, 86400] seconds");
   check_range("train.dist_bucket_mb", tr.dist_bucket_mb, 1, 4096);
 
-  const auto& de = c.decode;
-  check_range("decode.beam", de.beam, 1, 1024);
-  check(de.alpha >= 0, "decode.alpha: must be >= 0");
-  check(de.max_len_a >= 0, "decode.max_len_a: must be >= 0");
-  check_range("decode.max_len_b", de.max_len_b, 0, 1 << 16);
-  check_range("decode.batch_tokens", de.batch_tokens, 1, kBig);
-  check_range("decode.nbest", de.nbest, 1, de.beam);
-  check_range("decode.min_len", de.min_len, 0, 1 << 16);
+  validate(c.decode);
 }
 
 Config from_json(const json& document) {

@@ -123,12 +123,9 @@ eval::System translate_source(const EvalOptions& o, const std::vector<std::strin
   for (auto& b : bundles) models.push_back(b.model);
   bundle::Bundle& ckpt = bundles.front();
   set_threads(o.threads);  // after the checks: an error there stays one line
-  TranslateOptions to = options_from_config(ckpt.config.decode);
-  if (o.beam) to.search.beam = *o.beam;
-  if (o.alpha) to.search.alpha = *o.alpha;
-  if (o.batch_tokens) to.batch_tokens = *o.batch_tokens;
+  TranslateOptions to = options_from_config(o.decode ? o.decode(ckpt.config.decode) : ckpt.config.decode);
   to.workers = o.workers;
-  to.search.nbest = 1;
+  to.search.nbest = 1;  // one translation per line is scored
   Translator translator(models, *ckpt.tokenizer, to);
   eval::System system{join(o.ckpts, " + "), {}};
   const auto start = std::chrono::steady_clock::now();

@@ -14,6 +14,7 @@
 #include "cpu/softmax_kernels.h"
 #include "mtx/util/cpu_isa.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/random.h"
 #include "mtx/util/system.h"
 
 namespace mtx::decode {
@@ -40,47 +41,99 @@ inline bool better(const Entry& a, const Entry& b) {
   return a.value > b.value || (a.value == b.value && a.index < b.index);
 }
 
+// What a step does between the model's scores and the token choice besides the bans: processors (repetition
+// penalty, no-repeat n-grams) and sampling. Null: none of them.
+struct Steering {
+  const SearchOptions* options = nullptr;
+  bool logits = false;   // processors act on the logits (greedy, sampling), else on the log-probabilities
+  bool sample = false;   // each row draws its next token(s)
+  int64_t draws = 1;     // draws per row (a sentence's first step: one row, nbest samples)
+  const std::vector<std::vector<int32_t>>* history = nullptr;  // per row: the tokens so far
+  std::vector<uint64_t> streams;                               // per active sentence
+  std::vector<int64_t> own_steps;                              // per active sentence
+  bool processors() const { return options->repetition_penalty != 1.0 || options->no_repeat_ngram_size > 0; }
+};
+
+// The tokens a hypothesis may not take next under the no-repeat n-gram rule (transformers' NoRepeatNGram): every
+// token that followed an earlier occurrence of its last n - 1 tokens.
+void ngram_bans(const std::vector<int32_t>& h, int64_t n, std::vector<int32_t>& out) {
+  out.clear();
+  const auto len = int64_t(h.size());
+  if (n <= 0 || len + 1 < n) return;
+  for (int64_t i = 0; i + n <= len; ++i) {
+    bool match = true;
+    for (int64_t j = 0; j + 1 < n && match; ++j) match = h[size_t(i + j)] == h[size_t(len - n + 1 + j)];
+    if (match) out.push_back(h[size_t(i + n - 1)]);
+  }
+}
+
+// A uniform number in [0, 1) for draw `j` of a sentence's stream at its own step `t`.
+double uniform(uint64_t stream, int64_t t, int64_t j) {
+  return double(Rng::from({stream, uint64_t(t), uint64_t(j)}).next() >> 11) * 0x1.0p-53;
+}
+
 // The fused CPU choice, fed row blocks as the step produces them: per row its best allowed tokens as
 // log-probabilities (max, sum of exponentials and the best few in passes over the row while it is in cache),
-// then a merge per sentence.
+// then a merge per sentence; or, when sampling, each row's draws.
 class CandidatePicker {
  public:
   // rows: `width` per sentence (sentence-major); k: the beam (2k candidates per sentence). raw: candidates carry
   // the raw scores, not log-probabilities (no normalisation pass; the order within a row is the same).
-  CandidatePicker(int64_t rows, int64_t width, int64_t k, const StepRules& rules, bool raw = false)
-      : rows_(rows), width_(width), k_(k), rules_(rules), raw_(raw), top_(size_t(rows * held_rows())) {}
+  CandidatePicker(int64_t rows, int64_t width, int64_t k, const StepRules& rules, bool raw = false,
+                  const Steering* steer = nullptr)
+      : rows_(rows), width_(width), k_(k), rules_(rules), raw_(raw), steer_(steer) {
+    if (steer_ && steer_->sample) {
+      samples_.assign(size_t(rows * steer_->draws), Entry{kNegInf, -1});
+    } else {
+      top_.resize(size_t(rows * held_rows()));
+    }
+  }
 
-  // block [n, V] float on the CPU: rows first_row .. first_row + n.
+  // block [n, V] float on the CPU: rows first_row .. first_row + n. Steering changes the block's rows in place.
   void add(int64_t first_row, const torch::Tensor& block_in) {
     const torch::Tensor x = block_in.contiguous();  // [n, V]
     const int64_t n = x.size(0), vocab = x.size(1), held = held_rows();
     TORCH_CHECK(first_row >= 0 && first_row + n <= rows_ && (vocab_ < 0 || vocab_ == vocab), "search: a block of ",
                 x.sizes(), " at row ", first_row, " of ", rows_);
     vocab_ = vocab;
-    const float* base = x.data_ptr<float>();
+    float* base = x.data_ptr<float>();
     const kernels::RowLoops loops = row_loops();
     at::parallel_for(0, n, 2, [&](int64_t begin, int64_t end) {  // a row: passes over the vocabulary
+      std::vector<int32_t> bans;
       for (int64_t i = begin; i < end; ++i) {
         const int64_t r = first_row + i;
-        const float* row = base + i * vocab;
+        const int64_t a = r / width_;
+        float* row = base + i * vocab;
+        const int32_t forced = rules_.forced[size_t(a)]             ? rules_.eos
+                               : rules_.forced_token.empty()        ? -1
+                                                                    : rules_.forced_token[size_t(a)];
         float lse = 0;
-        if (!raw_) {
-          const float max = loops.max(row, vocab);
-          lse = max + std::log(loops.sum_exp(row, vocab, max));
+        if (forced >= 0) {  // EOS at the limit, or the prefix's token: the model's own log-probability
+          if (!raw_) lse = log_sum_exp(loops, row, vocab);
+          put_forced(r, forced, row[forced] - lse);
+          continue;
         }
-        Entry* out = top_.data() + r * held;
-        if (rules_.forced[size_t(r / width_)]) {
-          for (int64_t j = 0; j < held; ++j) out[j] = {kNegInf, -1};
-          out[0] = {row[rules_.eos] - lse, rules_.eos};
+        const bool steer = steer_ && steer_->processors();
+        if (steer && !steer_->logits && !raw_) lse = log_sum_exp(loops, row, vocab);  // log-probability domain
+        if (steer) process(r, row, vocab, lse, bans);
+        if (!raw_ && (!steer || steer_->logits)) lse = log_sum_exp(loops, row, vocab);
+        // Never chosen: BOS, pad, unk, EOS before min_len.
+        const bool eos_banned = !rules_.eos_banned.empty() && rules_.eos_banned[size_t(a)];
+        if (steer_ && steer_->sample) {
+          for (const int32_t t : {rules_.bos, rules_.pad, rules_.unk, eos_banned ? rules_.eos : -1}) {
+            if (t >= 0 && t < vocab) row[t] = kNegInf;
+          }
+          sample(r, row, vocab, lse, loops);
           continue;
         }
         // Banned tokens (at most 4) are filtered from the row's best want + 4.
+        Entry* out = top_.data() + r * held;
         loops.top(row, vocab, held, out);
         int64_t kept = 0;
         for (int64_t j = 0; j < held; ++j) {
           const int64_t t = out[j].index;
-          if (t < 0 || t == rules_.bos || t == rules_.pad || t == rules_.unk ||
-              (t == rules_.eos && !rules_.eos_banned.empty() && rules_.eos_banned[size_t(r / width_)])) {
+          if (t < 0 || out[j].value == kNegInf || t == rules_.bos || t == rules_.pad || t == rules_.unk ||
+              (t == rules_.eos && eos_banned)) {
             continue;
           }
           out[kept++] = {out[j].value - lse, t};
@@ -118,13 +171,117 @@ class CandidatePicker {
     return c;
   }
 
+  // Sampling: row r's draw j (its token and log-probability), after every block was added.
+  const Entry& drawn(int64_t r, int64_t j) const { return samples_[size_t(r * steer_->draws + j)]; }
+  int64_t vocab() const { return vocab_; }
+
  private:
   static constexpr int64_t kHeldExtra = 4;  // BOS, pad, unk, EOS
   int64_t held_rows() const { return 2 * k_ + kHeldExtra; }
+
+  static float log_sum_exp(const kernels::RowLoops& loops, const float* row, int64_t vocab) {
+    const float max = loops.max(row, vocab);
+    if (max == kNegInf) return kNegInf;
+    return max + std::log(loops.sum_exp(row, vocab, max));
+  }
+
+  void put_forced(int64_t r, int32_t token, float logp) {
+    if (steer_ && steer_->sample) {
+      for (int64_t j = 0; j < steer_->draws; ++j) samples_[size_t(r * steer_->draws + j)] = {logp, token};
+      return;
+    }
+    Entry* out = top_.data() + r * held_rows();
+    for (int64_t j = 0; j < held_rows(); ++j) out[j] = {kNegInf, -1};
+    out[0] = {logp, token};
+  }
+
+  // The repetition penalty and the no-repeat n-gram ban on row r: on its logits, or (lse given) on its
+  // log-probabilities, written back as the raw scores that give them.
+  void process(int64_t r, float* row, int64_t vocab, float lse, std::vector<int32_t>& bans) const {
+    const SearchOptions& o = *steer_->options;
+    const std::vector<int32_t>& h = (*steer_->history)[size_t(r)];
+    if (o.repetition_penalty != 1.0) {
+      const auto p = float(o.repetition_penalty);
+      std::vector<int32_t> seen(h.begin(), h.end());
+      std::sort(seen.begin(), seen.end());
+      seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+      for (const int32_t t : seen) {
+        if (t < 0 || t >= vocab) continue;
+        const float v = row[t] - lse;
+        row[t] = (v < 0 ? v * p : v / p) + lse;
+      }
+    }
+    if (o.no_repeat_ngram_size > 0) {
+      ngram_bans(h, o.no_repeat_ngram_size, bans);
+      for (const int32_t t : bans) {
+        if (t >= 0 && t < vocab) row[t] = kNegInf;
+      }
+    }
+  }
+
+  // Row r's draws: temperature, top-k, top-p (transformers' order and definitions), then the inverse of the
+  // cumulative distribution at the stream's uniform number. Each draw carries its token's log-probability at
+  // temperature 1 over the whole (processed) row.
+  void sample(int64_t r, const float* row, int64_t vocab, float lse, const kernels::RowLoops& loops) {
+    const SearchOptions& o = *steer_->options;
+    const int64_t a = r / width_;
+    std::vector<Entry> cand;  // best first
+    if (o.sampling_topk > 0 && o.sampling_topk < vocab) {
+      cand.resize(size_t(o.sampling_topk));
+      loops.top(row, vocab, o.sampling_topk, cand.data());
+    } else {
+      cand.reserve(size_t(vocab));
+      for (int64_t t = 0; t < vocab; ++t) cand.push_back({row[t], t});
+      std::stable_sort(cand.begin(), cand.end(), better);
+    }
+    while (!cand.empty() && (cand.back().index < 0 || cand.back().value == kNegInf)) cand.pop_back();
+    Entry* out = samples_.data() + r * steer_->draws;
+    if (cand.empty()) {  // nothing allowed: the row ends
+      for (int64_t j = 0; j < steer_->draws; ++j) out[j] = {kNegInf, rules_.eos};
+      return;
+    }
+    // Probabilities at the temperature, relative to the best.
+    const double t = o.sampling_temperature;
+    std::vector<double> p(cand.size());
+    double total = 0;
+    for (size_t i = 0; i < cand.size(); ++i) total += p[i] = std::exp((double(cand[i].value) - cand[0].value) / t);
+    // Nucleus: transformers removes the tokens whose cumulative probability, summed from the least likely up,
+    // is at most 1 - top_p; the likeliest always stays.
+    if (o.sampling_topp < 1.0) {
+      double below = 0;  // probability of the tokens less likely than i
+      size_t keep = cand.size();
+      for (size_t i = cand.size(); i-- > 1;) {
+        below += p[i] / total;
+        if (below <= 1.0 - o.sampling_topp) keep = i;
+        else break;
+      }
+      cand.resize(keep);
+      p.resize(keep);
+      total = 0;
+      for (const double v : p) total += v;
+    }
+    for (int64_t j = 0; j < steer_->draws; ++j) {
+      const int64_t draw = steer_->draws > 1 ? j : r % width_;
+      const double u = uniform(steer_->streams[size_t(a)], steer_->own_steps[size_t(a)], draw) * total;
+      double cum = 0;
+      size_t pick = cand.size() - 1;
+      for (size_t i = 0; i < cand.size(); ++i) {
+        cum += p[i];
+        if (u < cum) {
+          pick = i;
+          break;
+        }
+      }
+      out[j] = {raw_ ? cand[pick].value : cand[pick].value - lse, cand[pick].index};
+    }
+  }
+
   int64_t rows_, width_, k_;
   const StepRules& rules_;
   bool raw_;
-  std::vector<Entry> top_;  // [rows, held]
+  const Steering* steer_;
+  std::vector<Entry> top_;      // [rows, held]
+  std::vector<Entry> samples_;  // [rows, draws]
   int64_t vocab_ = -1;
   int64_t seen_ = 0;
 };
@@ -178,15 +335,7 @@ Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>
   return candidates_tensor(scores, prior, k, width, rules);
 }
 
-void validate(const SearchOptions& o) {
-  if (o.beam < 1) throw ConfigError("beam: must be >= 1, got " + std::to_string(o.beam));
-  if (o.nbest < 1 || o.nbest > o.beam) {
-    throw ConfigError("nbest: must be between 1 and the beam size " + std::to_string(o.beam) + ", got " +
-                      std::to_string(o.nbest));
-  }
-  if (!(o.alpha >= 0)) throw ConfigError("alpha: must be >= 0");
-  if (o.min_len < 0) throw ConfigError("min_len: must be >= 0");
-}
+void validate(const SearchOptions& o) { config::validate(o); }
 
 double length_penalty(int64_t length, double alpha) {
   return alpha == 0 ? 1.0 : std::pow((5.0 + double(length)) / 6.0, alpha);
@@ -196,24 +345,62 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
                                                  int32_t eos, const SearchOptions& options, int32_t pad, int32_t unk,
                                                  const SentenceDone& on_done, const Admit& admit,
                                                  const Abandoned& abandoned) {
+  SearchInput in;
+  for (const int64_t m : max_lengths) in.sentences.push_back({m, {}, 0});
+  in.bos = bos;
+  in.eos = eos;
+  in.pad = pad;
+  in.unk = unk;
+  in.on_done = on_done;
+  in.abandoned = abandoned;
+  if (admit) {
+    in.admit = [&admit](int64_t searching) {
+      std::vector<SearchSentence> joining;
+      for (const int64_t m : admit(searching)) joining.push_back({m, {}, 0});
+      return joining;
+    };
+  }
+  return beam_search(fn, options, in);
+}
+
+std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchOptions& options,
+                                                 const SearchInput& input) {
   validate(options);
-  const int64_t k = options.beam;
-  const auto batch = int64_t(max_lengths.size());
-  std::vector<int64_t> limits = max_lengths;      // per sentence, admitted ones included
+  const int32_t bos = input.bos, eos = input.eos, pad = input.pad, unk = input.unk;
+  const SentenceDone& on_done = input.on_done;
+  const bool sampling = config::sampling(options);
+  // Rows per sentence: the beam, or one per sample.
+  const int64_t k = sampling ? options.nbest : options.beam;
+  const auto batch = int64_t(input.sentences.size());
+  std::vector<int64_t> limits;                    // per sentence, admitted ones included
+  std::vector<std::vector<int32_t>> prefixes;     // per sentence
+  std::vector<uint64_t> streams;                  // per sentence
   std::vector<int64_t> starts(size_t(batch), 0);  // per sentence: the step it started at
+  const auto add_sentence = [&](const SearchSentence& s) {
+    TORCH_CHECK(s.max_length >= 1, "beam_search: max length must be >= 1, got ", s.max_length);
+    for (const int32_t t : s.prefix) TORCH_CHECK(t >= 0 && t != eos && t != bos, "beam_search: prefix token ", t);
+    limits.push_back(std::max<int64_t>(s.max_length, int64_t(s.prefix.size()) + 1));
+    prefixes.push_back(s.prefix);
+    streams.push_back(s.stream);
+  };
+  for (const auto& s : input.sentences) add_sentence(s);
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
   if (batch == 0) return finished;
-  // A sentence's search has ended: its hypotheses best first, the n best kept.
+  // A sentence's search has ended: its hypotheses best first (samples: in draw order), the n best kept.
   const auto conclude = [&](int64_t s) {
     auto& done = finished[size_t(s)];
-    std::stable_sort(done.begin(), done.end(),
-                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    if (!sampling) {
+      std::stable_sort(done.begin(), done.end(),
+                       [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    }
     if (int64_t(done.size()) > options.nbest) done.resize(size_t(options.nbest));
     if (on_done) on_done(s, done);
   };
-  for (const int64_t m : limits) TORCH_CHECK(m >= 1, "beam_search: max length must be >= 1, got ", m);
+  const bool processors = options.repetition_penalty != 1.0 || options.no_repeat_ngram_size > 0;
+  bool any_prefix = false;
+  for (const auto& p : prefixes) any_prefix = any_prefix || !p.empty();
   // Greedy with nobody reading scores: tokens chosen on the raw scores, every prior 0, hypotheses' scores NaN.
-  const bool raw = k == 1 && !options.scores && !options.exact_stop;
+  const bool raw = k == 1 && !sampling && !options.scores && !options.exact_stop;
   constexpr double kNoScore = std::numeric_limits<double>::quiet_NaN();
   // Live state: `active` sentences, `width` rows each (sentence-major). Row r's history and score. The first
   // step scores the state as it starts, one row per sentence (a sentence's k beams would all be that row); its
@@ -224,15 +411,17 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   std::vector<std::vector<int32_t>> history(static_cast<size_t>(batch));
   std::vector<float> scores(static_cast<size_t>(batch), 0.0f);
   std::vector<int64_t> tokens(static_cast<size_t>(batch), bos);
+  // Sampling: per row, whether its sample still runs (a sentence's rows end one by one).
+  std::vector<uint8_t> live(static_cast<size_t>(batch), 1);
 
   for (int64_t t = 0; !active.empty(); ++t) {
-    if (abandoned && t > 0) {
+    if (input.abandoned && t > 0) {
       // Sentences given up on leave the state before this step (from the second on: the first has no rows of
       // its own to drop yet): their rows are dropped, nothing more is computed for them.
       std::vector<int64_t> kept_active, kept_rows;
       for (size_t a = 0; a < active.size(); ++a) {
         const int64_t s = active[a];
-        if (abandoned(s)) {
+        if (input.abandoned(s)) {
           finished[size_t(s)].clear();
           if (on_done) on_done(s, finished[size_t(s)]);
           continue;
@@ -245,35 +434,51 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
         std::vector<int64_t> kept_tokens;
         std::vector<float> kept_scores;
         std::vector<std::vector<int32_t>> kept_history;
+        std::vector<uint8_t> kept_live;
         for (const int64_t r : kept_rows) {
           kept_tokens.push_back(tokens[size_t(r)]);
           kept_scores.push_back(scores[size_t(r)]);
           kept_history.push_back(std::move(history[size_t(r)]));
+          kept_live.push_back(live[size_t(r)]);
         }
         fn.reorder(torch::tensor(kept_rows, torch::kLong), false);
         active = std::move(kept_active);
         tokens = std::move(kept_tokens);
         scores = std::move(kept_scores);
         history = std::move(kept_history);
+        live = std::move(kept_live);
       }
     }
     const auto n_active = int64_t(active.size());
     const int64_t rows = n_active * width;
     // Never generated: BOS (and pad and unk, when given), whatever mass the model (label smoothing) gives them.
-    // Sentences at their length limit may only end, min_len or not: the limit wins.
+    // Sentences at their length limit may only end, min_len or not: the limit wins. A prefix forces its tokens.
     StepRules rules;
     rules.bos = bos;
     rules.eos = eos;
     rules.pad = pad;
     rules.unk = unk;
+    Steering steer;
+    steer.options = &options;
+    steer.logits = k == 1 || sampling;
+    steer.sample = sampling;
+    steer.draws = sampling && width == 1 ? k : 1;
+    steer.history = &history;
     for (int64_t a = 0; a < n_active; ++a) {
       const auto s = size_t(active[size_t(a)]);
       const int64_t own = t - starts[s];  // the sentence's own step
       rules.forced.push_back(own + 1 >= limits[s] ? 1 : 0);
       if (options.min_len > 0) rules.eos_banned.push_back(own < options.min_len ? 1 : 0);
+      if (any_prefix) rules.forced_token.push_back(own < int64_t(prefixes[s].size()) ? prefixes[s][size_t(own)] : -1);
+      if (sampling) {
+        steer.streams.push_back(streams[s]);
+        steer.own_steps.push_back(own);
+      }
     }
-    // CPU float scores are reduced block by block as they come; others (GPU, half) are kept for the tensor path.
-    CandidatePicker picker(rows, width, k, rules, raw);
+    // CPU float scores are reduced block by block as they come; others (GPU, half) are kept for the tensor path,
+    // unless the step is steered (prefixes, processors, sampling): those blocks are brought to the CPU in float.
+    const bool steered = sampling || processors || any_prefix;
+    CandidatePicker picker(rows, width, k, rules, raw, steered ? &steer : nullptr);
     std::vector<torch::Tensor> kept;  // [n, V] blocks off the fused path
     int64_t vocab = -1, covered = 0;
     bool fused = true;
@@ -282,97 +487,158 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
                       (vocab < 0 || vocab == block.size(1)),
                   "beam_search: step returned ", block.sizes(), " at row ", first, " for ", rows, " rows");
       vocab = block.size(1);
-      if (vocab < 2 * k) {
+      if (!sampling && vocab < 2 * k) {
         throw ConfigError("beam " + std::to_string(k) + " needs a target vocabulary of at least " +
                           std::to_string(2 * k) + " pieces; this model has " + std::to_string(vocab) +
                           ": use a beam of at most " + std::to_string(vocab / 2));
       }
       TORCH_CHECK(bos < vocab && eos < vocab, "beam_search: BOS/EOS outside a vocabulary of ", vocab);
-      if (first == 0) fused = block.device().is_cpu() && block.scalar_type() == torch::kFloat;
+      if (first == 0) fused = steered || (block.device().is_cpu() && block.scalar_type() == torch::kFloat);
       covered += block.size(0);
-      if (fused)
-        picker.add(first, block.to(torch::kCPU, torch::kFloat));
-      else
+      if (fused) {
+        // A copy when steered and the block is already CPU float: steering writes into the rows.
+        torch::Tensor cpu = block.to(torch::kCPU, torch::kFloat);
+        if (steered && cpu.data_ptr() == block.data_ptr()) cpu = cpu.clone();
+        picker.add(first, cpu);
+      } else {
         kept.push_back(block);
+      }
     });
     TORCH_CHECK(covered == rows, "beam_search: step returned scores for ", covered, " of ", rows, " rows");
-    const Candidates top =
-        fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false, width);
-    const torch::Tensor& top_scores = top.scores;  // [A, 2k]
-    const torch::Tensor& top_index = top.indices;  // [A, 2k]
-    const auto sc = top_scores.accessor<float, 2>();
-    const auto ix = top_index.accessor<int64_t, 2>();
 
     std::vector<int64_t> next_active, keep_rows, next_tokens;
     std::vector<float> next_scores;
     std::vector<std::vector<int32_t>> next_history;
-    for (int64_t a = 0; a < n_active; ++a) {
-      const int64_t s = active[size_t(a)];
-      auto& done = finished[size_t(s)];
-      std::vector<int64_t> chosen;  // candidate positions continuing
-      for (int64_t c = 0; c < 2 * k && int64_t(chosen.size()) < k; ++c) {
-        const float score = sc[a][c];
-        if (score == kNegInf) break;
-        const int64_t beam = ix[a][c] / vocab, token = ix[a][c] % vocab;
-        if (token == eos) {
-          // Like fairseq: an EOS counts only among the k best candidates.
-          if (c < k) {
-            const auto& h = history[size_t(a * width + beam)];
-            if (raw)
-              done.push_back({h, kNoScore, kNoScore});
-            else
-              done.push_back({h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)});
+    std::vector<uint8_t> next_live;
+    if (sampling) {
+      // Each row continues its own sample: sample j of a sentence is row j (at its first step, draw j of its one
+      // row). A sample that draws EOS ends; its row stays as a dead one until the sentence's last sample ends.
+      for (int64_t a = 0; a < n_active; ++a) {
+        const int64_t s = active[size_t(a)];
+        auto& done = finished[size_t(s)];
+        bool any = false;
+        std::vector<int64_t> rows_a, toks_a;
+        std::vector<float> scores_a;
+        std::vector<uint8_t> live_a;
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t r = a * width + (width == 1 ? 0 : j);
+          const int64_t draw = width == 1 ? j : 0;
+          if (!live[size_t(r)]) {
+            rows_a.push_back(r);
+            toks_a.push_back(eos);
+            scores_a.push_back(kNegInf);
+            live_a.push_back(0);
+            continue;
           }
-        } else {
-          chosen.push_back(c);
+          const Entry& e = picker.drawn(r, draw);
+          const float score = scores[size_t(r)] + e.value;
+          if (e.index == eos || e.value == kNegInf) {
+            const auto& h = history[size_t(r)];
+            done.push_back({h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)});
+            rows_a.push_back(r);
+            toks_a.push_back(eos);
+            scores_a.push_back(kNegInf);
+            live_a.push_back(0);
+            continue;
+          }
+          any = true;
+          rows_a.push_back(r);
+          toks_a.push_back(e.index);
+          scores_a.push_back(score);
+          live_a.push_back(1);
         }
-      }
-      if (chosen.empty()) {  // sentence finished: nothing left alive
-        conclude(s);
-        continue;
-      }
-      if (int64_t(done.size()) >= k) {
-        if (!options.exact_stop) {  // finished: `beam` hypotheses ended (the first-k rule)
+        if (!any) {
           conclude(s);
           continue;
         }
-        // Exact: finished unless a live hypothesis can still beat the k-th best finished one. Its score
-        // can only fall with more tokens, the length penalty only grow up to the sentence's limit.
-        std::vector<double> ended;
-        for (const auto& h : done) ended.push_back(h.score);
-        std::nth_element(ended.begin(), ended.begin() + (k - 1), ended.end(), std::greater<double>());
-        const double kth = ended[size_t(k - 1)];
-        const double best_live = double(sc[a][chosen.front()]);  // candidates come best first
-        if (best_live / length_penalty(limits[size_t(s)], options.alpha) <= kth) {
+        next_active.push_back(s);
+        for (size_t j = 0; j < rows_a.size(); ++j) {
+          keep_rows.push_back(rows_a[j]);
+          next_tokens.push_back(toks_a[j]);
+          next_scores.push_back(scores_a[j]);
+          next_live.push_back(live_a[j]);
+          next_history.push_back(history[size_t(rows_a[j])]);
+          if (live_a[j]) next_history.back().push_back(int32_t(toks_a[j]));
+        }
+      }
+    } else {
+      const Candidates top =
+          fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false, width);
+      const auto sc = top.scores.accessor<float, 2>();  // [A, 2k]
+      const auto ix = top.indices.accessor<int64_t, 2>();
+      for (int64_t a = 0; a < n_active; ++a) {
+        const int64_t s = active[size_t(a)];
+        auto& done = finished[size_t(s)];
+        std::vector<int64_t> chosen;  // candidate positions continuing
+        for (int64_t c = 0; c < 2 * k && int64_t(chosen.size()) < k; ++c) {
+          const float score = sc[a][c];
+          if (score == kNegInf) break;
+          const int64_t beam = ix[a][c] / vocab, token = ix[a][c] % vocab;
+          if (token == eos) {
+            // Like fairseq: an EOS counts only among the k best candidates.
+            if (c < k) {
+              const auto& h = history[size_t(a * width + beam)];
+              if (raw)
+                done.push_back({h, kNoScore, kNoScore});
+              else
+                done.push_back(
+                    {h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)});
+            }
+          } else {
+            chosen.push_back(c);
+          }
+        }
+        if (chosen.empty()) {  // sentence finished: nothing left alive
           conclude(s);
           continue;
         }
-      }
-      next_active.push_back(s);
-      for (int64_t j = 0; j < k; ++j) {
-        // Fewer than k live candidates (tiny vocabularies): repeat the last one as a dead row.
-        const int64_t c = chosen[size_t(std::min<int64_t>(j, int64_t(chosen.size()) - 1))];
-        const int64_t row = a * width + ix[a][c] / vocab;
-        keep_rows.push_back(row);
-        next_tokens.push_back(ix[a][c] % vocab);
-        next_scores.push_back(raw ? 0.0f : j < int64_t(chosen.size()) ? sc[a][c] : kNegInf);
-        next_history.push_back(history[size_t(row)]);
-        next_history.back().push_back(int32_t(ix[a][c] % vocab));
+        if (int64_t(done.size()) >= k) {
+          if (!options.exact_stop) {  // finished: `beam` hypotheses ended (the first-k rule)
+            conclude(s);
+            continue;
+          }
+          // Exact: finished unless a live hypothesis can still beat the k-th best finished one. Its score
+          // can only fall with more tokens, the length penalty only grow up to the sentence's limit.
+          std::vector<double> ended;
+          for (const auto& h : done) ended.push_back(h.score);
+          std::nth_element(ended.begin(), ended.begin() + (k - 1), ended.end(), std::greater<double>());
+          const double kth = ended[size_t(k - 1)];
+          const double best_live = double(sc[a][chosen.front()]);  // candidates come best first
+          if (best_live / length_penalty(limits[size_t(s)], options.alpha) <= kth) {
+            conclude(s);
+            continue;
+          }
+        }
+        next_active.push_back(s);
+        for (int64_t j = 0; j < k; ++j) {
+          // Fewer than k live candidates (tiny vocabularies, a forced token): repeat the last one as a dead row.
+          const int64_t c = chosen[size_t(std::min<int64_t>(j, int64_t(chosen.size()) - 1))];
+          const int64_t row = a * width + ix[a][c] / vocab;
+          keep_rows.push_back(row);
+          next_tokens.push_back(ix[a][c] % vocab);
+          next_scores.push_back(raw ? 0.0f : j < int64_t(chosen.size()) ? sc[a][c] : kNegInf);
+          next_history.push_back(history[size_t(row)]);
+          next_history.back().push_back(int32_t(ix[a][c] % vocab));
+          next_live.push_back(1);
+        }
       }
     }
-    // Sentences joining: each one fresh row (rows + i in the reorder), k beams from BOS, beam 0 live.
-    const std::vector<int64_t> joined = admit ? admit(int64_t(next_active.size())) : std::vector<int64_t>{};
+    // Sentences joining: each one fresh row (rows + i in the reorder), k rows from BOS; beam 0 live (every
+    // sample live).
+    const std::vector<SearchSentence> joined =
+        input.admit ? input.admit(int64_t(next_active.size())) : std::vector<SearchSentence>{};
     for (size_t i = 0; i < joined.size(); ++i) {
-      TORCH_CHECK(joined[i] >= 1, "beam_search: max length must be >= 1, got ", joined[i]);
+      add_sentence(joined[i]);
+      any_prefix = any_prefix || !joined[i].prefix.empty();
       next_active.push_back(int64_t(finished.size()));
       finished.emplace_back();
-      limits.push_back(joined[i]);
       starts.push_back(t + 1);
       for (int64_t j = 0; j < k; ++j) {
         keep_rows.push_back(rows + int64_t(i));
         next_tokens.push_back(bos);
-        next_scores.push_back(j == 0 ? 0.0f : kNegInf);
+        next_scores.push_back(j == 0 || sampling ? 0.0f : kNegInf);
         next_history.emplace_back();
+        next_live.push_back(1);
       }
     }
     if (next_active.empty()) break;
@@ -383,6 +649,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
     tokens = std::move(next_tokens);
     scores = std::move(next_scores);
     history = std::move(next_history);
+    live = std::move(next_live);
   }
   return finished;
 }

@@ -171,6 +171,21 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       chunk.push_back(std::move(line));
     }
     if (chunk.empty()) break;
+    std::vector<std::string> prefixes;
+    if (options.prefixes) {
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        std::string p;
+        if (!options.prefixes->next(p)) {
+          throw DataError(options.prefixes_name + ": it ends at line " + std::to_string(stats.lines + int64_t(i)) +
+                          ", before the input (one prefix per input line; an empty line for none)");
+        }
+        if (utf8::find_invalid(p) != utf8::kValid) {
+          throw DataError(options.prefixes_name + ": line " + std::to_string(stats.lines + int64_t(i) + 1) +
+                          " is not valid UTF-8");
+        }
+        prefixes.push_back(std::move(p));
+      }
+    }
     valid.assign(chunk.size(), std::string());
     for (size_t i = 0; i < chunk.size(); ++i) {
       const int64_t number = stats.lines + int64_t(i) + 1;
@@ -183,7 +198,7 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       valid[i] = std::move(chunk[i]);
     }
     const auto chunk_start = std::chrono::steady_clock::now();
-    const std::vector<Translation> results = translator.translate(valid);
+    const std::vector<Translation> results = translator.translate(valid, prefixes);
     stats.chunk_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - chunk_start).count());
     for (size_t i = 0; i < results.size(); ++i) {
@@ -191,11 +206,11 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       const Translation& t = results[i];
       if (!valid[i].empty()) ++stats.translated;
       if (t.truncated) {
-        if (stats.truncated == 0) {
-          log::warn(
-              "input line {} is longer than the model's maximum of {} source tokens: translating its beginning "
-              "(further truncated lines are only counted)",
-              index + 1, translator.max_source_tokens());
+        if (stats.truncated < options.max_truncation_warnings) {
+          log::warn("input line {} is longer than {} source tokens: translating its first {}{}", index + 1,
+                    translator.max_source_tokens(), translator.max_source_tokens(),
+                    stats.truncated + 1 == options.max_truncation_warnings ? " (further cut lines are only counted)"
+                                                                           : "");
         }
         ++stats.truncated;
       }
@@ -226,6 +241,13 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
     stats.lines += int64_t(chunk.size());
     out.flush();
     if (!out) throw Error("writing the translations failed (disk full or closed pipe?)");
+  }
+  if (options.prefixes) {
+    std::string p;
+    if (options.prefixes->next(p)) {
+      throw DataError(options.prefixes_name + ": it has more lines than the input's " + std::to_string(stats.lines) +
+                      " (one prefix per input line)");
+    }
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;

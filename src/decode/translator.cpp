@@ -90,25 +90,12 @@ class EnsembleStep final : public JoinableStep {
 
 TranslateOptions options_from_config(const config::DecodeConfig& d) {
   TranslateOptions o;
-  o.search.beam = d.beam;
-  o.search.alpha = d.alpha;
-  o.search.nbest = d.nbest;
-  o.search.min_len = d.min_len;
-  o.search.exact_stop = d.exact_stop;
-  o.search.allow_unk = d.allow_unk;
-  o.max_len_a = d.max_len_a;
-  o.max_len_b = d.max_len_b;
-  o.batch_tokens = d.batch_tokens;
+  o.search = SearchOptions(d);
   return o;
 }
 
 void validate(const TranslateOptions& o) {
   validate(o.search);
-  if (!(o.max_len_a >= 0)) throw ConfigError("max-len-a: must be >= 0");
-  if (o.max_len_b < 0) throw ConfigError("max-len-b: must be >= 0");
-  if (o.max_len_a == 0 && o.max_len_b == 0)
-    throw ConfigError("max-len-a and max-len-b are both 0: nothing may be generated");
-  if (o.batch_tokens < 1) throw ConfigError("batch-tokens: must be >= 1");
   if (o.workers < 0) throw ConfigError("workers: must be >= 0 (0 = one per thread), got " + std::to_string(o.workers));
 }
 
@@ -144,7 +131,30 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
   }
 }
 
-int64_t Translator::max_source_tokens() const { return std::max<int64_t>(1, max_len_ - 1); }
+int64_t Translator::max_source_tokens() const {
+  const int64_t model = std::max<int64_t>(1, max_len_ - 1);
+  return options_.search.max_input_length > 0 ? std::min<int64_t>(model, options_.search.max_input_length) : model;
+}
+
+uint64_t Translator::stream_of(const std::vector<int32_t>& source, const std::vector<int32_t>& prefix) const {
+  // FNV-1a over the seed, the source and the prefix, then SplitMix64's finaliser: the same sentence, the same
+  // stream, wherever and with whatever it is translated.
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(uint64_t(options_.search.sampling_seed));
+  mix(source.size());
+  for (const int32_t t : source) mix(uint32_t(t));
+  mix(prefix.size());
+  for (const int32_t t : prefix) mix(uint32_t(t));
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
 
 Translator::Encoded Translator::prepare(const std::vector<const std::vector<int32_t>*>& sources) const {
   const auto ids = tokenizer_.special_ids();
@@ -159,7 +169,7 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
     const auto& s = *sources[size_t(i)];
     for (size_t j = 0; j < s.size(); ++j) acc[i][int64_t(j)] = s[j];
     acc[i][int64_t(s.size())] = ids.eos;
-    const auto limit = int64_t(std::floor(options_.max_len_a * double(s.size()) + double(options_.max_len_b)));
+    const auto limit = int64_t(std::floor(options_.search.max_len_a * double(s.size()) + double(options_.search.max_len_b)));
     out.max_lengths[size_t(i)] = std::clamp<int64_t>(limit, 1, max_len_);
   }
   out.src = out.src.to(models_.front()->parameters().front().device());
@@ -167,11 +177,27 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
 }
 
 std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources,
+                                                              const std::vector<const std::vector<int32_t>*>& prefixes,
                                                               const SentenceDone& on_done, const Feed& feed,
                                                               const Abandoned& abandoned) {
   const auto ids = tokenizer_.special_ids();
   const Encoded first = prepare(sources);
-  const int32_t unk = options_.search.allow_unk ? -1 : ids.unk;
+  SearchInput in;
+  in.bos = ids.bos;
+  in.eos = ids.eos;
+  in.pad = ids.pad;
+  in.unk = options_.search.allow_unk ? -1 : ids.unk;
+  static const std::vector<int32_t> kNone;
+  const auto sentences = [&](const std::vector<const std::vector<int32_t>*>& srcs,
+                             const std::vector<const std::vector<int32_t>*>& pre, const std::vector<int64_t>& limits) {
+    std::vector<SearchSentence> out;
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      const std::vector<int32_t>& p = pre.empty() || !pre[i] ? kNone : *pre[i];
+      out.push_back({limits[i], p, stream_of(*srcs[i], p)});
+    }
+    return out;
+  };
+  in.sentences = sentences(sources, prefixes, first.max_lengths);
   std::unique_ptr<JoinableStep> step;
   if (models_.size() == 1) {
     step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src));
@@ -180,20 +206,20 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     for (auto& model : models_) members.push_back(std::make_unique<ModelStep>(model, model->encode(first.src)));
     step = std::make_unique<EnsembleStep>(std::move(members));
   }
-  Admit admit;
   if (feed) {
-    admit = [&](int64_t searching) {
+    in.admit = [&](int64_t searching) {
       const std::vector<std::vector<int32_t>> more = clip(feed(searching));
-      if (more.empty()) return std::vector<int64_t>{};
+      if (more.empty()) return std::vector<SearchSentence>{};
       std::vector<const std::vector<int32_t>*> view;
       for (const auto& s : more) view.push_back(&s);
       const Encoded joining = prepare(view);
       step->join(joining.src);
-      return joining.max_lengths;
+      return sentences(view, {}, joining.max_lengths);
     };
   }
-  return beam_search(*step, first.max_lengths, ids.bos, ids.eos, options_.search, ids.pad, unk, on_done, admit,
-                     abandoned);
+  in.on_done = on_done;
+  in.abandoned = abandoned;
+  return beam_search(*step, options_.search, in);
 }
 
 std::vector<std::vector<int32_t>> Translator::clip(std::vector<std::vector<int32_t>> sources) const {
@@ -212,12 +238,14 @@ std::vector<std::vector<Hypothesis>> Translator::translate_continuously(
   const std::vector<std::vector<int32_t>> first = clip(sources);
   std::vector<const std::vector<int32_t>*> view;
   for (const auto& s : first) view.push_back(&s);
-  return search_batch(view, on_done, feed, abandoned);
+  return search_batch(view, {}, on_done, feed, abandoned);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources,
-                                                               const SentenceDone& on_done,
-                                                               const Abandoned& abandoned) {
+                                                               const SentenceDone& on_done, const Abandoned& abandoned,
+                                                               const std::vector<std::vector<int32_t>>& prefixes) {
+  TORCH_CHECK(prefixes.empty() || prefixes.size() == sources.size(), "translate_ids: ", prefixes.size(),
+              " prefixes for ", sources.size(), " sources");
   torch::NoGradGuard no_grad;
   const int64_t keep = max_source_tokens();
   std::vector<std::vector<int32_t>> cut;  // only the sources that need cutting
@@ -236,7 +264,7 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
   std::vector<std::pair<size_t, size_t>> batches;  // [begin, end) of `order`
   for (size_t begin = 0; begin < order.size();) {
     const int64_t longest = int64_t(view[order[begin]]->size()) + 1;
-    const size_t fit = size_t(std::max<int64_t>(1, options_.batch_tokens / longest));
+    const size_t fit = size_t(std::max<int64_t>(1, options_.search.batch_tokens / longest));
     const size_t end = std::min(order.size(), begin + fit);
     batches.emplace_back(begin, end);
     begin = end;
@@ -248,15 +276,17 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     std::vector<size_t> mine;
     for (size_t i = batch_range.first + w; i < batch_range.second; i += parts) mine.push_back(order[i]);
     if (mine.empty()) return;
-    std::vector<const std::vector<int32_t>*> batch;
+    std::vector<const std::vector<int32_t>*> batch, batch_prefixes;
     for (const size_t i : mine) batch.push_back(view[i]);
+    if (!prefixes.empty())
+      for (const size_t i : mine) batch_prefixes.push_back(&prefixes[i]);
     SentenceDone tell;
     if (on_done) {
       tell = [&](int64_t i, const std::vector<Hypothesis>& h) { on_done(int64_t(mine[size_t(i)]), h); };
     }
     Abandoned given_up;
     if (abandoned) given_up = [&](int64_t i) { return abandoned(int64_t(mine[size_t(i)])); };
-    auto results = search_batch(batch, tell, {}, given_up);
+    auto results = search_batch(batch, batch_prefixes, tell, {}, given_up);
     for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
   };
   const bool cpu = models_.front()->parameters().front().device().is_cpu();
@@ -294,9 +324,12 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
   return out;
 }
 
-std::vector<Translation> Translator::translate(const std::vector<std::string>& lines) {
+std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
+                                               const std::vector<std::string>& prefixes) {
+  TORCH_CHECK(prefixes.empty() || prefixes.size() == lines.size(), "translate: ", prefixes.size(), " prefixes for ",
+              lines.size(), " lines");
   std::vector<Translation> out(lines.size());
-  std::vector<std::vector<int32_t>> sources;
+  std::vector<std::vector<int32_t>> sources, prefix_ids;
   std::vector<size_t> where;  // sources[i] is lines[where[i]]
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
@@ -305,10 +338,11 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       sources.pop_back();
       continue;
     }
+    if (!prefixes.empty()) prefix_ids.push_back(prefixes[i].empty() ? std::vector<int32_t>{} : tokenizer_.tgt().encode(prefixes[i]));
     out[i].truncated = int64_t(sources.back().size()) > max_source_tokens();
     where.push_back(i);
   }
-  auto hyps = translate_ids(sources);
+  auto hyps = translate_ids(sources, {}, {}, prefix_ids);
   for (size_t j = 0; j < where.size(); ++j) {
     Translation& t = out[where[j]];
     t.hypotheses = std::move(hyps[j]);

@@ -15,6 +15,7 @@
 #include "mtx/decode/translator.h"
 #include "mtx/serve/html.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/strings.h"
 #include "mtx/util/utf8.h"
 
 namespace mtx::serve {
@@ -367,7 +368,28 @@ struct Api::Impl {
 
   // /openapi.json's text: the resource with this server's limits filled in (made once).
   std::string openapi_document() const {
-    std::string out = dump(json::parse(kServeOpenApi));
+    json doc = json::parse(kServeOpenApi);
+    // The decoding fields of /v1/translate: the table's entries a request may set (config::decode_options()).
+    json& fields = doc["components"]["schemas"]["TranslateRequest"]["properties"];
+    for (const auto& o : config::decode_options()) {
+      if (!o.request) continue;
+      json f = {{"description", o.help}};
+      if (o.boolean) {
+        f["type"] = "boolean";
+      } else {
+        const bool limited = std::string(o.key) == "beam" || std::string(o.key) == "nbest";
+        f["type"] = o.number ? "number" : "integer";
+        f["minimum"] = o.number ? json(o.min) : json(int64_t(o.min));
+        if (o.min_open) f["exclusiveMinimum"] = true;  // OpenAPI 3.0's form
+        if (limited) {
+          f["maximum"] = options.max_beam;
+        } else if (!std::isinf(o.max)) {
+          f["maximum"] = o.number ? json(o.max) : json(int64_t(o.max));
+        }
+      }
+      fields[o.key] = f;
+    }
+    std::string out = dump(doc);
     const std::array<std::pair<const char*, int64_t>, 5> limits = {
         {{"\"@max_request_sentences@\"", options.max_request_sentences},
          {"\"@max_request_tokens@\"", options.max_request_tokens},
@@ -443,14 +465,62 @@ struct Api::Impl {
     metrics.translated(int64_t(hyps.size()), source, generated);
   }
 
+  // The decoding options a request sets (config::decode_options(), those marked `request`), typed and ranged as
+  // the table says, then checked together; "beam" and "nbest" at most --max-beam. Throws 400s naming the field.
+  void read_decode_fields(const json& doc, config::DecodeConfig& d) const {
+    for (const auto& o : config::decode_options()) {
+      if (!o.request || !doc.contains(o.key)) continue;
+      const json& v = doc[o.key];
+      const std::string field = std::string("\"") + o.key + "\"";
+      if (o.boolean) {
+        if (!v.is_boolean()) throw bad(field + " must be true or false");
+        d.*o.boolean = v.get<bool>();
+      } else if (o.number) {
+        const double x = v.is_number() ? v.get<double>() : std::nan("");
+        const bool below = o.min_open ? !(x > o.min) : !(x >= o.min);
+        if (below || !(x <= o.max)) {
+          std::ostringstream range;
+          if (std::isinf(o.max)) {
+            range << (o.min_open ? " > " : " >= ") << o.min;
+          } else {
+            range << " in " << (o.min_open ? "(" : "[") << o.min << ", " << o.max << "]";
+          }
+          throw bad(field + " must be a number" + range.str());
+        }
+        d.*o.number = x;
+      } else {
+        const bool beam = std::string(o.key) == "beam" || std::string(o.key) == "nbest";
+        const double hi = beam ? std::min<double>(o.max, options.max_beam) : o.max;
+        if (!v.is_number_integer()) throw bad(field + " must be an integer");
+        const double x = v.is_number_unsigned() ? double(v.get<uint64_t>()) : double(v.get<int64_t>());
+        if (x < o.min || x > hi) {
+          throw bad(field + " must be in [" + std::to_string(int64_t(o.min)) + ", " + std::to_string(int64_t(hi)) + "]");
+        }
+        if (o.integer64) d.*o.integer64 = v.get<int64_t>();
+        if (o.integer) d.*o.integer = int(v.get<int64_t>());
+      }
+    }
+    if (!config::sampling(d) && d.nbest > d.beam) {
+      throw bad("\"nbest\" must be in [1, " + std::to_string(d.beam) + "] (at most the beam)");
+    }
+    try {
+      config::validate(d, true);
+    } catch (const ConfigError& e) {
+      throw bad(e.what());
+    }
+  }
+
   Routed translate(const HttpRequest&, const json& doc) const {
-    static const std::array<const char*, 8> known = {"text",  "model",  "beam",      "nbest",
-                                                     "alpha", "scores", "alignment", "timeout_ms"};
+    // The request's own fields, then every decoding option a request may set (config::decode_options()).
+    std::vector<std::string> known = {"text", "model", "scores", "alignment", "timeout_ms"};
+    for (const auto& o : config::decode_options()) {
+      if (o.request) known.emplace_back(o.key);
+    }
     for (const auto& item : doc.items()) {
       const std::string& k = item.key();
       if (k == "api_key") continue;
-      if (std::find_if(known.begin(), known.end(), [&](const char* n) { return k == n; }) == known.end()) {
-        throw bad("unknown field \"" + k + "\" (text, model, beam, nbest, alpha, scores, alignment, timeout_ms)");
+      if (std::find(known.begin(), known.end(), k) == known.end()) {
+        throw bad("unknown field \"" + k + "\" (" + join(known, ", ") + ")");
       }
     }
     const std::string model_name =
@@ -480,18 +550,12 @@ struct Api::Impl {
     };
     BatchKey key;
     key.model = model_name;
-    key.beam = int(integer("beam", decode.beam, 1, options.max_beam));
-    key.nbest = int(integer("nbest", 1, 1, key.beam));
-    key.alpha = decode.alpha;
-    if (doc.contains("alpha")) {
-      if (!doc["alpha"].is_number() || !(doc["alpha"].get<double>() >= 0) ||
-          !std::isfinite(doc["alpha"].get<double>())) {
-        throw bad("\"alpha\" must be a number >= 0");
-      }
-      key.alpha = doc["alpha"].get<double>();
-    }
+    key.decode = decode;
+    key.decode.nbest = 1;  // one hypothesis unless the request asks for more
+    read_decode_fields(doc, key.decode);
     const bool scores = boolean("scores");
-    key.scores = scores || key.nbest > 1 || key.beam > 1;  // only greedy search leaves them out
+    // Only greedy search leaves the scores out.
+    key.scores = scores || key.decode.nbest > 1 || key.decode.beam > 1 || config::sampling(key.decode);
     const bool alignment = boolean("alignment");
     const int64_t timeout_ms = integer("timeout_ms", 0, 100, int64_t(1) << 40);
     if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
@@ -503,7 +567,7 @@ struct Api::Impl {
         [single](size_t i) { return single ? std::string("\"text\"") : "\"text\"[" + std::to_string(i) + "]"; },
         timeout_ms);
     auto sources = std::make_shared<const std::vector<std::vector<int32_t>>>(out.job->sources);
-    const int nbest = key.nbest;
+    const int nbest = key.decode.nbest;
     out.finish = [this, model, sources, scores, alignment, nbest](const Hypotheses& hyps) {
       const auto& tok = *model->bundle.tokenizer;
       json list = json::array();
@@ -621,10 +685,10 @@ struct Api::Impl {
     }
     BatchKey key;
     key.model = model->name;
-    key.nbest = int(alternatives) + 1;
-    key.beam = std::max(model->bundle.config.decode.beam, key.nbest);
-    key.alpha = model->bundle.config.decode.alpha;
-    key.scores = key.beam > 1;
+    key.decode = model->bundle.config.decode;
+    key.decode.nbest = int(alternatives) + 1;
+    if (!config::sampling(key.decode)) key.decode.beam = std::max(key.decode.beam, key.decode.nbest);
+    key.scores = key.decode.beam > 1 || config::sampling(key.decode);
     Routed out;
     if (lines.empty()) {  // nothing but blanks: they are their own translation
       json translated = json::array();

@@ -81,10 +81,7 @@ struct Server::Impl {
                        const decode::SentenceDone& finished, const Batcher::More& more,
                        const decode::Abandoned& abandoned) {
     const ServedModel& m = find(key.model);
-    decode::TranslateOptions o = decode::options_from_config(m.bundle.config.decode);
-    o.search.beam = key.beam;
-    o.search.nbest = key.nbest;
-    o.search.alpha = key.alpha;
+    decode::TranslateOptions o = decode::options_from_config(key.decode);
     o.search.scores = key.scores;
     o.workers = options.batches > 1 ? 1 : options.workers;
     decode::Translator translator(m.bundle.model, *m.bundle.tokenizer, o);

@@ -78,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     mtx::serve::Hypotheses hyps;
     for (const auto& s : job.sources) {
       std::vector<mtx::decode::Hypothesis> h;
-      for (int k = 0; k < job.key.nbest; ++k) {
+      for (int k = 0; k < job.key.decode.nbest; ++k) {
         h.push_back({std::vector<int32_t>(s.begin(), s.begin() + std::min<size_t>(s.size(), 6)), -1.0 * k, -1.0});
       }
       hyps.push_back(h);

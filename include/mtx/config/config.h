@@ -136,18 +136,56 @@ struct TrainConfig {
                                 // to one process with accum_steps x world size; false: ring all-reduce
 };
 
+// Decoding: the values of the options that decode_options() declares (one entry each, below); a new option is a
+// field here with its default and an entry there.
 struct DecodeConfig {
   int beam = 5;            // beam size (1 = greedy)
   double alpha = 0.6;      // GNMT length normalisation (0 = raw log-probability)
   double max_len_a = 1.2;  // output limit: a * source_length + b
   int max_len_b = 10;
   int batch_tokens = 4096;  // source tokens per decoding batch
-  int nbest = 1;            // hypotheses written per input line (<= beam)
+  int nbest = 1;            // hypotheses written per input line (<= beam; samples when sampling)
   int min_len = 0;          // tokens generated before EOS may be chosen (the length limit wins)
   bool exact_stop = false;  // end a sentence's search only when no live hypothesis can still win
                             // (false: once `beam` hypotheses finished, as fairseq and CTranslate2 do)
   bool allow_unk = true;    // false: <unk> is never generated (Marian's default, kept by models imported from it)
+  int max_input_length = 0;  // source tokens kept (0: as many as the model takes); longer sources are cut
+  int sampling_topk = 1;           // 1: no sampling (search); 0: sample from the whole vocabulary; K: the K best
+  double sampling_topp = 1.0;      // nucleus: the fewest best tokens whose probability reaches P (1: all)
+  double sampling_temperature = 1.0;
+  int64_t sampling_seed = 0;        // each sentence samples from its own stream, seeded by this and the sentence
+  double repetition_penalty = 1.0;  // > 1: tokens already generated become less likely (CTRL's, as transformers)
+  int no_repeat_ngram_size = 0;     // N > 0: no N-gram occurs twice in a hypothesis
 };
+
+// One decoding option, declared once: its key in a config's `decode` section and in a server request, its
+// command-line flag, type (the field it sets), range, help and whether a request may set it. The config reader,
+// the flags of mtx translate/eval/serve, the server's request fields and the docs' tables all walk this table.
+struct DecodeOption {
+  const char* key;    // "beam": decode.beam in a config, "beam" in a request body
+  const char* flags;  // CLI11's names: "--beam", or for a switch "--exact-stop{true},--first-k-stop{false}"
+  enum class Type { integer, number, boolean } type;
+  int DecodeConfig::*integer = nullptr;  // the field, by type
+  int64_t DecodeConfig::*integer64 = nullptr;
+  double DecodeConfig::*number = nullptr;
+  bool DecodeConfig::*boolean = nullptr;
+  double min = 0, max = 0;  // inclusive; numbers: min_open excludes min
+  bool min_open = false;
+  const char* help;
+  bool request = false;  // a server request may set it ("key": value)
+  // The value as JSON-like text ("5", "0.6", "true") and as a double (booleans 0/1).
+  std::string text(const DecodeConfig& c) const;
+  double value(const DecodeConfig& c) const;
+};
+const std::vector<DecodeOption>& decode_options();
+// Each option's range, then the rules between options (nbest within the beam, sampling with beam 1, ...).
+// Throws ConfigError naming the option as "decode.KEY (--FLAG)", or as "\"KEY\"" (a request's field) when
+// `as_fields`.
+void validate(const DecodeConfig& decode, bool as_fields = false);
+bool operator==(const DecodeConfig& a, const DecodeConfig& b);
+inline bool operator!=(const DecodeConfig& a, const DecodeConfig& b) { return !(a == b); }
+// Sampling is on: sampling_topk other than 1 (CTranslate2's rule).
+inline bool sampling(const DecodeConfig& d) { return d.sampling_topk != 1; }
 
 struct Config {
   Task task = Task::translation;  // translation | lm (decoder-only language model over one text stream; its

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <istream>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -24,9 +25,9 @@ struct EvalOptions {
   std::vector<std::string> ckpts;  // several: an ensemble
   std::string src;
   std::string output;  // also write the translations here
-  // Unset: the first checkpoint's decode section decides.
-  std::optional<int> beam, batch_tokens;
-  std::optional<double> alpha;
+  // The decoding options: the first checkpoint's decode section in, the options to translate with out (the
+  // command's flags applied). Empty: the section as it is.
+  std::function<config::DecodeConfig(const config::DecodeConfig&)> decode;
   int workers = 0;            // searches at once (0: one per thread), as TranslateOptions::workers
   bool int8 = false;          // quantize the models (bundle::quantize_int8); an int8 bundle is int8 already
   bool float_output = false;  // with int8: keep the output projection in float

@@ -14,22 +14,15 @@
 
 namespace mtx::decode {
 
-// The defaults are config::DecodeConfig's, written once in config/config.h.
-struct SearchOptions {
-  int beam = config::DecodeConfig{}.beam;        // hypotheses kept per sentence (1 = greedy)
-  double alpha = config::DecodeConfig{}.alpha;   // GNMT length normalisation exponent (0 = raw log-probability)
-  int nbest = config::DecodeConfig{}.nbest;      // hypotheses returned per sentence (<= beam)
-  int min_len = config::DecodeConfig{}.min_len;  // tokens generated before EOS may be chosen (the length limit wins)
-  // When a sentence's search ends. false: once `beam` hypotheses have finished (fairseq's and
-  // CTranslate2's rule; under length normalisation a live hypothesis could still have won). true: only
-  // when no live hypothesis can beat the beam-th finished one (its log-probability over the length
-  // penalty at its length limit is the bound): exact under the scoring, slower.
-  bool exact_stop = config::DecodeConfig{}.exact_stop;
-  bool allow_unk = config::DecodeConfig{}.allow_unk;  // false: <unk> is never generated
-  // false: nobody reads the hypotheses' scores. A greedy search (beam 1, exact_stop off) then picks each token
-  // on the raw next-token scores, skipping the log-softmax's normalisation (the same argmax, but where two scores
-  // would round to one log-probability: the raw path keeps them apart, the other takes the lower id), and its
-  // hypotheses' score and log_prob are NaN.
+// Every decoding option (config::DecodeConfig, declared once in config::decode_options(): beam, alpha, nbest,
+// min_len, exact_stop, allow_unk, length limits, sampling, repetition controls), and what only a caller sets.
+struct SearchOptions : config::DecodeConfig {
+  SearchOptions() = default;
+  explicit SearchOptions(const config::DecodeConfig& decode) : config::DecodeConfig(decode) {}
+  // false: nobody reads the hypotheses' scores. A greedy search (beam 1, exact_stop off, no sampling, no
+  // processors) then picks each token on the raw next-token scores, skipping the log-softmax's normalisation
+  // (the same argmax, but where two scores would round to one log-probability: the raw path keeps them apart,
+  // the other takes the lower id), and its hypotheses' score and log_prob are NaN.
   bool scores = true;
 };
 
@@ -78,6 +71,7 @@ struct StepRules {
   int32_t unk = -1;                      // nor <unk>, when given (decode.allow_unk false)
   std::vector<uint8_t> eos_banned;       // per sentence (or empty: none): before min_len
   std::vector<uint8_t> forced;           // per sentence: at its length limit, may only end (wins over eos_banned)
+  std::vector<int32_t> forced_token;     // per sentence (or empty: none): its prefix's next token, or -1
 };
 // scores [A * width, vocab] (any float type, any device): `width` rows per sentence (0: k; 1 at a search's first
 // step), index = row within the sentence * vocab + token. On CPU in float: one fused pass per row (max, sum of
@@ -104,10 +98,45 @@ using Admit = std::function<std::vector<int64_t>(int64_t searching)>;
 // server's client that went away, or a request past its deadline. Any thread; it must not call into the search.
 using Abandoned = std::function<bool(int64_t sentence)>;
 
-// Searches for every sentence of the state; max_lengths[i] = the most tokens sentence i may generate
-// (EOS included, >= 1). Returns, per sentence (those admitted included), up to options.nbest hypotheses, best
-// first. BOS, `pad` and `unk` (when >= 0) are never generated. Throws ConfigError when the vocabulary is under
-// twice the beam.
+// One sentence of a search: its length limit (the most tokens it may generate, EOS included, >= 1), the target
+// prefix forced at its start (tokens without BOS and EOS; the search continues after them and they are part of
+// its hypotheses and their log-probabilities; the limit grows to hold them), and its sampling stream (the draws of
+// its sample j at its own step t depend on nothing but (stream, t, j)).
+struct SearchSentence {
+  int64_t max_length = 1;
+  std::vector<int32_t> prefix;
+  uint64_t stream = 0;
+};
+// Continuous batching with prefixes and streams: as Admit, returning the joining sentences.
+using AdmitSentences = std::function<std::vector<SearchSentence>(int64_t searching)>;
+
+// What a search is given besides its options: the sentences of the step function's state, the special ids
+// (BOS, `pad` and `unk` when >= 0 are never generated) and the callbacks.
+struct SearchInput {
+  std::vector<SearchSentence> sentences;
+  int32_t bos = -1, eos = -1, pad = -1, unk = -1;
+  SentenceDone on_done;
+  AdmitSentences admit;
+  Abandoned abandoned;
+};
+
+// Searches for every sentence of the state. The strategy and the steps between the model's scores and the
+// token choice follow the options:
+// - beam search (beam > 1), greedy (beam 1), or sampling (sampling_topk != 1: each of nbest samples per sentence
+//   draws its next token from its own stream, after temperature, top-k and top-p, as transformers orders them);
+// - logits processors, per row, on what the strategy chooses from (transformers' definitions): the repetition
+//   penalty (CTRL's: a token already in the hypothesis has its score divided by the penalty where positive and
+//   multiplied where negative) and the no-repeat n-gram ban act on the log-probabilities in beam search
+//   (beam > 1) and on the logits in greedy search and sampling; then the bans (BOS, pad, unk, EOS before min_len)
+//   and the forced tokens (a prefix, EOS at the length limit).
+// A hypothesis's log_prob is the sum of its tokens' log-probabilities under the processed scores (normalised
+// again in greedy search and sampling; at temperature 1, untruncated, when sampling). Returns, per sentence (those
+// admitted included), up to options.nbest hypotheses, best first (samples: in draw order). Throws ConfigError when
+// the vocabulary is under twice the beam.
+std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchOptions& options,
+                                                 const SearchInput& input);
+
+// The same with limits only (no prefixes, stream 0 each): max_lengths[i] is sentence i's limit.
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
                                                  int32_t eos, const SearchOptions& options, int32_t pad = -1,
                                                  int32_t unk = -1, const SentenceDone& on_done = {},

@@ -39,6 +39,11 @@ struct StreamOptions {
   std::string align;          // "hard" | "soft": each hypothesis is followed by ` ||| ` and its word alignment
                               // (decode/align.h: Pharaoh pairs, or per target word its source probabilities)
   int align_layer = -1;       // the decoder layer the alignment is read from (negative: from the last)
+  // Line-aligned target prefixes (mtx translate --target-prefix FILE): line i's translation starts with line i of
+  // this source ("" for none). It must have a line for every input line (DataError naming the line otherwise).
+  LineSource* prefixes = nullptr;
+  std::string prefixes_name = "--target-prefix";  // named in its errors
+  int max_truncation_warnings = 100;  // input lines cut named one by one, then only counted
 };
 
 struct StreamStats {

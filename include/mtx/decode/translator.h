@@ -14,14 +14,8 @@
 
 namespace mtx::decode {
 
-// The defaults are config::DecodeConfig's (workers has no config key): options_from_config(DecodeConfig{})
-// equals TranslateOptions{} field by field.
 struct TranslateOptions {
-  SearchOptions search;  // beam, alpha, nbest, min_len, exact_stop
-  // Output limit: a * source_length + b tokens (and the model's max_len).
-  double max_len_a = config::DecodeConfig{}.max_len_a;
-  int max_len_b = config::DecodeConfig{}.max_len_b;
-  int batch_tokens = config::DecodeConfig{}.batch_tokens;  // sentences per batch x longest source (padding included)
+  SearchOptions search;  // every decoding option (config::DecodeConfig), the length limits and batch budget included
   // Searches run at once on the CPU, each on one thread (at most the thread count at once); each batch is dealt
   // out among them sentence by sentence (CTranslate2's inter_threads). 0: one per thread (docs/translating.md
   // has the throughput of both); a single sentence still gets every thread.
@@ -49,14 +43,19 @@ class Translator {
   // Throws ConfigError on an empty list or target vocabularies of different sizes.
   Translator(std::vector<model::Transformer> models, tokenizer::Tokenizer tokenizer, TranslateOptions options);
 
-  // Translations of `lines`, in input order. Empty lines give an empty translation.
-  std::vector<Translation> translate(const std::vector<std::string>& lines);
+  // Translations of `lines`, in input order. Empty lines give an empty translation. `prefixes` (empty, or one per
+  // line, "" for none): target text each translation starts with (the search continues after it; the output holds
+  // it).
+  std::vector<Translation> translate(const std::vector<std::string>& lines,
+                                     const std::vector<std::string>& prefixes = {});
   // Token level: source ids without EOS (longer than the model allows: cut) -> hypotheses per source.
   // `on_done` (optional) is told each source's index and hypotheses as soon as its search ends, possibly from
   // several search threads at once.
-  // `abandoned` (optional): beam_search's, with the sources' indices.
+  // `abandoned` (optional): beam_search's, with the sources' indices. `prefixes` (empty, or one per source): the
+  // target tokens each search is forced to start with. A sentence's sampling stream is its own (stream_of).
   std::vector<std::vector<Hypothesis>> translate_ids(const std::vector<std::vector<int32_t>>& sources,
-                                                     const SentenceDone& on_done = {}, const Abandoned& abandoned = {});
+                                                     const SentenceDone& on_done = {}, const Abandoned& abandoned = {},
+                                                     const std::vector<std::vector<int32_t>>& prefixes = {});
 
   // Continuous batching: one search on this thread over `sources`, which sentences join while it runs. After
   // each step `feed` is told how many sentences are still searching and returns sources to add (none: an empty
@@ -72,8 +71,11 @@ class Translator {
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   // The model (an ensemble's first member: alignments are read from it).
   model::Transformer& model() { return models_.front(); }
-  // Source tokens kept at most (without EOS).
+  // Source tokens kept at most (without EOS): the model's limit, or decode.max_input_length when lower.
   int64_t max_source_tokens() const;
+  // A sentence's sampling stream: a hash of decode.sampling_seed, its source tokens and its prefix, so that its
+  // samples are the same alone, in any batch, on any number of threads.
+  uint64_t stream_of(const std::vector<int32_t>& source, const std::vector<int32_t>& prefix) const;
 
  private:
   struct Encoded {
@@ -83,6 +85,7 @@ class Translator {
   Encoded prepare(const std::vector<const std::vector<int32_t>*>& sources) const;
   std::vector<std::vector<int32_t>> clip(std::vector<std::vector<int32_t>> sources) const;  // cut to the model
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
+                                                    const std::vector<const std::vector<int32_t>*>& prefixes,
                                                     const SentenceDone& on_done, const Feed& feed,
                                                     const Abandoned& abandoned = {});
 

@@ -24,13 +24,9 @@ namespace mtx::serve {
 // What requests must share to ride in one batch.
 struct BatchKey {
   std::string model;
-  int beam = 5;
-  int nbest = 1;
-  double alpha = 0.6;
-  bool scores = true;  // the answers carry hypotheses' scores (decode::SearchOptions::scores)
-  bool operator==(const BatchKey& o) const {
-    return std::tie(model, beam, nbest, alpha, scores) == std::tie(o.model, o.beam, o.nbest, o.alpha, o.scores);
-  }
+  config::DecodeConfig decode;  // every decoding option, as the request set it over the model's defaults
+  bool scores = true;           // the answers carry hypotheses' scores (decode::SearchOptions::scores)
+  bool operator==(const BatchKey& o) const { return model == o.model && decode == o.decode && scores == o.scores; }
 };
 
 using Hypotheses = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
