@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "mtx/util/cpu_isa.h"
 #include "mtx/util/errors.h"
@@ -579,4 +580,192 @@ TEST(BeamSearch, GreedyWithoutScoresChoosesTheSameTokens) {
     EXPECT_EQ(beam[s][0].tokens, beam_scored[s][0].tokens);
     EXPECT_EQ(beam[s][0].score, beam_scored[s][0].score) << "beam search keeps its scores";
   }
+}
+
+namespace {
+
+SearchInput input_of(const std::vector<SearchSentence>& sentences) {
+  SearchInput in;
+  in.sentences = sentences;
+  in.bos = kBos;
+  in.eos = kEos;
+  return in;
+}
+
+}  // namespace
+
+// A target prefix is forced, its tokens' log-probabilities count, and the search goes on after it; a sentence
+// with a prefix searches the same beside others as alone.
+TEST(BeamSearch, TargetPrefixIsForcedThenTheSearchContinues) {
+  for (const int beam : {1, 3}) {
+    FakeStep fn(garden_path, 2);
+    const auto out = beam_search(fn, opts(beam), input_of({{10, {5}, 0}, {10, {}, 0}}));
+    ASSERT_FALSE(out[0].empty());
+    EXPECT_EQ(out[0][0].tokens, (std::vector<int32_t>{5})) << "beam " << beam;
+    EXPECT_NEAR(out[0][0].log_prob, std::log(0.4) + std::log(0.9), 1e-5);
+    FakeStep alone(garden_path, 1);
+    EXPECT_EQ(beam_search(alone, opts(beam), input_of({{10, {}, 0}}))[0][0].tokens, out[1][0].tokens);
+    // A prefix the model finds unlikely, longer than the limit: all of it, then the search.
+    FakeStep fn2(garden_path, 1);
+    const auto forced = beam_search(fn2, opts(beam), input_of({{1, {6, 7, 6}, 0}}));
+    ASSERT_FALSE(forced[0].empty());
+    EXPECT_EQ(forced[0][0].tokens, (std::vector<int32_t>{6, 7, 6})) << "the limit grows to hold the prefix";
+  }
+}
+
+// Repetition controls with transformers' definitions: the penalty divides a seen token's positive score and
+// multiplies a negative one; no n-gram occurs twice. Worked by hand on a model that loves token 4.
+TEST(BeamSearch, RepetitionPenaltyAndNoRepeatNgramsAsTransformersDefineThem) {
+  const Table loops = [](int64_t, const std::vector<int32_t>&) { return dist({{4, 0.6}, {5, 0.3}, {kEos, 0.05}}); };
+  FakeStep plain(loops, 1);
+  EXPECT_EQ(beam_search(plain, {6}, kBos, kEos, opts(1))[0][0].tokens, (std::vector<int32_t>{4, 4, 4, 4, 4}));
+  // Penalty 3 on log-probabilities: 4 -> 3 ln 0.6 = -1.53 < ln 0.3 = -1.20, then 5 -> 3 ln 0.3 = -3.61.
+  SearchOptions o = opts(1);
+  o.repetition_penalty = 3;
+  FakeStep penalised(loops, 1);
+  EXPECT_EQ(beam_search(penalised, {6}, kBos, kEos, o)[0][0].tokens, (std::vector<int32_t>{4, 5, 4, 4, 4}));
+  // Penalty 1.5: 1.5 ln 0.6 = -0.77 still beats ln 0.3.
+  o.repetition_penalty = 1.5;
+  FakeStep mild(loops, 1);
+  EXPECT_EQ(beam_search(mild, {6}, kBos, kEos, o)[0][0].tokens, (std::vector<int32_t>{4, 4, 4, 4, 4}));
+  // No repeated bigram: 4 4, then 4 is banned after 4 (5), then 5 4 is new, then 4 after 4 again banned ...
+  for (const int beam : {1, 2}) {
+    SearchOptions n = opts(beam);
+    n.no_repeat_ngram_size = 2;
+    FakeStep ngram(loops, 1);
+    const auto h = beam_search(ngram, {8}, kBos, kEos, n)[0][0].tokens;
+    std::set<std::pair<int32_t, int32_t>> seen;
+    for (size_t i = 0; i + 1 < h.size(); ++i) {
+      EXPECT_TRUE(seen.insert({h[i], h[i + 1]}).second) << "bigram repeated at " << i << ", beam " << beam;
+    }
+    ASSERT_GE(h.size(), 3u);
+    EXPECT_EQ(h[0], 4);
+    EXPECT_EQ(h[1], 4);
+    EXPECT_EQ(h[2], 5);
+  }
+  // Unigrams: no token twice.
+  SearchOptions u = opts(1);
+  u.no_repeat_ngram_size = 1;
+  FakeStep once(loops, 1);
+  const auto h = beam_search(once, {8}, kBos, kEos, u)[0][0].tokens;
+  EXPECT_EQ(std::set<int32_t>(h.begin(), h.end()).size(), h.size());
+}
+
+namespace {
+
+// Chi-square of counts against probabilities (categories with p = 0 must have count 0).
+double chi_square(const std::vector<int64_t>& counts, const std::vector<double>& p) {
+  int64_t n = 0;
+  for (const int64_t c : counts) n += c;
+  double x = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == 0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " was drawn outside the distribution";
+      continue;
+    }
+    const double e = double(n) * p[i];
+    x += (double(counts[i]) - e) * (double(counts[i]) - e) / e;
+  }
+  return x;
+}
+
+}  // namespace
+
+// Samples follow the model's distribution after temperature, top-k and top-p (transformers' order and nucleus
+// rule): 4000 sentences, each its own stream, their first tokens counted against the expected probabilities.
+TEST(BeamSearch, SamplesFollowTheDistributionAfterTemperatureTopKAndTopP) {
+  const std::vector<double> model = {0, 0, 0, 0, 0.4, 0.3, 0.2, 0.1, 0, 0};  // tokens 4..7
+  const Table table = [&](int64_t, const std::vector<int32_t>& prefix) {
+    if (!prefix.empty()) return dist({{kEos, 0.99}});
+    std::vector<double> p = model;
+    for (auto& v : p) v = std::max(v, 1e-12);
+    return p;
+  };
+  struct Case {
+    const char* name;
+    int topk;
+    double topp, temperature;
+    std::vector<double> expect;
+  };
+  const double t2 = std::sqrt(0.4) + std::sqrt(0.3) + std::sqrt(0.2) + std::sqrt(0.1);
+  const std::vector<Case> cases = {
+      {"plain", 0, 1.0, 1.0, {0, 0, 0, 0, 0.4, 0.3, 0.2, 0.1, 0, 0}},
+      {"top-k 2", 2, 1.0, 1.0, {0, 0, 0, 0, 0.4 / 0.7, 0.3 / 0.7, 0, 0, 0, 0}},
+      // From the least likely up: 0.1 <= 1 - 0.75 goes, 0.1 + 0.2 does not: 4, 5, 6 stay.
+      {"top-p 0.75", 0, 0.75, 1.0, {0, 0, 0, 0, 0.4 / 0.9, 0.3 / 0.9, 0.2 / 0.9, 0, 0, 0}},
+      {"temperature 2", 0, 1.0, 2.0,
+       {0, 0, 0, 0, std::sqrt(0.4) / t2, std::sqrt(0.3) / t2, std::sqrt(0.2) / t2, std::sqrt(0.1) / t2, 0, 0}},
+  };
+  constexpr int64_t kSentences = 4000;
+  for (const Case& c : cases) {
+    SearchOptions o = opts(1);
+    o.sampling_topk = c.topk;
+    o.sampling_topp = c.topp;
+    o.sampling_temperature = c.temperature;
+    std::vector<SearchSentence> sentences;
+    for (int64_t s = 0; s < kSentences; ++s) sentences.push_back({4, {}, uint64_t(s) * 7919 + 1});
+    FakeStep fn(table, kSentences);
+    const auto out = beam_search(fn, o, input_of(sentences));
+    std::vector<int64_t> counts(size_t(kVocab), 0);
+    for (const auto& h : out) {
+      ASSERT_EQ(h.size(), 1u);
+      ASSERT_FALSE(h[0].tokens.empty());
+      ++counts[size_t(h[0].tokens[0])];
+    }
+    // 3 degrees of freedom at most: p = 0.001 at 16.27.
+    const double x = chi_square(counts, c.expect);
+    std::cout << "sampling " << c.name << ": chi-square " << x << " over " << kSentences << " draws\n";
+    EXPECT_LT(x, 16.27) << c.name;
+  }
+}
+
+// A sample depends on its sentence's stream alone: the same alone, in a batch (any position), joined mid-search,
+// and each of nbest samples is its own draw.
+TEST(BeamSearch, ASampleIsTheSameAloneInABatchAndJoined) {
+  const Table table = [](int64_t s, const std::vector<int32_t>& prefix) {
+    if (prefix.size() >= 5) return dist({{kEos, 0.5}});
+    return dist({{int32_t(4 + (s + int64_t(prefix.size())) % 6), 0.3}, {kEos, 0.1}});
+  };
+  SearchOptions o = opts(1);
+  o.sampling_topk = 0;
+  o.nbest = 3;
+  const auto alone = [&](int64_t s, uint64_t stream) {
+    FakeStep fn([&](int64_t, const std::vector<int32_t>& p) { return table(s, p); }, 1);
+    return beam_search(fn, o, input_of({{8, {}, stream}}))[0];
+  };
+  FakeStep fn(table, 3);
+  const auto batch = beam_search(fn, o, input_of({{8, {}, 11}, {8, {}, 12}, {8, {}, 13}}));
+  std::set<std::vector<int32_t>> distinct;
+  for (int64_t s = 0; s < 3; ++s) {
+    const auto one = alone(s, uint64_t(11 + s));
+    ASSERT_EQ(batch[size_t(s)].size(), 3u);
+    ASSERT_EQ(one.size(), 3u);
+    for (size_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(batch[size_t(s)][j].tokens, one[j].tokens) << "sentence " << s << " sample " << j;
+      EXPECT_EQ(batch[size_t(s)][j].log_prob, one[j].log_prob);
+      distinct.insert(one[j].tokens);
+    }
+  }
+  EXPECT_GT(distinct.size(), 3u) << "the samples are draws of their own";
+  // Joined after two steps: the same samples.
+  FakeStep late(table, 1);
+  SearchInput in = input_of({{8, {}, 11}});
+  bool joined = false;
+  in.admit = [&](int64_t) {
+    if (joined || late.steps < 2) return std::vector<SearchSentence>{};
+    joined = true;
+    late.join({2});
+    return std::vector<SearchSentence>{{8, {}, 13}};
+  };
+  const auto with_late = beam_search(late, o, in);
+  ASSERT_EQ(with_late.size(), 2u);
+  const auto third = alone(2, 13);
+  for (size_t j = 0; j < 3; ++j) EXPECT_EQ(with_late[1][j].tokens, third[j].tokens) << "joined sample " << j;
+  // Another stream, other samples.
+  const auto tokens_of = [](const std::vector<Hypothesis>& hs) {
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& h : hs) out.push_back(h.tokens);
+    return out;
+  };
+  EXPECT_NE(tokens_of(alone(0, 11)), tokens_of(alone(0, 99)));
 }

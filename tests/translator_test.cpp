@@ -379,3 +379,83 @@ TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
   EXPECT_THROW(decode::Translator(std::vector<model::Transformer>{toy.model, model::Transformer(wider)}, *toy.tok, o),
                ConfigError);
 }
+
+// Every decoding control keeps a translation what it is alone: alone, among the others in one batch, in small
+// batches over two searches, with int8 weights and in an ensemble -- each control alone and all together.
+// Prefixes stay at the start of their outputs; samples are their sentence's own.
+TEST(Translator, EveryControlTranslatesTheSameAloneAndInAnyBatch) {
+  Toy toy;
+  model::Transformer other = train::build_model(toy.config, *toy.tok);
+  const std::vector<std::string> lines = kLines;
+  const std::vector<std::string> prefixes = {"a dog", "", "the", "", "two"};
+  struct Control {
+    std::string name;
+    std::function<void(decode::SearchOptions&)> set;
+    bool prefix = false;
+  };
+  const std::vector<Control> controls = {
+      {"prefix", [](decode::SearchOptions&) {}, true},
+      {"sampling", [](decode::SearchOptions& o) {
+         o.beam = 1;
+         o.nbest = 2;
+         o.sampling_topk = 20;
+         o.sampling_topp = 0.9;
+         o.sampling_temperature = 1.3;
+         o.sampling_seed = 7;
+       }},
+      {"min length", [](decode::SearchOptions& o) { o.min_len = 4; }},
+      {"repetition penalty", [](decode::SearchOptions& o) { o.repetition_penalty = 1.4; }},
+      {"no repeat 2-grams", [](decode::SearchOptions& o) { o.no_repeat_ngram_size = 2; }},
+      {"max input length", [](decode::SearchOptions& o) { o.max_input_length = 3; }},
+      {"all", [](decode::SearchOptions& o) {
+         o.beam = 1;
+         o.sampling_topk = 0;
+         o.sampling_seed = 3;
+         o.repetition_penalty = 1.2;
+         o.no_repeat_ngram_size = 3;
+         o.max_input_length = 4;
+       }, true},
+  };
+  const auto texts = [](const std::vector<decode::Translation>& ts) {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& t : ts) out.push_back(t.texts);
+    return out;
+  };
+  for (const bool int8 : {false, true}) {
+    if (int8) {
+      toy.model->eval();
+      toy.model->quantize_int8(true);
+    }
+    for (const bool ensemble : {false, true}) {
+      if (ensemble && int8) continue;
+      for (const Control& c : controls) {
+        decode::TranslateOptions o;
+        o.search.beam = 3;
+        c.set(o.search);
+        o.workers = 1;
+        const std::vector<model::Transformer> models =
+            ensemble ? std::vector<model::Transformer>{toy.model, other} : std::vector<model::Transformer>{toy.model};
+        const std::vector<std::string> no_prefixes;
+        const std::vector<std::string>& pre = c.prefix ? prefixes : no_prefixes;
+        decode::Translator together(models, *toy.tok, o);
+        const auto all = texts(together.translate(lines, pre));
+        o.search.batch_tokens = 12;
+        o.workers = 2;
+        decode::Translator split(models, *toy.tok, o);
+        const std::string where = c.name + (int8 ? " int8" : "") + (ensemble ? " ensemble" : "");
+        EXPECT_EQ(texts(split.translate(lines, pre)), all) << where << ": small batches, two searches";
+        for (size_t i = 0; i < lines.size(); ++i) {
+          const auto one = texts(together.translate({lines[i]}, c.prefix ? std::vector<std::string>{pre[i]}
+                                                                          : std::vector<std::string>{}));
+          EXPECT_EQ(one[0], all[i]) << where << ": line " << i << " alone";
+          if (c.prefix && !pre[i].empty()) {
+            for (const auto& t : all[i]) EXPECT_EQ(t.rfind(pre[i], 0), 0u) << where << ": '" << t << "'";
+          }
+        }
+        if (c.name == "sampling") {
+          for (const auto& t : all) EXPECT_EQ(t.size(), 2u) << "nbest 2: two samples";
+        }
+      }
+    }
+  }
+}

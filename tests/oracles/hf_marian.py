@@ -12,7 +12,8 @@ decoder their own embeddings and the output layer its own weights (lm_head), els
 
 DIR/expect.safetensors holds, for each test sentence i: src.i (the source ids, </s> appended), tgt.i (the
 reference's ids, </s> appended), logits.i (teacher-forced logits, [len(tgt.i), vocab]), greedy.i and beam.i
-(generate()'s output ids without the start token, beam 4). DIR/expect.json holds the sentences, the generation
+(generate()'s output ids without the start token, beam 4), and the same with a repetition penalty of 1.5
+(greedy.rep.i, beam.rep.i) and with no_repeat_ngram_size 2 (greedy.ngram.i, beam.ngram.i). DIR/expect.json holds the sentences, the generation
 settings and the texts transformers decodes.
 """
 import argparse
@@ -213,7 +214,12 @@ def main():
     gen = GenerationConfig(max_new_tokens=max_new, do_sample=False, length_penalty=0.0, early_stopping=False,
                            bad_words_ids=[[pad], [1]] if args.marian else [[pad]], forced_eos_token_id=0, decoder_start_token_id=pad,
                            eos_token_id=0, pad_token_id=pad)
-    tensors, texts = {}, {"greedy": [], "beam": []}
+    # The repetition controls (mtx's decode.repetition_penalty and no_repeat_ngram_size have transformers'
+    # definitions): each kind is (beams, generate()'s extra settings).
+    kinds = {"greedy": (1, {}), "beam": (4, {}),
+             "greedy.rep": (1, {"repetition_penalty": 1.5}), "beam.rep": (4, {"repetition_penalty": 1.5}),
+             "greedy.ngram": (1, {"no_repeat_ngram_size": 2}), "beam.ngram": (4, {"no_repeat_ngram_size": 2})}
+    tensors, texts = {}, {kind: [] for kind in kinds}
     with torch.no_grad():
         for i, (src, ref) in enumerate(zip(src_lines, ref_lines)):
             s = tok(src, return_tensors="pt").input_ids  # [1, S], </s> last
@@ -223,8 +229,8 @@ def main():
             tensors[f"src.{i}"] = s[0].clone()
             tensors[f"tgt.{i}"] = t[0].clone()
             tensors[f"logits.{i}"] = logits.float().contiguous()
-            for kind, beams in (("greedy", 1), ("beam", 4)):
-                out = model.generate(s, generation_config=gen, num_beams=beams)[0, 1:]  # without the start token
+            for kind, (beams, extra) in kinds.items():
+                out = model.generate(s, generation_config=gen, num_beams=beams, **extra)[0, 1:]  # no start token
                 out = out[out != pad]
                 tensors[f"{kind}.{i}"] = out.clone()
                 texts[kind].append(tok.decode(out, skip_special_tokens=True))
