@@ -11,7 +11,7 @@
 # Then a soak: MTX_SOAK_REQUESTS requests (default 100000; 0 skips it) from 16 keep-alive clients and 16
 # one-shot clients (a new connection per request) at once, for as long as that many take at the 32-client rate;
 # the server's open descriptors and RSS are sampled every second, and a second table gives the errors and both,
-# first 10% of the samples against the last 10%. Installs wrk (Debian's) when it is missing.
+# first 10% of the samples against the last 10%, then the mean RSS of each tenth of the soak. Installs wrk (Debian's) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ckpt=${1:?usage: serve_load.sh CKPT [SECONDS] [THREADS] [BEAM]}
@@ -108,6 +108,13 @@ if [ "$soak" -gt 0 ]; then
       k = int(NR / 10); if (k < 1) k = 1
       for (i = 1; i <= k; i++) { f1 += fd[i]; r1 += rss[i]; f2 += fd[NR - k + i]; r2 += rss[NR - k + i] }
       printf "| %d | %d | %.1f | %.1f | %.1f | %.1f |\n", total, errors, f1 / k, f2 / k, r1 / k, r2 / k
+      printf "\nRSS MB by tenth of the soak:"
+      for (t = 0; t < 10; t++) {
+        s = 0; m = 0
+        for (i = int(t * NR / 10) + 1; i <= int((t + 1) * NR / 10); i++) { s += rss[i]; m++ }
+        printf " %.1f", (m > 0 ? s / m : 0)
+      }
+      printf "\n"
     }' "$work/samples"
 fi
 kill -TERM "$server"
