@@ -132,18 +132,20 @@ TEST(DecodeOptions, EveryOptionIsAFlagOfTranslateEvalAndServe) {
       const size_t end = names.find(want);
       ASSERT_NE(end, std::string::npos) << o.flags;
       const size_t begin = names.rfind(',', end);
-      flags = names.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1));
+      flags =
+          names.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1));
     }
     for (const auto& f : p.companion_flags) flags += " " + f;
     const test::CommandResult r =
         test::run_mtx("translate --ckpt " + ckpt.string() + " " + flags + " < " + (tmp / "in.de").string());
     ASSERT_EQ(r.code, 0) << flags << "\n" << r.output;
     EXPECT_NE(r.output.find(std::string("\"") + o.key + "\": " + o.text(p.values)), std::string::npos)
-        << flags << " did not reach the options:\n" << r.output;
+        << flags << " did not reach the options:\n"
+        << r.output;
   }
   // Out of range on the command line: one line naming the option, exit code 2.
-  const test::CommandResult bad = test::run_mtx("translate --ckpt " + ckpt.string() + " --sampling-topp 0 < " +
-                                                (tmp / "in.de").string());
+  const test::CommandResult bad =
+      test::run_mtx("translate --ckpt " + ckpt.string() + " --sampling-topp 0 < " + (tmp / "in.de").string());
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("decode.sampling_topp (--sampling-topp): 0"), std::string::npos) << bad.output;
 }

@@ -693,7 +693,10 @@ TEST(BeamSearch, SamplesFollowTheDistributionAfterTemperatureTopKAndTopP) {
       {"top-k 2", 2, 1.0, 1.0, {0, 0, 0, 0, 0.4 / 0.7, 0.3 / 0.7, 0, 0, 0, 0}},
       // From the least likely up: 0.1 <= 1 - 0.75 goes, 0.1 + 0.2 does not: 4, 5, 6 stay.
       {"top-p 0.75", 0, 0.75, 1.0, {0, 0, 0, 0, 0.4 / 0.9, 0.3 / 0.9, 0.2 / 0.9, 0, 0, 0}},
-      {"temperature 2", 0, 1.0, 2.0,
+      {"temperature 2",
+       0,
+       1.0,
+       2.0,
        {0, 0, 0, 0, std::sqrt(0.4) / t2, std::sqrt(0.3) / t2, std::sqrt(0.2) / t2, std::sqrt(0.1) / t2, 0, 0}},
   };
   constexpr int64_t kSentences = 4000;

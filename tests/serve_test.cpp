@@ -42,7 +42,7 @@ namespace {
 
 serve::Hypotheses echo(const serve::BatchKey&, const std::vector<std::vector<int32_t>>& sources,
                        const decode::SentenceDone& = {}, const serve::Batcher::More& = {},
-                       const decode::Abandoned& = {}) {
+                       const decode::Abandoned& = {}, const serve::Batcher::PrefixOf& = {}) {
   serve::Hypotheses out;
   for (const auto& s : sources) out.push_back({decode::Hypothesis{s, 0, 0}});
   return out;
@@ -261,7 +261,7 @@ TEST(ServeBatcher, TwoBatchThreadsShareTheQueueAndKeepEachResultWithItsRequest) 
   o.threads = 2;
   serve::Batcher batcher(
       o,
-      [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&, const auto&) {
+      [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&, const auto&, const auto&) {
         {
           std::lock_guard<std::mutex> lock(m);
           threads.insert(std::this_thread::get_id());
@@ -294,16 +294,16 @@ TEST(ServeBatcher, ARequestIsAnsweredWhenItsSentencesAreDoneNotWhenItsBatchIs) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   bool fail = false;
-  serve::Batcher batcher(
-      o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished, const auto&, const auto&) {
-        const serve::Hypotheses all = echo(k, s);
-        finished(2, all[2]);  // the first job's two sentences, in any order
-        finished(1, all[1]);
-        finished(1, all[1]);  // a repeat is ignored
-        released.wait();      // the batch goes on
-        if (fail) throw std::runtime_error("the model broke");
-        return all;
-      });
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
+                                const auto&, const auto&, const auto&) {
+    const serve::Hypotheses all = echo(k, s);
+    finished(2, all[2]);  // the first job's two sentences, in any order
+    finished(1, all[1]);
+    finished(1, all[1]);  // a repeat is ignored
+    released.wait();      // the batch goes on
+    if (fail) throw std::runtime_error("the model broke");
+    return all;
+  });
   SetOnExit let_go{release};
   std::promise<serve::Hypotheses> a, b;
   ASSERT_TRUE(batcher.submit(job_of({{5}}, a)));
@@ -341,7 +341,7 @@ TEST(ServeBatcher, ARunningBatchTakesInRequestsWithItsKeyWhileEveryThreadIsBusy)
     serve::Batcher batcher(
         o,
         [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
-            const serve::Batcher::More& more, const auto&) {
+            const serve::Batcher::More& more, const auto&, const auto&) {
           serve::Hypotheses all = echo(k, s);
           if (k.model != "m" || s[0][0] != 9) return all;
           ready.wait();
@@ -414,13 +414,13 @@ TEST(ServeBatcher, AnAnsweredRequestIsLetGoWhileItsBatchRunsOn) {
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::promise<void> answered;
-  serve::Batcher batcher(
-      {}, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished, const auto&, const auto&) {
-        const serve::Hypotheses all = echo(k, s);
-        finished(0, all[0]);
-        released.wait();  // the batch goes on
-        return all;
-      });
+  serve::Batcher batcher({}, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
+                                 const auto&, const auto&, const auto&) {
+    const serve::Hypotheses all = echo(k, s);
+    finished(0, all[0]);
+    released.wait();  // the batch goes on
+    return all;
+  });
   SetOnExit set_on_exit{release};
   auto held = std::make_shared<int>(7);  // stands for the connection a request's done holds
   const std::weak_ptr<int> watch = held;
@@ -440,10 +440,11 @@ TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {
   serve::BatcherOptions o;
   o.max_queue = 3;
   o.max_wait_ms = 300;
-  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&, const auto&) {
-    translated += int(s.size());
-    return echo(k, s);
-  });
+  serve::Batcher batcher(
+      o, [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&, const auto&, const auto&) {
+        translated += int(s.size());
+        return echo(k, s);
+      });
   std::promise<serve::Hypotheses> a, b, c;
   auto left = job_of({{1}, {2}}, a);
   left->gone = [] { return true; };
@@ -500,7 +501,21 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
     EXPECT_FALSE(t.contains("score"));
   }
 
+  // A target prefix per sentence: the translation starts with it, the same alone as in a list.
+  const Reply prefixed = post(port, {{"text", {kSentences[0], kSentences[2]}}, {"target_prefix", {"a dog", ""}}});
+  ASSERT_EQ(prefixed.status, 200) << prefixed.body;
+  j = json::parse(prefixed.body);
+  const std::string with_prefix = j["translations"][0]["text"];
+  EXPECT_EQ(with_prefix.rfind("a dog", 0), 0u) << with_prefix;
+  EXPECT_EQ(j["translations"][1]["text"],
+            json::parse(post(port, {{"text", kSentences[2]}}).body)["translations"][0]["text"]);
+  const Reply alone = post(port, {{"text", kSentences[0]}, {"target_prefix", "a dog"}});
+  EXPECT_EQ(json::parse(alone.body)["translations"][0]["text"], with_prefix);
+
   const std::vector<std::pair<std::string, std::string>> bad = {
+      {"{\"text\": \"ein Hund\", \"target_prefix\": [\"a\"]}", "\"target_prefix\" must be like \"text\""},
+      {"{\"text\": [\"ein Hund\"], \"target_prefix\": [\"a\", \"b\"]}", "a list of 1 strings"},
+      {"{\"text\": \"ein Hund\", \"target_prefix\": \"a\\nb\"}", "\"target_prefix\" holds a line break"},
       {"{\"text\": ", "invalid JSON"},
       {"[1, 2]", "JSON object"},
       {"{\"txt\": \"x\"}", "unknown field \"txt\""},

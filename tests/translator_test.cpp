@@ -395,7 +395,8 @@ TEST(Translator, EveryControlTranslatesTheSameAloneAndInAnyBatch) {
   };
   const std::vector<Control> controls = {
       {"prefix", [](decode::SearchOptions&) {}, true},
-      {"sampling", [](decode::SearchOptions& o) {
+      {"sampling",
+       [](decode::SearchOptions& o) {
          o.beam = 1;
          o.nbest = 2;
          o.sampling_topk = 20;
@@ -407,14 +408,16 @@ TEST(Translator, EveryControlTranslatesTheSameAloneAndInAnyBatch) {
       {"repetition penalty", [](decode::SearchOptions& o) { o.repetition_penalty = 1.4; }},
       {"no repeat 2-grams", [](decode::SearchOptions& o) { o.no_repeat_ngram_size = 2; }},
       {"max input length", [](decode::SearchOptions& o) { o.max_input_length = 3; }},
-      {"all", [](decode::SearchOptions& o) {
+      {"all",
+       [](decode::SearchOptions& o) {
          o.beam = 1;
          o.sampling_topk = 0;
          o.sampling_seed = 3;
          o.repetition_penalty = 1.2;
          o.no_repeat_ngram_size = 3;
          o.max_input_length = 4;
-       }, true},
+       },
+       true},
   };
   const auto texts = [](const std::vector<decode::Translation>& ts) {
     std::vector<std::vector<std::string>> out;
@@ -445,8 +448,8 @@ TEST(Translator, EveryControlTranslatesTheSameAloneAndInAnyBatch) {
         const std::string where = c.name + (int8 ? " int8" : "") + (ensemble ? " ensemble" : "");
         EXPECT_EQ(texts(split.translate(lines, pre)), all) << where << ": small batches, two searches";
         for (size_t i = 0; i < lines.size(); ++i) {
-          const auto one = texts(together.translate({lines[i]}, c.prefix ? std::vector<std::string>{pre[i]}
-                                                                          : std::vector<std::string>{}));
+          const auto one = texts(
+              together.translate({lines[i]}, c.prefix ? std::vector<std::string>{pre[i]} : std::vector<std::string>{}));
           EXPECT_EQ(one[0], all[i]) << where << ": line " << i << " alone";
           if (c.prefix && !pre[i].empty()) {
             for (const auto& t : all[i]) EXPECT_EQ(t.rfind(pre[i], 0), 0u) << where << ": '" << t << "'";

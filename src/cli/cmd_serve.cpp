@@ -18,7 +18,7 @@ struct ServeArgs {
   std::string device = "auto";
   int threads = 0;
   serve::ServerOptions server;
-  DecodeFlags decode;  // each model's decode section with these applied: the requests' defaults
+  DecodeFlags decode;    // each model's decode section with these applied: the requests' defaults
   std::string api_keys;  // --api-keys FILE
   double request_timeout = 60, header_timeout = 10, body_timeout = 30, idle_timeout = 60, write_timeout = 30;
 };

@@ -26,7 +26,7 @@ namespace mtx::cli {
 
 struct TranslateArgs {
   std::vector<std::string> ckpts;  // several: an ensemble
-  DecodeFlags decode;  // unset: the checkpoint's decode section decides
+  DecodeFlags decode;              // unset: the checkpoint's decode section decides
   int workers = 0;
   bool scores = false;
   std::string align;  // "" | "hard" | "soft"

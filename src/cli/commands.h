@@ -31,6 +31,7 @@ Command add_quantize(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_import(CLI::App& app);
 Command add_serve(CLI::App& app);
+Command add_score(CLI::App& app);
 
 // --config FILE and repeated --set section.key=value, shared by every config-reading subcommand.
 struct ConfigArgs {

@@ -37,8 +37,8 @@ void DecodeFlags::add(CLI::App& cmd, const std::string& note) {
   for (size_t i = 0; i < table.size(); ++i) {
     const config::DecodeOption& o = table[i];
     const config::DecodeConfig defaults;
-    const std::string help = std::string(o.help) + " (default: the checkpoint's decode." + o.key + ", else " +
-                             o.text(defaults) + ")" + note;
+    const std::string help =
+        std::string(o.help) + " (default: the checkpoint's decode." + o.key + ", else " + o.text(defaults) + ")" + note;
     Slot& slot = slots_[i];
     if (o.boolean) {
       cmd.add_flag(o.flags, slot.boolean, help);

@@ -422,8 +422,7 @@ const std::vector<DecodeOption>& decode_options() {
                "GNMT length normalisation exponent; 0 = raw log-probability"),
         integer("nbest", "--nbest", &D::nbest, 1, 1024, true,
                 "Hypotheses per sentence (at most the beam), or samples when sampling"),
-        number("max_len_a", "--max-len-a", &D::max_len_a, 0, false, inf, true,
-               "Output limit a * source_length + b: a"),
+        number("max_len_a", "--max-len-a", &D::max_len_a, 0, false, inf, true, "Output limit a * source_length + b: a"),
         integer("max_len_b", "--max-len-b", &D::max_len_b, 0, 1 << 16, true, "Output limit a * source_length + b: b"),
         integer("min_len", "--min-len", &D::min_len, 0, 1 << 16, true,
                 "Tokens generated before EOS may be chosen (the length limit wins)"),
@@ -511,15 +510,18 @@ void validate(const DecodeConfig& d, bool as_fields) {
     }
   }
   if (!sampling(d)) {
-    check(d.nbest <= d.beam, name(find("nbest")) + ": " + std::to_string(d.nbest) +
-                                 " is out of range [1, " + std::to_string(d.beam) + "] (at most the beam)");
+    check(d.nbest <= d.beam, name(find("nbest")) + ": " + std::to_string(d.nbest) + " is out of range [1, " +
+                                 std::to_string(d.beam) + "] (at most the beam)");
   } else {
     check(d.beam == 1, name(find("beam")) + ": sampling (" + name(find("sampling_topk")) + " " +
-                           std::to_string(d.sampling_topk) + ") draws each hypothesis on its own: use beam 1; nbest "
+                           std::to_string(d.sampling_topk) +
+                           ") draws each hypothesis on its own: use beam 1; nbest "
                            "N gives N samples");
   }
   check(d.max_len_a > 0 || d.max_len_b > 0,
-        std::string(as_fields ? "\"max_len_a\" and \"max_len_b\"" : "decode.max_len_a and decode.max_len_b (--max-len-a, --max-len-b)") + " are both 0: nothing may be generated");
+        std::string(as_fields ? "\"max_len_a\" and \"max_len_b\""
+                              : "decode.max_len_a and decode.max_len_b (--max-len-a, --max-len-b)") +
+            " are both 0: nothing may be generated");
 }
 
 void validate(const Config& c) {

@@ -45,9 +45,9 @@ inline bool better(const Entry& a, const Entry& b) {
 // penalty, no-repeat n-grams) and sampling. Null: none of them.
 struct Steering {
   const SearchOptions* options = nullptr;
-  bool logits = false;   // processors act on the logits (greedy, sampling), else on the log-probabilities
-  bool sample = false;   // each row draws its next token(s)
-  int64_t draws = 1;     // draws per row (a sentence's first step: one row, nbest samples)
+  bool logits = false;  // processors act on the logits (greedy, sampling), else on the log-probabilities
+  bool sample = false;  // each row draws its next token(s)
+  int64_t draws = 1;    // draws per row (a sentence's first step: one row, nbest samples)
   const std::vector<std::vector<int32_t>>* history = nullptr;  // per row: the tokens so far
   std::vector<uint64_t> streams;                               // per active sentence
   std::vector<int64_t> own_steps;                              // per active sentence
@@ -104,9 +104,9 @@ class CandidatePicker {
         const int64_t r = first_row + i;
         const int64_t a = r / width_;
         float* row = base + i * vocab;
-        const int32_t forced = rules_.forced[size_t(a)]             ? rules_.eos
-                               : rules_.forced_token.empty()        ? -1
-                                                                    : rules_.forced_token[size_t(a)];
+        const int32_t forced = rules_.forced[size_t(a)]      ? rules_.eos
+                               : rules_.forced_token.empty() ? -1
+                                                             : rules_.forced_token[size_t(a)];
         float lse = 0;
         if (forced >= 0) {  // EOS at the limit, or the prefix's token: the model's own log-probability
           if (!raw_) lse = log_sum_exp(loops, row, vocab);
@@ -252,8 +252,10 @@ class CandidatePicker {
       size_t keep = cand.size();
       for (size_t i = cand.size(); i-- > 1;) {
         below += p[i] / total;
-        if (below <= 1.0 - o.sampling_topp) keep = i;
-        else break;
+        if (below <= 1.0 - o.sampling_topp)
+          keep = i;
+        else
+          break;
       }
       cand.resize(keep);
       p.resize(keep);

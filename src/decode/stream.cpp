@@ -207,10 +207,10 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       if (!valid[i].empty()) ++stats.translated;
       if (t.truncated) {
         if (stats.truncated < options.max_truncation_warnings) {
-          log::warn("input line {} is longer than {} source tokens: translating its first {}{}", index + 1,
-                    translator.max_source_tokens(), translator.max_source_tokens(),
-                    stats.truncated + 1 == options.max_truncation_warnings ? " (further cut lines are only counted)"
-                                                                           : "");
+          log::warn(
+              "input line {} is longer than {} source tokens: translating its first {}{}", index + 1,
+              translator.max_source_tokens(), translator.max_source_tokens(),
+              stats.truncated + 1 == options.max_truncation_warnings ? " (further cut lines are only counted)" : "");
         }
         ++stats.truncated;
       }

@@ -169,7 +169,8 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
     const auto& s = *sources[size_t(i)];
     for (size_t j = 0; j < s.size(); ++j) acc[i][int64_t(j)] = s[j];
     acc[i][int64_t(s.size())] = ids.eos;
-    const auto limit = int64_t(std::floor(options_.search.max_len_a * double(s.size()) + double(options_.search.max_len_b)));
+    const auto limit =
+        int64_t(std::floor(options_.search.max_len_a * double(s.size()) + double(options_.search.max_len_b)));
     out.max_lengths[size_t(i)] = std::clamp<int64_t>(limit, 1, max_len_);
   }
   out.src = out.src.to(models_.front()->parameters().front().device());
@@ -179,7 +180,7 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
 std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources,
                                                               const std::vector<const std::vector<int32_t>*>& prefixes,
                                                               const SentenceDone& on_done, const Feed& feed,
-                                                              const Abandoned& abandoned) {
+                                                              const Abandoned& abandoned, const PrefixOf& prefix_of) {
   const auto ids = tokenizer_.special_ids();
   const Encoded first = prepare(sources);
   SearchInput in;
@@ -207,14 +208,21 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     step = std::make_unique<EnsembleStep>(std::move(members));
   }
   if (feed) {
-    in.admit = [&](int64_t searching) {
+    auto numbered = int64_t(sources.size());  // sentences so far, as on_done numbers them
+    in.admit = [&, numbered](int64_t searching) mutable {
       const std::vector<std::vector<int32_t>> more = clip(feed(searching));
       if (more.empty()) return std::vector<SearchSentence>{};
       std::vector<const std::vector<int32_t>*> view;
       for (const auto& s : more) view.push_back(&s);
+      std::vector<std::vector<int32_t>> fed_prefixes;
+      for (size_t i = 0; i < more.size(); ++i)
+        fed_prefixes.push_back(prefix_of ? prefix_of(numbered + int64_t(i)) : std::vector<int32_t>{});
+      numbered += int64_t(more.size());
+      std::vector<const std::vector<int32_t>*> prefix_view;
+      for (const auto& p : fed_prefixes) prefix_view.push_back(&p);
       const Encoded joining = prepare(view);
       step->join(joining.src);
-      return sentences(view, {}, joining.max_lengths);
+      return sentences(view, prefix_view, joining.max_lengths);
     };
   }
   in.on_done = on_done;
@@ -232,13 +240,19 @@ std::vector<std::vector<int32_t>> Translator::clip(std::vector<std::vector<int32
 
 std::vector<std::vector<Hypothesis>> Translator::translate_continuously(
     const std::vector<std::vector<int32_t>>& sources, const Feed& feed, const SentenceDone& on_done,
-    const Abandoned& abandoned) {
+    const Abandoned& abandoned, const PrefixOf& prefix_of) {
   torch::NoGradGuard no_grad;
   if (sources.empty()) return {};
   const std::vector<std::vector<int32_t>> first = clip(sources);
   std::vector<const std::vector<int32_t>*> view;
   for (const auto& s : first) view.push_back(&s);
-  return search_batch(view, {}, on_done, feed, abandoned);
+  std::vector<std::vector<int32_t>> prefixes;
+  std::vector<const std::vector<int32_t>*> prefix_view;
+  if (prefix_of) {
+    for (size_t i = 0; i < first.size(); ++i) prefixes.push_back(prefix_of(int64_t(i)));
+    for (const auto& p : prefixes) prefix_view.push_back(&p);
+  }
+  return search_batch(view, prefix_view, on_done, feed, abandoned, prefix_of);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources,
@@ -338,7 +352,8 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       sources.pop_back();
       continue;
     }
-    if (!prefixes.empty()) prefix_ids.push_back(prefixes[i].empty() ? std::vector<int32_t>{} : tokenizer_.tgt().encode(prefixes[i]));
+    if (!prefixes.empty())
+      prefix_ids.push_back(prefixes[i].empty() ? std::vector<int32_t>{} : tokenizer_.tgt().encode(prefixes[i]));
     out[i].truncated = int64_t(sources.back().size()) > max_source_tokens();
     where.push_back(i);
   }

@@ -494,7 +494,8 @@ struct Api::Impl {
         if (!v.is_number_integer()) throw bad(field + " must be an integer");
         const double x = v.is_number_unsigned() ? double(v.get<uint64_t>()) : double(v.get<int64_t>());
         if (x < o.min || x > hi) {
-          throw bad(field + " must be in [" + std::to_string(int64_t(o.min)) + ", " + std::to_string(int64_t(hi)) + "]");
+          throw bad(field + " must be in [" + std::to_string(int64_t(o.min)) + ", " + std::to_string(int64_t(hi)) +
+                    "]");
         }
         if (o.integer64) d.*o.integer64 = v.get<int64_t>();
         if (o.integer) d.*o.integer = int(v.get<int64_t>());
@@ -512,7 +513,7 @@ struct Api::Impl {
 
   Routed translate(const HttpRequest&, const json& doc) const {
     // The request's own fields, then every decoding option a request may set (config::decode_options()).
-    std::vector<std::string> known = {"text", "model", "scores", "alignment", "timeout_ms"};
+    std::vector<std::string> known = {"text", "target_prefix", "model", "scores", "alignment", "timeout_ms"};
     for (const auto& o : config::decode_options()) {
       if (o.request) known.emplace_back(o.key);
     }
@@ -566,6 +567,28 @@ struct Api::Impl {
         *model, key, lines,
         [single](size_t i) { return single ? std::string("\"text\"") : "\"text\"[" + std::to_string(i) + "]"; },
         timeout_ms);
+    if (doc.contains("target_prefix")) {
+      // As "text": a string for a string, a list of as many for a list ("" for none).
+      bool one = false;
+      const std::vector<std::string> prefixes = string_or_list(doc["target_prefix"], "\"target_prefix\"", one);
+      if (one != single || prefixes.size() != lines.size()) {
+        throw bad("\"target_prefix\" must be like \"text\": a string for a string, a list of " +
+                  std::to_string(lines.size()) + " strings for a list");
+      }
+      const auto& tok = *model->bundle.tokenizer;
+      for (size_t i = 0; i < prefixes.size(); ++i) {
+        const std::string where = single ? "\"target_prefix\"" : "\"target_prefix\"[" + std::to_string(i) + "]";
+        const size_t invalid = utf8::find_invalid(prefixes[i]);
+        if (invalid != utf8::kValid) throw bad(where + " is not valid UTF-8 (byte " + std::to_string(invalid) + ")");
+        if (prefixes[i].find_first_of("\r\n") != std::string::npos) throw bad(where + " holds a line break");
+        std::vector<int32_t> ids = tok.tgt().encode(prefixes[i]);
+        if (int64_t(ids.size()) >= model->bundle.model->options.max_len()) {
+          throw Refusal{413, where + " has " + std::to_string(ids.size()) + " tokens; the model writes at most " +
+                                 std::to_string(model->bundle.model->options.max_len() - 1)};
+        }
+        out.job->prefixes.push_back(std::move(ids));
+      }
+    }
     auto sources = std::make_shared<const std::vector<std::vector<int32_t>>>(out.job->sources);
     const int nbest = key.decode.nbest;
     out.finish = [this, model, sources, scores, alignment, nbest](const Hypotheses& hyps) {

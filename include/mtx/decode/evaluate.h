@@ -2,8 +2,8 @@
 // against references with eval/'s metrics plus the test perplexity, or a language model's perplexity on a text.
 #pragma once
 
-#include <istream>
 #include <functional>
+#include <istream>
 #include <optional>
 #include <ostream>
 #include <string>

@@ -43,7 +43,7 @@ struct StreamOptions {
   // this source ("" for none). It must have a line for every input line (DataError naming the line otherwise).
   LineSource* prefixes = nullptr;
   std::string prefixes_name = "--target-prefix";  // named in its errors
-  int max_truncation_warnings = 100;  // input lines cut named one by one, then only counted
+  int max_truncation_warnings = 100;              // input lines cut named one by one, then only counted
 };
 
 struct StreamStats {

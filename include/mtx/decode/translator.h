@@ -63,9 +63,12 @@ class Translator {
   // the order fed; `on_done` numbers them the same way. Each sentence's translation is the one translate_ids
   // gives it (on the CPU in float and int8: byte for byte).
   using Feed = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
+  // The target prefix of sentence i, numbered as on_done numbers them (empty: none).
+  using PrefixOf = std::function<std::vector<int32_t>(int64_t sentence)>;
   std::vector<std::vector<Hypothesis>> translate_continuously(const std::vector<std::vector<int32_t>>& sources,
                                                               const Feed& feed, const SentenceDone& on_done = {},
-                                                              const Abandoned& abandoned = {});
+                                                              const Abandoned& abandoned = {},
+                                                              const PrefixOf& prefix_of = {});
 
   const TranslateOptions& options() const { return options_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
@@ -87,7 +90,7 @@ class Translator {
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
                                                     const std::vector<const std::vector<int32_t>*>& prefixes,
                                                     const SentenceDone& on_done, const Feed& feed,
-                                                    const Abandoned& abandoned = {});
+                                                    const Abandoned& abandoned = {}, const PrefixOf& prefix_of = {});
 
   std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;
