@@ -43,7 +43,8 @@ std::vector<std::string> read_lines(const std::string& path, const char* flag) {
 
 int run_score(const ScoreArgs& a) {
   std::vector<std::string> src, tgt;
-  if (a.src.empty() != a.tgt.empty()) throw ConfigError("--src and --tgt go together (or tab-separated pairs on stdin)");
+  if (a.src.empty() != a.tgt.empty())
+    throw ConfigError("--src and --tgt go together (or tab-separated pairs on stdin)");
   if (!a.src.empty()) {
     src = read_lines(a.src, "--src");
     tgt = read_lines(a.tgt, "--tgt");
