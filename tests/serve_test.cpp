@@ -530,7 +530,7 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
       {"{\"text\": \"ein Hund\", \"model\": \"nope\"}", "unknown model \"nope\" (serving: toy)"},
       {"{\"text\": \"ein Hund\", \"beam\": 0}", "\"beam\" must be in [1, 32]"},
       {"{\"text\": \"ein Hund\", \"beam\": 2, \"nbest\": 3}", "\"nbest\" must be in [1, 2]"},
-      {"{\"text\": \"ein Hund\", \"alpha\": -1}", "\"alpha\" must be a number >= 0"},
+      {"{\"text\": \"ein Hund\", \"alpha\": -1}", "\"alpha\" must be a number in [0, 100]"},
       {"{\"text\": \"ein Hund\", \"scores\": 1}", "\"scores\" must be true or false"},
       {"{\"text\": \"ein Hund\", \"alignment\": \"yes\"}", "\"alignment\" must be true or false"},
   };

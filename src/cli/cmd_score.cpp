@@ -60,6 +60,7 @@ int run_score(const ScoreArgs& a) {
       if (tab == std::string::npos) {
         throw DataError("stdin line " + std::to_string(number) + ": no tab between source and translation");
       }
+      if (!line.empty() && line.back() == '\r') line.pop_back();
       src.push_back(line.substr(0, tab));
       tgt.push_back(line.substr(tab + 1));
     }

@@ -383,7 +383,10 @@ using T = DecodeOption::Type;
 constexpr double kMaxInt = 1 << 30;
 DecodeOption integer(const char* key, const char* flags, int DecodeConfig::*f, double lo, double hi, bool request,
                      const char* help) {
-  DecodeOption o{key, flags, T::integer};
+  DecodeOption o;
+  o.key = key;
+  o.flags = flags;
+  o.type = T::integer;
   o.integer = f;
   o.min = lo;
   o.max = hi;
@@ -393,7 +396,10 @@ DecodeOption integer(const char* key, const char* flags, int DecodeConfig::*f, d
 }
 DecodeOption number(const char* key, const char* flags, double DecodeConfig::*f, double lo, bool lo_open, double hi,
                     bool request, const char* help) {
-  DecodeOption o{key, flags, T::number};
+  DecodeOption o;
+  o.key = key;
+  o.flags = flags;
+  o.type = T::number;
   o.number = f;
   o.min = lo;
   o.min_open = lo_open;
@@ -403,7 +409,10 @@ DecodeOption number(const char* key, const char* flags, double DecodeConfig::*f,
   return o;
 }
 DecodeOption boolean(const char* key, const char* flags, bool DecodeConfig::*f, bool request, const char* help) {
-  DecodeOption o{key, flags, T::boolean};
+  DecodeOption o;
+  o.key = key;
+  o.flags = flags;
+  o.type = T::boolean;
   o.boolean = f;
   o.max = 1;
   o.request = request;
@@ -414,15 +423,15 @@ DecodeOption boolean(const char* key, const char* flags, bool DecodeConfig::*f, 
 
 const std::vector<DecodeOption>& decode_options() {
   using D = DecodeConfig;
-  constexpr double inf = std::numeric_limits<double>::infinity();
   static const std::vector<DecodeOption> table = [&] {
     std::vector<DecodeOption> t = {
         integer("beam", "--beam", &D::beam, 1, 1024, true, "Beam size; 1 = greedy (and sampling)"),
-        number("alpha", "--alpha", &D::alpha, 0, false, inf, true,
+        number("alpha", "--alpha", &D::alpha, 0, false, 100, true,
                "GNMT length normalisation exponent; 0 = raw log-probability"),
         integer("nbest", "--nbest", &D::nbest, 1, 1024, true,
                 "Hypotheses per sentence (at most the beam), or samples when sampling"),
-        number("max_len_a", "--max-len-a", &D::max_len_a, 0, false, inf, true, "Output limit a * source_length + b: a"),
+        number("max_len_a", "--max-len-a", &D::max_len_a, 0, false, 1000, true,
+               "Output limit a * source_length + b: a"),
         integer("max_len_b", "--max-len-b", &D::max_len_b, 0, 1 << 16, true, "Output limit a * source_length + b: b"),
         integer("min_len", "--min-len", &D::min_len, 0, 1 << 16, true,
                 "Tokens generated before EOS may be chosen (the length limit wins)"),
@@ -443,13 +452,15 @@ const std::vector<DecodeOption>& decode_options() {
         number("sampling_temperature", "--sampling-temperature", &D::sampling_temperature, 0, true, 1e4, true,
                "Sampling: the scores are divided by T before the softmax"),
         DecodeOption{},  // seed: below
-        number("repetition_penalty", "--repetition-penalty", &D::repetition_penalty, 0, true, 1e4, true,
+        number("repetition_penalty", "--repetition-penalty", &D::repetition_penalty, 1e-3, false, 1e3, true,
                "Scores of tokens already generated: divided by P where positive, multiplied where negative "
                "(CTRL's; 1: off)"),
         integer("no_repeat_ngram_size", "--no-repeat-ngram-size", &D::no_repeat_ngram_size, 0, 1024, true,
                 "No N-gram of tokens occurs twice in a hypothesis (0: off)"),
     };
-    DecodeOption seed{"sampling_seed", "--sampling-seed", T::integer};
+    DecodeOption seed;
+    seed.key = "sampling_seed";
+    seed.flags = "--sampling-seed";
     seed.integer64 = &D::sampling_seed;
     seed.min = 0;
     seed.max = 9007199254740991.0;  // 2^53 - 1: exact in a JSON number

@@ -49,6 +49,7 @@ struct Steering {
   bool sample = false;  // each row draws its next token(s)
   int64_t draws = 1;    // draws per row (a sentence's first step: one row, nbest samples)
   const std::vector<std::vector<int32_t>>* history = nullptr;  // per row: the tokens so far
+  const std::vector<uint8_t>* live = nullptr;                  // sampling, per row: its sample still runs
   std::vector<uint64_t> streams;                               // per active sentence
   std::vector<int64_t> own_steps;                              // per active sentence
   bool processors() const { return options->repetition_penalty != 1.0 || options->no_repeat_ngram_size > 0; }
@@ -104,11 +105,16 @@ class CandidatePicker {
         const int64_t r = first_row + i;
         const int64_t a = r / width_;
         float* row = base + i * vocab;
+        if (steer_ && steer_->sample && steer_->live && !(*steer_->live)[size_t(r)]) {  // a sample that ended
+          for (int64_t j = 0; j < steer_->draws; ++j) samples_[size_t(r * steer_->draws + j)] = {kNegInf, rules_.eos};
+          continue;
+        }
         const int32_t forced = rules_.forced[size_t(a)]      ? rules_.eos
                                : rules_.forced_token.empty() ? -1
                                                              : rules_.forced_token[size_t(a)];
         float lse = 0;
         if (forced >= 0) {  // EOS at the limit, or the prefix's token: the model's own log-probability
+          TORCH_CHECK(forced < vocab, "search: prefix token ", forced, " outside a vocabulary of ", vocab);
           if (!raw_) lse = log_sum_exp(loops, row, vocab);
           put_forced(r, forced, row[forced] - lse);
           continue;
@@ -176,7 +182,8 @@ class CandidatePicker {
   int64_t vocab() const { return vocab_; }
 
  private:
-  static constexpr int64_t kHeldExtra = 4;  // BOS, pad, unk, EOS
+  static constexpr int64_t kHeldExtra = 4;    // BOS, pad, unk, EOS
+  static constexpr int64_t kTopLoopMax = 64;  // sampling's top-k through the row loop up to this k
   int64_t held_rows() const { return 2 * k_ + kHeldExtra; }
 
   static float log_sum_exp(const kernels::RowLoops& loops, const float* row, int64_t vocab) {
@@ -226,13 +233,18 @@ class CandidatePicker {
     const SearchOptions& o = *steer_->options;
     const int64_t a = r / width_;
     std::vector<Entry> cand;  // best first
-    if (o.sampling_topk > 0 && o.sampling_topk < vocab) {
-      cand.resize(size_t(o.sampling_topk));
-      loops.top(row, vocab, o.sampling_topk, cand.data());
+    const int64_t keep_k = o.sampling_topk > 0 && o.sampling_topk < vocab ? o.sampling_topk : vocab;
+    if (keep_k <= kTopLoopMax) {  // the row loop keeps a small sorted list: quadratic in k
+      cand.resize(size_t(keep_k));
+      loops.top(row, vocab, keep_k, cand.data());
     } else {
       cand.reserve(size_t(vocab));
-      for (int64_t t = 0; t < vocab; ++t) cand.push_back({row[t], t});
-      std::stable_sort(cand.begin(), cand.end(), better);
+      for (int64_t t = 0; t < vocab; ++t) {
+        if (row[t] != kNegInf) cand.push_back({row[t], t});
+      }
+      const size_t m = std::min(cand.size(), size_t(keep_k));
+      std::partial_sort(cand.begin(), cand.begin() + std::ptrdiff_t(m), cand.end(), better);  // a total order
+      cand.resize(m);
     }
     while (!cand.empty() && (cand.back().index < 0 || cand.back().value == kNegInf)) cand.pop_back();
     Entry* out = samples_.data() + r * steer_->draws;
@@ -466,6 +478,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     steer.sample = sampling;
     steer.draws = sampling && width == 1 ? k : 1;
     steer.history = &history;
+    steer.live = &live;
     for (int64_t a = 0; a < n_active; ++a) {
       const auto s = size_t(active[size_t(a)]);
       const int64_t own = t - starts[s];  // the sentence's own step
@@ -536,7 +549,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
           const float score = scores[size_t(r)] + e.value;
           if (e.index == eos || e.value == kNegInf) {
             const auto& h = history[size_t(r)];
-            done.push_back({h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)});
+            // Sample j's slot: the samples are returned in draw order, whichever ends first.
+            if (int64_t(done.size()) < k) done.resize(size_t(k));
+            done[size_t(j)] = {h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)};
             rows_a.push_back(r);
             toks_a.push_back(eos);
             scores_a.push_back(kNegInf);

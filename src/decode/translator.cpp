@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "mtx/util/errors.h"
+#include "mtx/util/logging.h"
 #include "mtx/util/system.h"
 
 namespace mtx::decode {
@@ -169,9 +170,9 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
     const auto& s = *sources[size_t(i)];
     for (size_t j = 0; j < s.size(); ++j) acc[i][int64_t(j)] = s[j];
     acc[i][int64_t(s.size())] = ids.eos;
-    const auto limit =
-        int64_t(std::floor(options_.search.max_len_a * double(s.size()) + double(options_.search.max_len_b)));
-    out.max_lengths[size_t(i)] = std::clamp<int64_t>(limit, 1, max_len_);
+    // In double, clamped before the cast: a request may set a large max_len_a.
+    const double limit = std::floor(options_.search.max_len_a * double(s.size()) + double(options_.search.max_len_b));
+    out.max_lengths[size_t(i)] = int64_t(std::clamp(limit, 1.0, double(max_len_)));
   }
   out.src = out.src.to(models_.front()->parameters().front().device());
   return out;
@@ -260,6 +261,18 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
                                                                const std::vector<std::vector<int32_t>>& prefixes) {
   TORCH_CHECK(prefixes.empty() || prefixes.size() == sources.size(), "translate_ids: ", prefixes.size(),
               " prefixes for ", sources.size(), " sources");
+  // A prefix the model cannot write in full (its positions end at max_len - 1 tokens and EOS) is cut there.
+  std::vector<std::vector<int32_t>> cut_prefixes;
+  const std::vector<std::vector<int32_t>>* pre = &prefixes;
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    if (int64_t(prefixes[i].size()) >= max_len_) {
+      if (cut_prefixes.empty()) cut_prefixes = prefixes;
+      cut_prefixes[i].resize(size_t(max_len_ - 1));
+      log::warn("target prefix {} has {} tokens; the model writes at most {}: it is cut", i + 1, prefixes[i].size(),
+                max_len_ - 1);
+    }
+  }
+  if (!cut_prefixes.empty()) pre = &cut_prefixes;
   torch::NoGradGuard no_grad;
   const int64_t keep = max_source_tokens();
   std::vector<std::vector<int32_t>> cut;  // only the sources that need cutting
@@ -293,7 +306,7 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     std::vector<const std::vector<int32_t>*> batch, batch_prefixes;
     for (const size_t i : mine) batch.push_back(view[i]);
     if (!prefixes.empty())
-      for (const size_t i : mine) batch_prefixes.push_back(&prefixes[i]);
+      for (const size_t i : mine) batch_prefixes.push_back(&(*pre)[i]);
     SentenceDone tell;
     if (on_done) {
       tell = [&](int64_t i, const std::vector<Hypothesis>& h) { on_done(int64_t(mine[size_t(i)]), h); };

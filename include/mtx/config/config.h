@@ -162,16 +162,16 @@ struct DecodeConfig {
 // command-line flag, type (the field it sets), range, help and whether a request may set it. The config reader,
 // the flags of mtx translate/eval/serve, the server's request fields and the docs' tables all walk this table.
 struct DecodeOption {
-  const char* key;    // "beam": decode.beam in a config, "beam" in a request body
-  const char* flags;  // CLI11's names: "--beam", or for a switch "--exact-stop{true},--first-k-stop{false}"
-  enum class Type { integer, number, boolean } type;
+  const char* key = nullptr;    // "beam": decode.beam in a config, "beam" in a request body
+  const char* flags = nullptr;  // CLI11's names: "--beam", or for a switch "--exact-stop{true},--first-k-stop{false}"
+  enum class Type { integer, number, boolean } type = Type::integer;
   int DecodeConfig::*integer = nullptr;  // the field, by type
   int64_t DecodeConfig::*integer64 = nullptr;
   double DecodeConfig::*number = nullptr;
   bool DecodeConfig::*boolean = nullptr;
   double min = 0, max = 0;  // inclusive; numbers: min_open excludes min
   bool min_open = false;
-  const char* help;
+  const char* help = "";
   bool request = false;  // a server request may set it ("key": value)
   // The value as JSON-like text ("5", "0.6", "true") and as a double (booleans 0/1).
   std::string text(const DecodeConfig& c) const;
