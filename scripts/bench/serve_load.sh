@@ -3,10 +3,11 @@
 # sending test_2016_flickr sentences one per request, against `mtx translate`'s offline throughput on the same
 # sentences with the same model, threads and beam, run first in this command:
 #   scripts/bench/serve_load.sh CKPT [SECONDS] [THREADS] [BEAM]
-# (defaults: 20 s per level, 2 threads, the checkpoint's beam). Offline translates the file 5 times over (a
-# 1000-line run is too short to time on its own). Prints one table: sentences/s, its ratio to offline, p50/p99
-# latency, errors, the server's CPU milliseconds per sentence (offline's: the header) and its peak RSS after each
-# level. MTX_LOAD_CLIENTS="32" runs only
+# (defaults: 20 s per level, 2 threads, the checkpoint's beam). MTX_LOAD_ROUNDS rounds (default 3), each an offline
+# run (the file 5 times over: a 1000-line run is too short to time) and then every level, so that each ratio is
+# against an offline run minutes, not a quarter of an hour, away. Prints one table: per level the round with the
+# median ratio (sentences/s, offline's, the ratio, every round's ratio, p50/p99 latency, errors over all rounds,
+# the server's and offline's CPU milliseconds per sentence, and the server's peak RSS). MTX_LOAD_CLIENTS="32" runs only
 # the levels it lists; MTX_SERVE_FLAGS adds flags to `mtx serve`.
 # Then a soak: MTX_SOAK_REQUESTS requests (default 100000; 0 skips it) from 16 keep-alive clients and 16
 # one-shot clients (a new connection per request) at once, for as long as that many take at the 32-client rate;
@@ -32,15 +33,18 @@ beam_flag=()
 
 # CPU time (user + system) of a process so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# Offline: the whole file, 5 times over, at once.
-for _ in 1 2 3 4 5; do cat "$work/src.de"; done > "$work/offline.de"
-TIMEFORMAT='%U %S'
-{ time OMP_WAIT_POLICY=passive "$mtx" translate --ckpt "$ckpt" --threads "$threads" "${beam_flag[@]}" \
-    < "$work/offline.de" > "$work/offline.en" 2> "$work/offline.log"; } 2> "$work/offline.time"
-offline=$(grep -o '[0-9.]* sentences/s' "$work/offline.log" | tail -1 | cut -d' ' -f1)
 hz=$(getconf CLK_TCK)
-offline_ms=$(awk -v n="$((5 * n))" '{ printf "%.2f", 1000 * ($1 + $2) / n }' "$work/offline.time")
-echo "offline: $((5 * n)) sentences, $offline sentences/s ($threads threads), $offline_ms CPU ms per sentence (load included)" >&2
+rounds=${MTX_LOAD_ROUNDS:-3}
+# Offline: the whole file, 5 times over, at once; sets offline (sentences/s) and offline_ms (CPU ms per sentence).
+for _ in 1 2 3 4 5; do cat "$work/src.de"; done > "$work/offline.de"
+run_offline() {
+  TIMEFORMAT='%U %S'
+  { time OMP_WAIT_POLICY=passive "$mtx" translate --ckpt "$ckpt" --threads "$threads" "${beam_flag[@]}" \
+      < "$work/offline.de" > "$work/offline.en" 2> "$work/offline.log"; } 2> "$work/offline.time"
+  offline=$(grep -o '[0-9.]* sentences/s' "$work/offline.log" | tail -1 | cut -d' ' -f1)
+  offline_ms=$(awk -v n="$((5 * n))" '{ printf "%.2f", 1000 * ($1 + $2) / n }' "$work/offline.time")
+  echo "offline: $((5 * n)) sentences, $offline sentences/s ($threads threads), $offline_ms CPU ms per sentence (load included)" >&2
+}
 
 OMP_WAIT_POLICY=passive "$mtx" serve --ckpt "$ckpt" --port 0 --threads "$threads" --max-queue 100000 ${MTX_SERVE_FLAGS:-} \
   2> "$work/serve.log" &
@@ -52,22 +56,39 @@ for _ in $(seq 1 200); do
 done
 [ -n "$port" ] || { cat "$work/serve.log" >&2; exit 1; }
 
-printf '| clients | sentences/s | vs offline | p50 ms | p99 ms | errors | server CPU ms per sentence (offline %s) | server peak RSS MB |\n|---|---|---|---|---|---|---|---|\n' "$offline_ms"
-for clients in ${MTX_LOAD_CLIENTS:-1 8 32 128}; do
-  wthreads=$(( clients < 2 ? 1 : 2 ))
-  before=$(cpu_ticks "$server")
-  MTX_LOAD_SENTENCES="$work/src.de" MTX_LOAD_BEAM="$beam" wrk -t "$wthreads" -c "$clients" -d "${seconds}s" --timeout 30s \
-    -s scripts/bench/serve_load.lua "http://127.0.0.1:$port" > "$work/wrk.$clients" 2>&1
-  after=$(cpu_ticks "$server")
-  line=$(grep MTXLOAD "$work/wrk.$clients")
-  get() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<< "$line"; }
-  rate=$(awk -v r="$(get requests)" -v s="$(get seconds)" 'BEGIN { printf "%.1f", r / s }')
+# Rounds: offline (the server idle), then each level; each level's ratio is against its own round's offline run,
+# so that the machine's drift between minutes moves both sides.
+levels=${MTX_LOAD_CLIENTS:-1 8 32 128}
+for round in $(seq 1 "$rounds"); do
+  run_offline
+  for clients in $levels; do
+    wthreads=$(( clients < 2 ? 1 : 2 ))
+    before=$(cpu_ticks "$server")
+    MTX_LOAD_SENTENCES="$work/src.de" MTX_LOAD_BEAM="$beam" wrk -t "$wthreads" -c "$clients" -d "${seconds}s" \
+      --timeout 30s -s scripts/bench/serve_load.lua "http://127.0.0.1:$port" > "$work/wrk.$clients" 2>&1
+    after=$(cpu_ticks "$server")
+    line=$(grep MTXLOAD "$work/wrk.$clients")
+    get() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<< "$line"; }
+    rate=$(awk -v r="$(get requests)" -v s="$(get seconds)" 'BEGIN { printf "%.1f", r / s }')
+    ratio=$(awk -v a="$rate" -v b="$offline" 'BEGIN { printf "%.2f", a / b }')
+    errors=$(( $(get errors) + $(get non2xx) ))
+    rss=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$server/status")
+    cpu_ms=$(awk -v t="$((after - before))" -v hz="$hz" -v n="$(get requests)" \
+      'BEGIN { printf "%.2f", (n > 0 ? 1000 * t / hz / n : 0) }')
+    echo "$ratio $rate $offline $(get p50_ms) $(get p99_ms) $errors $cpu_ms $offline_ms $rss" >> "$work/rounds.$clients"
+    echo "round $round, $clients clients: $rate sentences/s, $ratio of offline" >&2
+  done
+done
+
+# Per level, the round with the median ratio, and every round's ratio.
+printf '| clients | sentences/s | offline | vs offline (median of %d rounds) | every round | p50 ms | p99 ms | errors | server CPU ms per sentence | offline CPU ms per sentence | server peak RSS MB |\n|---|---|---|---|---|---|---|---|---|---|---|\n' "$rounds"
+for clients in $levels; do
+  all=$(cut -d' ' -f1 "$work/rounds.$clients" | tr '\n' ' ' | sed 's/ $//; s/ /, /g')
+  errors=$(awk '{ e += $6 } END { print e }' "$work/rounds.$clients")
+  read -r ratio rate off p50 p99 _ cpu_ms off_ms rss < <(sort -n "$work/rounds.$clients" | sed -n "$(( (rounds + 1) / 2 ))p")
   [ "$clients" = 32 ] && rate32=$rate
-  ratio=$(awk -v a="$rate" -v b="$offline" 'BEGIN { printf "%.2f", a / b }')
-  errors=$(( $(get errors) + $(get non2xx) ))
-  rss=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$server/status")
-  cpu_ms=$(awk -v t="$((after - before))" -v hz="$hz" -v n="$(get requests)" 'BEGIN { printf "%.2f", (n > 0 ? 1000 * t / hz / n : 0) }')
-  printf '| %d | %s | %s | %s | %s | %d | %s | %s |\n' "$clients" "$rate" "$ratio" "$(get p50_ms)" "$(get p99_ms)" "$errors" "$cpu_ms" "$rss"
+  printf '| %d | %s | %s | %s | %s | %s | %s | %d | %s | %s | %s |\n' "$clients" "$rate" "$off" "$ratio" "$all" "$p50" "$p99" \
+    "$errors" "$cpu_ms" "$off_ms" "$rss"
 done
 
 soak=${MTX_SOAK_REQUESTS:-100000}
