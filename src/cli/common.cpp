@@ -52,10 +52,11 @@ void DecodeFlags::add(CLI::App& cmd, const std::string& note) {
 
 config::DecodeConfig DecodeFlags::apply(config::DecodeConfig d) const {
   const auto& table = config::decode_options();
+  bool nbest_given = false;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const config::DecodeOption& o = table[i];
     const Slot& slot = slots_[i];
-    const std::string flag = std::string(o.flags).substr(0, std::string(o.flags).find_first_of("{,"));
+    nbest_given = nbest_given || (slot.integer && o.integer == &config::DecodeConfig::nbest);
     if (slot.boolean) d.*o.boolean = *slot.boolean;
     if (slot.number) d.*o.number = *slot.number;
     if (slot.integer) {
@@ -64,15 +65,13 @@ config::DecodeConfig DecodeFlags::apply(config::DecodeConfig d) const {
         d.*o.integer64 = v;
       } else {
         if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
-          throw ConfigError(flag + ": " + std::to_string(v) + " is out of range");
+          throw ConfigError(std::string(o.flags).substr(0, std::string(o.flags).find_first_of("{,")) + ": " +
+                            std::to_string(v) + " is out of range");
         d.*o.integer = int(v);
       }
     }
   }
   // A beam below the checkpoint's nbest, nbest not given: as many hypotheses as the beam has.
-  const bool nbest_given = std::any_of(table.begin(), table.end(), [&](const config::DecodeOption& o) {
-    return std::string(o.key) == "nbest" && slots_[size_t(&o - table.data())].integer;
-  });
   if (!nbest_given && !config::sampling(d)) d.nbest = std::min(d.nbest, d.beam);
   config::validate(d);
   return d;

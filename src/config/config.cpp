@@ -379,98 +379,85 @@ std::string to_string(Task v) { return enum_name(v); }
 
 // ---- decoding options: the one table -----------------------------------------------------------
 namespace {
-using T = DecodeOption::Type;
 constexpr double kMaxInt = 1 << 30;
-DecodeOption integer(const char* key, const char* flags, int DecodeConfig::*f, double lo, double hi, bool request,
-                     const char* help) {
+// An entry's fields but the one it sets and its range.
+DecodeOption option(const char* key, const char* flags, bool request, const char* help) {
   DecodeOption o;
   o.key = key;
   o.flags = flags;
-  o.type = T::integer;
+  o.request = request;
+  o.help = help;
+  return o;
+}
+DecodeOption integer(const char* key, const char* flags, int DecodeConfig::*f, double lo, double hi, bool request,
+                     const char* help) {
+  DecodeOption o = option(key, flags, request, help);
   o.integer = f;
   o.min = lo;
   o.max = hi;
-  o.request = request;
-  o.help = help;
+  return o;
+}
+DecodeOption integer64(const char* key, const char* flags, int64_t DecodeConfig::*f, double lo, double hi, bool request,
+                       const char* help) {
+  DecodeOption o = option(key, flags, request, help);
+  o.integer64 = f;
+  o.min = lo;
+  o.max = hi;
   return o;
 }
 DecodeOption number(const char* key, const char* flags, double DecodeConfig::*f, double lo, bool lo_open, double hi,
                     bool request, const char* help) {
-  DecodeOption o;
-  o.key = key;
-  o.flags = flags;
-  o.type = T::number;
+  DecodeOption o = option(key, flags, request, help);
   o.number = f;
   o.min = lo;
   o.min_open = lo_open;
   o.max = hi;
-  o.request = request;
-  o.help = help;
   return o;
 }
 DecodeOption boolean(const char* key, const char* flags, bool DecodeConfig::*f, bool request, const char* help) {
-  DecodeOption o;
-  o.key = key;
-  o.flags = flags;
-  o.type = T::boolean;
+  DecodeOption o = option(key, flags, request, help);
   o.boolean = f;
   o.max = 1;
-  o.request = request;
-  o.help = help;
   return o;
 }
 }  // namespace
 
 const std::vector<DecodeOption>& decode_options() {
   using D = DecodeConfig;
-  static const std::vector<DecodeOption> table = [&] {
-    std::vector<DecodeOption> t = {
-        integer("beam", "--beam", &D::beam, 1, 1024, true, "Beam size; 1 = greedy (and sampling)"),
-        number("alpha", "--alpha", &D::alpha, 0, false, 100, true,
-               "GNMT length normalisation exponent; 0 = raw log-probability"),
-        integer("nbest", "--nbest", &D::nbest, 1, 1024, true,
-                "Hypotheses per sentence (at most the beam), or samples when sampling"),
-        number("max_len_a", "--max-len-a", &D::max_len_a, 0, false, 1000, true,
-               "Output limit a * source_length + b: a"),
-        integer("max_len_b", "--max-len-b", &D::max_len_b, 0, 1 << 16, true, "Output limit a * source_length + b: b"),
-        integer("min_len", "--min-len", &D::min_len, 0, 1 << 16, true,
-                "Tokens generated before EOS may be chosen (the length limit wins)"),
-        boolean("exact_stop", "--exact-stop{true},--first-k-stop{false}", &D::exact_stop, false,
-                "Search a sentence until no live hypothesis can still win (otherwise it ends once `beam` "
-                "hypotheses finished)"),
-        boolean("allow_unk", "--allow-unk{true},--ban-unk{false}", &D::allow_unk, false,
-                "Whether <unk> may be generated (Marian's models ban it)"),
-        integer("batch_tokens", "--batch-tokens", &D::batch_tokens, 1, kMaxInt, false,
-                "Sentences x longest source per batch"),
-        integer("max_input_length", "--max-input-length", &D::max_input_length, 0, kMaxInt, true,
-                "Source tokens kept; a longer source is cut, with a warning naming its line (0: what the model "
-                "takes)"),
-        integer("sampling_topk", "--sampling-topk", &D::sampling_topk, 0, kMaxInt, true,
-                "Sample each token from the K likeliest (0: from all); 1: no sampling, search"),
-        number("sampling_topp", "--sampling-topp", &D::sampling_topp, 0, true, 1, true,
-               "Sampling: from the fewest likeliest tokens whose probability reaches P (nucleus; 1: all)"),
-        number("sampling_temperature", "--sampling-temperature", &D::sampling_temperature, 0, true, 1e4, true,
-               "Sampling: the scores are divided by T before the softmax"),
-        DecodeOption{},  // seed: below
-        number("repetition_penalty", "--repetition-penalty", &D::repetition_penalty, 1e-3, false, 1e3, true,
-               "Scores of tokens already generated: divided by P where positive, multiplied where negative "
-               "(CTRL's; 1: off)"),
-        integer("no_repeat_ngram_size", "--no-repeat-ngram-size", &D::no_repeat_ngram_size, 0, 1024, true,
-                "No N-gram of tokens occurs twice in a hypothesis (0: off)"),
-    };
-    DecodeOption seed;
-    seed.key = "sampling_seed";
-    seed.flags = "--sampling-seed";
-    seed.integer64 = &D::sampling_seed;
-    seed.min = 0;
-    seed.max = 9007199254740991.0;  // 2^53 - 1: exact in a JSON number
-    seed.request = true;
-    seed.help = "Sampling: the seed of each sentence's stream (a sample depends on the seed and its sentence)";
-    for (auto& o : t) {
-      if (o.key == nullptr) o = seed;
-    }
-    return t;
-  }();
+  static const std::vector<DecodeOption> table = {
+      integer("beam", "--beam", &D::beam, 1, 1024, true, "Beam size; 1 = greedy (and sampling)"),
+      number("alpha", "--alpha", &D::alpha, 0, false, 100, true,
+             "GNMT length normalisation exponent; 0 = raw log-probability"),
+      integer("nbest", "--nbest", &D::nbest, 1, 1024, true,
+              "Hypotheses per sentence (at most the beam), or samples when sampling"),
+      number("max_len_a", "--max-len-a", &D::max_len_a, 0, false, 1000, true, "Output limit a * source_length + b: a"),
+      integer("max_len_b", "--max-len-b", &D::max_len_b, 0, 1 << 16, true, "Output limit a * source_length + b: b"),
+      integer("min_len", "--min-len", &D::min_len, 0, 1 << 16, true,
+              "Tokens generated before EOS may be chosen (the length limit wins)"),
+      boolean("exact_stop", "--exact-stop{true},--first-k-stop{false}", &D::exact_stop, false,
+              "Search a sentence until no live hypothesis can still win (otherwise it ends once `beam` "
+              "hypotheses finished)"),
+      boolean("allow_unk", "--allow-unk{true},--ban-unk{false}", &D::allow_unk, false,
+              "Whether <unk> may be generated (Marian's models ban it)"),
+      integer("batch_tokens", "--batch-tokens", &D::batch_tokens, 1, kMaxInt, false,
+              "Sentences x longest source per batch"),
+      integer("max_input_length", "--max-input-length", &D::max_input_length, 0, kMaxInt, true,
+              "Source tokens kept; a longer source is cut, with a warning naming its line (0: what the model "
+              "takes)"),
+      integer("sampling_topk", "--sampling-topk", &D::sampling_topk, 0, kMaxInt, true,
+              "Sample each token from the K likeliest (0: from all); 1: no sampling, search"),
+      number("sampling_topp", "--sampling-topp", &D::sampling_topp, 0, true, 1, true,
+             "Sampling: from the fewest likeliest tokens whose probability reaches P (nucleus; 1: all)"),
+      number("sampling_temperature", "--sampling-temperature", &D::sampling_temperature, 0, true, 1e4, true,
+             "Sampling: the scores are divided by T before the softmax"),
+      integer64("sampling_seed", "--sampling-seed", &D::sampling_seed, 0, 9007199254740991.0,  // 2^53 - 1
+                true, "Sampling: the seed of each sentence's stream (a sample depends on the seed and its sentence)"),
+      number("repetition_penalty", "--repetition-penalty", &D::repetition_penalty, 1e-3, false, 1e3, true,
+             "Scores of tokens already generated: divided by P where positive, multiplied where negative "
+             "(CTRL's; 1: off)"),
+      integer("no_repeat_ngram_size", "--no-repeat-ngram-size", &D::no_repeat_ngram_size, 0, 1024, true,
+              "No N-gram of tokens occurs twice in a hypothesis (0: off)"),
+  };
   return table;
 }
 

@@ -159,12 +159,12 @@ struct DecodeConfig {
 };
 
 // One decoding option, declared once: its key in a config's `decode` section and in a server request, its
-// command-line flag, type (the field it sets), range, help and whether a request may set it. The config reader,
-// the flags of mtx translate/eval/serve, the server's request fields and the docs' tables all walk this table.
+// command-line flag, the field it sets (one of the four pointers: its type), range, help and whether a request may set
+// it. The config reader, the flags of mtx translate/eval/serve, the server's request fields and the docs' tables all
+// walk this table.
 struct DecodeOption {
   const char* key = nullptr;    // "beam": decode.beam in a config, "beam" in a request body
   const char* flags = nullptr;  // CLI11's names: "--beam", or for a switch "--exact-stop{true},--first-k-stop{false}"
-  enum class Type { integer, number, boolean } type = Type::integer;
   int DecodeConfig::*integer = nullptr;  // the field, by type
   int64_t DecodeConfig::*integer64 = nullptr;
   double DecodeConfig::*number = nullptr;
