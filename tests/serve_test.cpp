@@ -533,6 +533,8 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
       {"{\"text\": \"ein Hund\", \"alpha\": -1}", "\"alpha\" must be a number in [0, 100]"},
       {"{\"text\": \"ein Hund\", \"scores\": 1}", "\"scores\" must be true or false"},
       {"{\"text\": \"ein Hund\", \"alignment\": \"yes\"}", "\"alignment\" must be true or false"},
+      // Keys are off here, yet a key field of the wrong type is still a bad request (schemathesis found it).
+      {"{\"text\": \"ein Hund\", \"api_key\": false}", "\"api_key\" must be a string"},
   };
   for (const auto& [body, reason] : bad) {
     const Reply e = call(port, http::verb::post, "/v1/translate", body);

@@ -291,6 +291,10 @@ struct Api::Impl {
   }
 
   void check_access(const HttpRequest& r, const Endpoint& e, const json& body) const {
+    // The field's type is checked whether or not keys are on: the schema says string either way.
+    if (body.is_object() && body.contains("api_key") && !body["api_key"].is_string()) {
+      throw bad("\"api_key\" must be a string");
+    }
     std::string bearer;
     const std::string auth = r.authorization;
     if (lower(auth.substr(0, 7)) == "bearer ") bearer = auth.substr(7);
