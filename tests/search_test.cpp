@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "mtx/util/cpu_isa.h"
@@ -771,4 +773,83 @@ TEST(BeamSearch, ASampleIsTheSameAloneInABatchAndJoined) {
     return out;
   };
   EXPECT_NE(tokens_of(alone(0, 11)), tokens_of(alone(0, 99)));
+}
+
+namespace {
+
+// A seeded random model: per sentence and history, weights over the tokens 4..9 (7, 8 and 9 made unlikely, so
+// that constraints on them must be forced), EOS likelier as the hypothesis grows.
+std::vector<double> random_model(int64_t s, const std::vector<int32_t>& h) {
+  uint64_t seed = 0x9E3779B97F4A7C15ull * uint64_t(s + 1);
+  for (const int32_t t : h) seed = (seed ^ uint64_t(t)) * 0x100000001b3ull;
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(0.05, 1.0);
+  std::vector<double> p(size_t(kVocab), 1e-9);
+  const double eos = std::min(0.9, 0.05 + 0.1 * double(h.size()));
+  double total = 0;
+  for (int32_t v = 4; v < kVocab; ++v) total += p[size_t(v)] = u(g) * (v >= 7 ? 0.1 : 1.0);
+  for (int32_t v = 4; v < kVocab; ++v) p[size_t(v)] *= (1 - eos) / total;
+  p[size_t(kEos)] = eos;
+  return p;
+}
+
+bool holds(const std::vector<int32_t>& h, const std::vector<int32_t>& phrase) {
+  return std::search(h.begin(), h.end(), phrase.begin(), phrase.end()) != h.end();
+}
+
+}  // namespace
+
+// Lexically constrained beam search: every hypothesis that ends before its limit holds every phrase (multi-token
+// ones whole, even as hypotheses move between rows at each reorder), a sentence searches the same alone as among
+// others with and without constraints, and one without constraints is searched as before.
+TEST(BeamSearch, EveryHypothesisHoldsItsConstraintsThroughReorders) {
+  const std::vector<std::vector<std::vector<int32_t>>> sets = {
+      {{8, 9}}, {{7}, {9, 8, 9}}, {}, {{9, 9}, {8}}, {{5, 8, 7}}, {}};
+  constexpr int64_t kSentences = 24, kLimit = 14;
+  for (const int beam : {1, 4}) {
+    SearchOptions o = opts(beam, 0.6, beam);
+    std::vector<SearchSentence> sentences;
+    for (int64_t s = 0; s < kSentences; ++s) sentences.push_back({kLimit, {}, 0, sets[size_t(s) % sets.size()]});
+    FakeStep fn(random_model, kSentences);
+    const auto out = beam_search(fn, o, input_of(sentences));
+    int64_t met = 0, plain_changed = 0;
+    for (int64_t s = 0; s < kSentences; ++s) {
+      ASSERT_FALSE(out[size_t(s)].empty()) << s;
+      for (const auto& h : out[size_t(s)]) {
+        if (int64_t(h.tokens.size()) + 1 >= kLimit) continue;  // forced to end at the limit
+        for (const auto& phrase : sentences[size_t(s)].constraints) {
+          EXPECT_TRUE(holds(h.tokens, phrase)) << "sentence " << s << ", beam " << beam;
+        }
+        ++met;
+      }
+      // Alone: the same hypotheses.
+      std::vector<SearchSentence> one = {sentences[size_t(s)]};
+      const Table shifted = [s](int64_t, const std::vector<int32_t>& h) { return random_model(s, h); };
+      FakeStep alone(shifted, 1);
+      const auto single = beam_search(alone, o, input_of(one));
+      ASSERT_EQ(single[0].size(), out[size_t(s)].size()) << s;
+      for (size_t j = 0; j < single[0].size(); ++j) {
+        EXPECT_EQ(single[0][j].tokens, out[size_t(s)][j].tokens) << "sentence " << s << ", beam " << beam;
+        EXPECT_EQ(single[0][j].score, out[size_t(s)][j].score);
+      }
+      if (sentences[size_t(s)].constraints.empty()) {
+        FakeStep unconstrained(shifted, 1);
+        const auto before = beam_search(unconstrained, o, input_of({{kLimit, {}, 0}}));
+        plain_changed += before[0][0].tokens != out[size_t(s)][0].tokens;
+      }
+    }
+    EXPECT_GT(met, kSentences / 2) << "most hypotheses end before the limit";
+    EXPECT_EQ(plain_changed, 0);
+  }
+  // The constraint's tokens are the model's: the log-probability sums them like any other.
+  FakeStep fn(garden_path, 1);
+  const auto out = beam_search(fn, opts(2), input_of({{10, {}, 0, {{6}}}}));
+  ASSERT_FALSE(out[0].empty());
+  EXPECT_EQ(out[0][0].tokens, (std::vector<int32_t>{4, 6}));
+  EXPECT_NEAR(out[0][0].log_prob, std::log(0.5) + std::log(0.3) + std::log(0.95), 1e-4);
+  // Not with sampling.
+  SearchOptions sampled = opts(1);
+  sampled.sampling_topk = 0;
+  FakeStep fs(garden_path, 1);
+  EXPECT_THROW(beam_search(fs, sampled, input_of({{10, {}, 0, {{6}}}})), mtx::ConfigError);
 }

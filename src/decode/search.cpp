@@ -52,8 +52,81 @@ struct Steering {
   const std::vector<uint8_t>* live = nullptr;                  // sampling, per row: its sample still runs
   std::vector<uint64_t> streams;                               // per active sentence
   std::vector<int64_t> own_steps;                              // per active sentence
+  // Constraints, per row (empty: none): EOS banned (its constraints are not all met), and the tokens whose
+  // log-probabilities the step keeps besides its best ones (those that advance its constraints).
+  std::vector<uint8_t> eos_banned_rows;
+  std::vector<std::vector<int32_t>> wants;
   bool processors() const { return options->repetition_penalty != 1.0 || options->no_repeat_ngram_size > 0; }
 };
+
+// Constraints of one sentence: target phrases, each a token sequence.
+using Phrases = std::vector<std::vector<int32_t>>;
+
+// A hypothesis's progress through its sentence's constraints (fairseq's UnorderedConstraintState, without the
+// trie): which phrases it has met, and the tokens of an unmet one it is in the middle of.
+struct ConstraintState {
+  std::vector<uint8_t> met;       // per phrase
+  std::vector<int32_t> progress;  // a prefix of at least one unmet phrase (empty: none under way)
+  int64_t bank = 0;               // constraint tokens generated: the met phrases' lengths and the progress
+  bool all_met() const { return std::all_of(met.begin(), met.end(), [](uint8_t m) { return m != 0; }); }
+};
+
+ConstraintState start_state(const Phrases& phrases) { return {std::vector<uint8_t>(phrases.size(), 0), {}, 0}; }
+
+// The state after `token`: it extends the phrase under way, else it may start one (progress is lost when a token
+// breaks a phrase, as in fairseq: the token is then tried from the root).
+ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_t token) {
+  if (phrases.empty()) return s;
+  ConstraintState n = s;
+  const auto extend = [&](const std::vector<int32_t>& under_way) {
+    bool any = false;
+    int64_t complete = -1;
+    bool longer = false;  // an unmet phrase goes on past it
+    for (size_t i = 0; i < phrases.size(); ++i) {
+      const auto& p = phrases[i];
+      if (s.met[i] || p.size() < under_way.size() || !std::equal(under_way.begin(), under_way.end(), p.begin()))
+        continue;
+      any = true;
+      if (p.size() == under_way.size()) {
+        if (complete < 0) complete = int64_t(i);
+      } else {
+        longer = true;
+      }
+    }
+    if (!any) return false;
+    if (complete >= 0) n.met[size_t(complete)] = 1;
+    n.progress = complete >= 0 && !longer ? std::vector<int32_t>{} : under_way;
+    return true;
+  };
+  std::vector<int32_t> under_way = s.progress;
+  under_way.push_back(token);
+  if (!extend(under_way)) {
+    n.progress.clear();
+    if (!s.progress.empty()) extend({token});
+  }
+  n.bank = int64_t(n.progress.size());
+  for (size_t i = 0; i < phrases.size(); ++i) {
+    if (n.met[i] && n.progress != phrases[i]) n.bank += int64_t(phrases[i].size());
+  }
+  return n;
+}
+
+// The tokens that advance a state: the next token of each unmet phrase under way, and (when one is under way, or
+// none) the first token of each unmet phrase.
+void advancing_tokens(const ConstraintState& s, const Phrases& phrases, std::vector<int32_t>& out) {
+  out.clear();
+  for (size_t i = 0; i < phrases.size(); ++i) {
+    const auto& p = phrases[i];
+    if (s.met[i]) continue;
+    out.push_back(p.front());
+    if (!s.progress.empty() && p.size() > s.progress.size() &&
+        std::equal(s.progress.begin(), s.progress.end(), p.begin())) {
+      out.push_back(p[s.progress.size()]);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
 
 // The tokens a hypothesis may not take next under the no-repeat n-gram rule (transformers' NoRepeatNGram): every
 // token that followed an earlier occurrence of its last n - 1 tokens.
@@ -88,6 +161,7 @@ class CandidatePicker {
     } else {
       top_.resize(size_t(rows * held_rows()));
     }
+    if (steer_ && !steer_->wants.empty()) wanted_.resize(size_t(rows));
   }
 
   // block [n, V] float on the CPU: rows first_row .. first_row + n. Steering changes the block's rows in place.
@@ -123,8 +197,17 @@ class CandidatePicker {
         if (steer && !steer_->logits && !raw_) lse = log_sum_exp(loops, row, vocab);  // log-probability domain
         if (steer) process(r, row, vocab, lse, bans);
         if (!raw_ && (!steer || steer_->logits)) lse = log_sum_exp(loops, row, vocab);
-        // Never chosen: BOS, pad, unk, EOS before min_len.
-        const bool eos_banned = !rules_.eos_banned.empty() && rules_.eos_banned[size_t(a)];
+        // Never chosen: BOS, pad, unk, EOS before min_len (or before the row's constraints are met).
+        const bool eos_banned = (!rules_.eos_banned.empty() && rules_.eos_banned[size_t(a)]) ||
+                                (steer_ && !steer_->eos_banned_rows.empty() && steer_->eos_banned_rows[size_t(r)]);
+        if (steer_ && !steer_->wants.empty()) {  // the tokens that advance the row's constraints, before the bans
+          auto& w = wanted_[size_t(r)];
+          w.clear();
+          for (const int32_t t : steer_->wants[size_t(r)]) {
+            if (t < 0 || t >= vocab || t == rules_.bos || t == rules_.pad || t == rules_.eos) continue;
+            if (row[t] != kNegInf) w.push_back({raw_ ? row[t] : row[t] - lse, t});
+          }
+        }
         if (steer_ && steer_->sample) {
           for (const int32_t t : {rules_.bos, rules_.pad, rules_.unk, eos_banned ? rules_.eos : -1}) {
             if (t >= 0 && t < vocab) row[t] = kNegInf;
@@ -179,6 +262,12 @@ class CandidatePicker {
 
   // Sampling: row r's draw j (its token and log-probability), after every block was added.
   const Entry& drawn(int64_t r, int64_t j) const { return samples_[size_t(r * steer_->draws + j)]; }
+  // Row r's best allowed token (index -1: none), and the log-probabilities of the tokens it wants (Steering).
+  const Entry& best(int64_t r) const { return top_[size_t(r * held_rows())]; }
+  const std::vector<Entry>& wanted(int64_t r) const {
+    static const std::vector<Entry> kNone;
+    return wanted_.empty() ? kNone : wanted_[size_t(r)];
+  }
   int64_t vocab() const { return vocab_; }
 
  private:
@@ -296,6 +385,7 @@ class CandidatePicker {
   const Steering* steer_;
   std::vector<Entry> top_;      // [rows, held]
   std::vector<Entry> samples_;  // [rows, draws]
+  std::vector<std::vector<Entry>> wanted_;  // per row: (log-probability, token) of its wanted tokens
   int64_t vocab_ = -1;
   int64_t seen_ = 0;
 };
@@ -389,13 +479,30 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
   std::vector<int64_t> limits;                    // per sentence, admitted ones included
   std::vector<std::vector<int32_t>> prefixes;     // per sentence
   std::vector<uint64_t> streams;                  // per sentence
+  std::vector<Phrases> constraints;               // per sentence
   std::vector<int64_t> starts(size_t(batch), 0);  // per sentence: the step it started at
+  bool any_constraints = false;
   const auto add_sentence = [&](const SearchSentence& s) {
     TORCH_CHECK(s.max_length >= 1, "beam_search: max length must be >= 1, got ", s.max_length);
     for (const int32_t t : s.prefix) TORCH_CHECK(t >= 0 && t != eos && t != bos, "beam_search: prefix token ", t);
-    limits.push_back(std::max<int64_t>(s.max_length, int64_t(s.prefix.size()) + 1));
+    Phrases phrases;
+    int64_t phrase_tokens = 0;
+    for (const auto& p : s.constraints) {
+      if (p.empty()) continue;
+      for (const int32_t t : p) {
+        TORCH_CHECK(t >= 0 && t != eos && t != bos && t != pad, "beam_search: constraint token ", t);
+      }
+      phrases.push_back(p);
+      phrase_tokens += int64_t(p.size());
+    }
+    if (!phrases.empty() && sampling) {
+      throw ConfigError("constraints need beam or greedy search, not sampling (decode.sampling_topk 1)");
+    }
+    any_constraints = any_constraints || !phrases.empty();
+    limits.push_back(std::max<int64_t>(s.max_length, int64_t(s.prefix.size()) + phrase_tokens + 1));
     prefixes.push_back(s.prefix);
     streams.push_back(s.stream);
+    constraints.push_back(std::move(phrases));
   };
   for (const auto& s : input.sentences) add_sentence(s);
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(batch));
@@ -427,6 +534,55 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
   std::vector<int64_t> tokens(static_cast<size_t>(batch), bos);
   // Sampling: per row, whether its sample still runs (a sentence's rows end one by one).
   std::vector<uint8_t> live(static_cast<size_t>(batch), 1);
+  // Constraints (once any sentence has them): per row, its progress through its sentence's phrases.
+  std::vector<ConstraintState> cstate;
+  const auto start_states = [&] {
+    if (!any_constraints || !cstate.empty()) return;
+    for (const int64_t s : active) cstate.push_back(start_state(constraints[size_t(s)]));
+  };
+  start_states();
+  // Dynamic beam allocation for sentence `s` (active index a): `cands` (its best candidates) grows by each row's
+  // best token and every token that advances a row's constraints, and is put in the order in which the beam takes
+  // them: grouped into banks by the constraint tokens each would have met, best first within a bank; then the
+  // best of every bank (the fullest bank first), the second best of every bank, and so on.
+  const auto constrained_order = [&](int64_t a, int64_t s, const CandidatePicker& picker,
+                                     const std::vector<float>& prior, int64_t vocab, std::vector<Entry>& cands) {
+    const Phrases& phrases = constraints[size_t(s)];
+    const auto add = [&](int64_t b, const Entry& e) {
+      if (e.index < 0 || e.value == kNegInf) return;
+      const float score = prior[size_t(a * width + b)] + e.value;
+      if (score != kNegInf) cands.push_back({score, b * vocab + e.index});
+    };
+    for (int64_t b = 0; b < width; ++b) {
+      add(b, picker.best(a * width + b));
+      for (const Entry& e : picker.wanted(a * width + b)) add(b, e);
+    }
+    std::sort(cands.begin(), cands.end(), better);
+    cands.erase(std::unique(cands.begin(), cands.end(),
+                            [](const Entry& x, const Entry& y) { return x.index == y.index; }),
+                cands.end());
+    // A row's token among both its best and its wanted ones: the same index and score, neighbours after the sort.
+    struct Ranked {
+      Entry e;
+      int64_t bank, rank;
+    };
+    std::vector<Ranked> ranked;
+    for (const Entry& e : cands) {
+      const int64_t b = e.index / vocab;
+      const auto token = int32_t(e.index % vocab);
+      const ConstraintState& from = cstate[size_t(a * width + b)];
+      ranked.push_back({e, token == eos ? from.bank : advance(from, phrases, token).bank, 0});
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& x, const Ranked& y) { return x.bank > y.bank; });
+    for (size_t i = 0; i < ranked.size(); ++i) {
+      ranked[i].rank = i > 0 && ranked[i].bank == ranked[i - 1].bank ? ranked[i - 1].rank + 1 : 0;
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& x, const Ranked& y) {
+      return x.rank < y.rank || (x.rank == y.rank && x.bank > y.bank);
+    });
+    cands.clear();
+    for (const Ranked& r : ranked) cands.push_back(r.e);
+  };
 
   for (int64_t t = 0; !active.empty(); ++t) {
     if (input.abandoned && t > 0) {
@@ -449,12 +605,15 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         std::vector<float> kept_scores;
         std::vector<std::vector<int32_t>> kept_history;
         std::vector<uint8_t> kept_live;
+        std::vector<ConstraintState> kept_cstate;
         for (const int64_t r : kept_rows) {
           kept_tokens.push_back(tokens[size_t(r)]);
           kept_scores.push_back(scores[size_t(r)]);
           kept_history.push_back(std::move(history[size_t(r)]));
           kept_live.push_back(live[size_t(r)]);
+          if (!cstate.empty()) kept_cstate.push_back(std::move(cstate[size_t(r)]));
         }
+        cstate = std::move(kept_cstate);
         fn.reorder(torch::tensor(kept_rows, torch::kLong), false);
         active = std::move(kept_active);
         tokens = std::move(kept_tokens);
@@ -490,9 +649,20 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         steer.own_steps.push_back(own);
       }
     }
+    if (any_constraints) {
+      // Per row: EOS until its phrases are met, and the log-probabilities of the tokens that advance them.
+      steer.eos_banned_rows.resize(size_t(rows));
+      steer.wants.resize(size_t(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        const Phrases& phrases = constraints[size_t(active[size_t(r / width)])];
+        steer.eos_banned_rows[size_t(r)] = cstate[size_t(r)].all_met() ? 0 : 1;
+        advancing_tokens(cstate[size_t(r)], phrases, steer.wants[size_t(r)]);
+      }
+    }
     // CPU float scores are reduced block by block as they come; others (GPU, half) are kept for the tensor path,
-    // unless the step is steered (prefixes, processors, sampling): those blocks are brought to the CPU in float.
-    const bool steered = sampling || processors || any_prefix;
+    // unless the step is steered (prefixes, processors, sampling, constraints): those blocks are brought to the CPU
+    // in float.
+    const bool steered = sampling || processors || any_prefix || any_constraints;
     CandidatePicker picker(rows, width, k, rules, raw, steered ? &steer : nullptr);
     std::vector<torch::Tensor> kept;  // [n, V] blocks off the fused path
     int64_t vocab = -1, covered = 0;
@@ -525,6 +695,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     std::vector<float> next_scores;
     std::vector<std::vector<int32_t>> next_history;
     std::vector<uint8_t> next_live;
+    std::vector<ConstraintState> next_cstate;
     if (sampling) {
       // Each row continues its own sample: sample j of a sentence is row j (at its first step, draw j of its one
       // row). A sample that draws EOS ends; its row stays as a dead one until the sentence's last sample ends.
@@ -583,14 +754,20 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
           fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false, width);
       const auto sc = top.scores.accessor<float, 2>();  // [A, 2k]
       const auto ix = top.indices.accessor<int64_t, 2>();
+      std::vector<Entry> cands;  // a sentence's candidates in the order they take the beam: (score, beam * V + token)
       for (int64_t a = 0; a < n_active; ++a) {
         const int64_t s = active[size_t(a)];
         auto& done = finished[size_t(s)];
+        cands.clear();
+        for (int64_t c = 0; c < 2 * k && sc[a][c] != kNegInf; ++c) cands.push_back({sc[a][c], ix[a][c]});
+        if (any_constraints && !constraints[size_t(s)].empty()) {
+          constrained_order(a, s, picker, scores, vocab, cands);
+        }
         std::vector<int64_t> chosen;  // candidate positions continuing
-        for (int64_t c = 0; c < 2 * k && int64_t(chosen.size()) < k; ++c) {
-          const float score = sc[a][c];
+        for (int64_t c = 0; c < int64_t(cands.size()) && int64_t(chosen.size()) < k; ++c) {
+          const float score = cands[size_t(c)].value;
           if (score == kNegInf) break;
-          const int64_t beam = ix[a][c] / vocab, token = ix[a][c] % vocab;
+          const int64_t beam = cands[size_t(c)].index / vocab, token = cands[size_t(c)].index % vocab;
           if (token == eos) {
             // Like fairseq: an EOS counts only among the k best candidates.
             if (c < k) {
@@ -620,7 +797,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
           for (const auto& h : done) ended.push_back(h.score);
           std::nth_element(ended.begin(), ended.begin() + (k - 1), ended.end(), std::greater<double>());
           const double kth = ended[size_t(k - 1)];
-          const double best_live = double(sc[a][chosen.front()]);  // candidates come best first
+          double best_live = kNegInf;  // constrained candidates need not come best first
+          for (const int64_t c : chosen) best_live = std::max(best_live, double(cands[size_t(c)].value));
           if (best_live / length_penalty(limits[size_t(s)], options.alpha) <= kth) {
             conclude(s);
             continue;
@@ -629,14 +807,16 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         next_active.push_back(s);
         for (int64_t j = 0; j < k; ++j) {
           // Fewer than k live candidates (tiny vocabularies, a forced token): repeat the last one as a dead row.
-          const int64_t c = chosen[size_t(std::min<int64_t>(j, int64_t(chosen.size()) - 1))];
-          const int64_t row = a * width + ix[a][c] / vocab;
+          const Entry& e = cands[size_t(chosen[size_t(std::min<int64_t>(j, int64_t(chosen.size()) - 1))])];
+          const int64_t row = a * width + e.index / vocab;
+          const auto token = int32_t(e.index % vocab);
           keep_rows.push_back(row);
-          next_tokens.push_back(ix[a][c] % vocab);
-          next_scores.push_back(raw ? 0.0f : j < int64_t(chosen.size()) ? sc[a][c] : kNegInf);
+          next_tokens.push_back(token);
+          next_scores.push_back(raw ? 0.0f : j < int64_t(chosen.size()) ? e.value : kNegInf);
           next_history.push_back(history[size_t(row)]);
-          next_history.back().push_back(int32_t(ix[a][c] % vocab));
+          next_history.back().push_back(token);
           next_live.push_back(1);
+          if (any_constraints) next_cstate.push_back(advance(cstate[size_t(row)], constraints[size_t(s)], token));
         }
       }
     }
@@ -644,9 +824,11 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     // sample live).
     const std::vector<SearchSentence> joined =
         input.admit ? input.admit(int64_t(next_active.size())) : std::vector<SearchSentence>{};
+    const bool had_constraints = any_constraints;
     for (size_t i = 0; i < joined.size(); ++i) {
       add_sentence(joined[i]);
       any_prefix = any_prefix || !joined[i].prefix.empty();
+
       next_active.push_back(int64_t(finished.size()));
       finished.emplace_back();
       starts.push_back(t + 1);
@@ -656,6 +838,13 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         next_scores.push_back(j == 0 || sampling ? 0.0f : kNegInf);
         next_history.emplace_back();
         next_live.push_back(1);
+        if (had_constraints) next_cstate.push_back(start_state(constraints.back()));
+      }
+    }
+    if (any_constraints && !had_constraints) {  // the first sentences with constraints joined: every row starts
+      next_cstate.clear();
+      for (const int64_t s : next_active) {
+        for (int64_t j = 0; j < k; ++j) next_cstate.push_back(start_state(constraints[size_t(s)]));
       }
     }
     if (next_active.empty()) break;
@@ -667,6 +856,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     scores = std::move(next_scores);
     history = std::move(next_history);
     live = std::move(next_live);
+    cstate = std::move(next_cstate);
   }
   return finished;
 }

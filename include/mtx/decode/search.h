@@ -100,12 +100,20 @@ using Abandoned = std::function<bool(int64_t sentence)>;
 
 // One sentence of a search: its length limit (the most tokens it may generate, EOS included, >= 1), the target
 // prefix forced at its start (tokens without BOS and EOS; the search continues after them and they are part of
-// its hypotheses and their log-probabilities; the limit grows to hold them), and its sampling stream (the draws of
-// its sample j at its own step t depend on nothing but (stream, t, j)).
+// its hypotheses and their log-probabilities; the limit grows to hold them), its sampling stream (the draws of
+// its sample j at its own step t depend on nothing but (stream, t, j)), and its constraints: target phrases (token
+// sequences, in any order) that every hypothesis holds before it may end, by lexically constrained beam search
+// with dynamic beam allocation (Post & Vilar 2018, as fairseq's LexicallyConstrainedBeamSearch: each step's
+// candidates are the best ones, each hypothesis's best token and every token that advances a hypothesis's
+// constraints; the beam is dealt out among banks of candidates by constraint tokens met, best of each bank in turn,
+// the bank with the most first). A phrase that appears by itself counts. Only a hypothesis forced to end at its
+// length limit may end without its constraints. The limit grows to hold the prefix and every phrase. Not with
+// sampling (ConfigError).
 struct SearchSentence {
   int64_t max_length = 1;
   std::vector<int32_t> prefix;
   uint64_t stream = 0;
+  std::vector<std::vector<int32_t>> constraints;
 };
 // Continuous batching with prefixes and streams: as Admit, returning the joining sentences.
 using AdmitSentences = std::function<std::vector<SearchSentence>(int64_t searching)>;
