@@ -366,6 +366,46 @@ TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
     names.push_back(j["name"]);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"BLEU", "chrF2", "PPL"}));
+
+  // Steering from line-aligned files: a prefix, constraints (a JSON list a line), a glossary (TSV).
+  mtx::test::write_text(tmp / "prefix.en", "two\n\n");
+  mtx::test::write_text(tmp / "terms.jsonl", "[\"dog\", \"green\"]\n\n");
+  mtx::test::write_text(tmp / "glossary.tsv", "# de -> en\nBuch\tnovel\nHund\tpuppy\n");
+  const std::string ok_de = (tmp / "ok.de").string();
+  const Result steered =
+      run_mtx("translate --ckpt " + ckpt + " --beam 4 --target-prefix " + (tmp / "prefix.en").string() +
+              " --constraints " + (tmp / "terms.jsonl").string() + " --glossary " + (tmp / "glossary.tsv").string() +
+              " --input " + ok_de + " 2>/dev/null");
+  ASSERT_EQ(steered.code, 0) << steered.output;
+  std::istringstream steered_lines(steered.output);
+  std::string first, second;
+  std::getline(steered_lines, first);
+  std::getline(steered_lines, second);
+  EXPECT_EQ(first.rfind("two", 0), 0u) << first;
+  for (const char* term : {"dog", "green", "puppy"}) EXPECT_NE(first.find(term), std::string::npos) << first;
+  EXPECT_NE(second.find("novel"), std::string::npos) << "the glossary's Buch\n" << second;
+  EXPECT_EQ(second.find("puppy"), std::string::npos) << second;
+  // Bad control files are one-line errors naming the file and line.
+  mtx::test::write_text(tmp / "bad.jsonl", "[\"dog\"]\n{\"a\": 1}\n");
+  const Result bad_json =
+      run_mtx("translate --ckpt " + ckpt + " --constraints " + (tmp / "bad.jsonl").string() + " --input " + ok_de);
+  EXPECT_EQ(bad_json.code, 2) << bad_json.output;
+  EXPECT_NE(bad_json.output.find("line 2: expected a JSON list"), std::string::npos) << bad_json.output;
+  mtx::test::write_text(tmp / "short.jsonl", "[]\n");
+  const Result short_file =
+      run_mtx("translate --ckpt " + ckpt + " --constraints " + (tmp / "short.jsonl").string() + " --input " + ok_de);
+  EXPECT_EQ(short_file.code, 2) << short_file.output;
+  EXPECT_NE(short_file.output.find("it ends at line 1, before the input"), std::string::npos) << short_file.output;
+  mtx::test::write_text(tmp / "bad.tsv", "Hund puppy\n");
+  const Result bad_glossary =
+      run_mtx("translate --ckpt " + ckpt + " --glossary " + (tmp / "bad.tsv").string() + " --input " + ok_de);
+  EXPECT_EQ(bad_glossary.code, 2) << bad_glossary.output;
+  EXPECT_NE(bad_glossary.output.find("bad.tsv' line 1: expected \"source term<TAB>target term\""), std::string::npos)
+      << bad_glossary.output;
+  const Result sampled = run_mtx("translate --ckpt " + ckpt + " --beam 1 --sampling-topk 0 --constraints " +
+                                 (tmp / "terms.jsonl").string() + " --input " + ok_de);
+  EXPECT_EQ(sampled.code, 2) << sampled.output;
+  EXPECT_NE(sampled.output.find("constraints need beam or greedy search"), std::string::npos) << sampled.output;
 }
 
 // Several --ckpt: one ensemble translation per line, scored by eval too; models of another tokenizer and a

@@ -803,8 +803,8 @@ bool holds(const std::vector<int32_t>& h, const std::vector<int32_t>& phrase) {
 // ones whole, even as hypotheses move between rows at each reorder), a sentence searches the same alone as among
 // others with and without constraints, and one without constraints is searched as before.
 TEST(BeamSearch, EveryHypothesisHoldsItsConstraintsThroughReorders) {
-  const std::vector<std::vector<std::vector<int32_t>>> sets = {
-      {{8, 9}}, {{7}, {9, 8, 9}}, {}, {{9, 9}, {8}}, {{5, 8, 7}}, {}};
+  const std::vector<std::vector<std::vector<int32_t>>> sets = {{{8, 9}},      {{7}, {9, 8, 9}}, {},
+                                                               {{9, 9}, {8}}, {{5, 8, 7}},      {}};
   constexpr int64_t kSentences = 24, kLimit = 14;
   for (const int beam : {1, 4}) {
     SearchOptions o = opts(beam, 0.6, beam);

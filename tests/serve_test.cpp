@@ -42,7 +42,7 @@ namespace {
 
 serve::Hypotheses echo(const serve::BatchKey&, const std::vector<std::vector<int32_t>>& sources,
                        const decode::SentenceDone& = {}, const serve::Batcher::More& = {},
-                       const decode::Abandoned& = {}, const serve::Batcher::PrefixOf& = {}) {
+                       const decode::Abandoned& = {}, const serve::Batcher::ControlsOf& = {}) {
   serve::Hypotheses out;
   for (const auto& s : sources) out.push_back({decode::Hypothesis{s, 0, 0}});
   return out;

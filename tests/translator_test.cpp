@@ -382,16 +382,18 @@ TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
 
 // Every decoding control keeps a translation what it is alone: alone, among the others in one batch, in small
 // batches over two searches, with int8 weights and in an ensemble -- each control alone and all together.
-// Prefixes stay at the start of their outputs; samples are their sentence's own.
+// Prefixes stay at the start of their outputs, constraints are in them; samples are their sentence's own.
 TEST(Translator, EveryControlTranslatesTheSameAloneAndInAnyBatch) {
   Toy toy;
   model::Transformer other = train::build_model(toy.config, *toy.tok);
   const std::vector<std::string> lines = kLines;
   const std::vector<std::string> prefixes = {"a dog", "", "the", "", "two"};
+  const std::vector<std::vector<std::string>> terms = {{"dog"}, {}, {"a man", "red"}, {"street"}, {}};
   struct Control {
     std::string name;
     std::function<void(decode::SearchOptions&)> set;
     bool prefix = false;
+    bool constraints = false;
   };
   const std::vector<Control> controls = {
       {"prefix", [](decode::SearchOptions&) {}, true},
@@ -418,6 +420,16 @@ TEST(Translator, EveryControlTranslatesTheSameAloneAndInAnyBatch) {
          o.max_input_length = 4;
        },
        true},
+      {"constraints", [](decode::SearchOptions&) {}, false, true},
+      {"greedy constraints", [](decode::SearchOptions& o) { o.beam = 1; }, false, true},
+      {"all with beam search",
+       [](decode::SearchOptions& o) {
+         o.min_len = 2;
+         o.repetition_penalty = 1.2;
+         o.no_repeat_ngram_size = 3;
+         o.nbest = 2;
+       },
+       true, true},
   };
   const auto texts = [](const std::vector<decode::Translation>& ts) {
     std::vector<std::vector<std::string>> out;
@@ -438,8 +450,10 @@ TEST(Translator, EveryControlTranslatesTheSameAloneAndInAnyBatch) {
         o.workers = 1;
         const std::vector<model::Transformer> models =
             ensemble ? std::vector<model::Transformer>{toy.model, other} : std::vector<model::Transformer>{toy.model};
-        const std::vector<std::string> no_prefixes;
-        const std::vector<std::string>& pre = c.prefix ? prefixes : no_prefixes;
+        std::vector<decode::LineControls> pre;
+        for (size_t i = 0; (c.prefix || c.constraints) && i < lines.size(); ++i) {
+          pre.push_back({c.prefix ? prefixes[i] : "", c.constraints ? terms[i] : std::vector<std::string>{}});
+        }
         decode::Translator together(models, *toy.tok, o);
         const auto all = texts(together.translate(lines, pre));
         o.search.batch_tokens = 12;
@@ -448,11 +462,15 @@ TEST(Translator, EveryControlTranslatesTheSameAloneAndInAnyBatch) {
         const std::string where = c.name + (int8 ? " int8" : "") + (ensemble ? " ensemble" : "");
         EXPECT_EQ(texts(split.translate(lines, pre)), all) << where << ": small batches, two searches";
         for (size_t i = 0; i < lines.size(); ++i) {
-          const auto one = texts(
-              together.translate({lines[i]}, c.prefix ? std::vector<std::string>{pre[i]} : std::vector<std::string>{}));
+          const auto one =
+              texts(together.translate({lines[i]}, pre.empty() ? std::vector<decode::LineControls>{}
+                                                               : std::vector<decode::LineControls>{pre[i]}));
           EXPECT_EQ(one[0], all[i]) << where << ": line " << i << " alone";
-          if (c.prefix && !pre[i].empty()) {
-            for (const auto& t : all[i]) EXPECT_EQ(t.rfind(pre[i], 0), 0u) << where << ": '" << t << "'";
+          if (c.prefix && !prefixes[i].empty()) {
+            for (const auto& t : all[i]) EXPECT_EQ(t.rfind(prefixes[i], 0), 0u) << where << ": '" << t << "'";
+          }
+          for (size_t j = 0; c.constraints && j < terms[i].size(); ++j) {  // the best one holds them
+            EXPECT_NE(all[i][0].find(terms[i][j]), std::string::npos) << where << ": '" << all[i][0] << "'";
           }
         }
         if (c.name == "sampling") {

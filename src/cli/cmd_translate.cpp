@@ -36,6 +36,8 @@ struct TranslateArgs {
   int chunk_lines = 2000;
   std::string input, output;
   std::string target_prefix;  // --target-prefix FILE
+  std::string constraints;    // --constraints FILE
+  std::string glossary;       // --glossary FILE
   QuantizeArgs quantize;
 };
 
@@ -75,12 +77,23 @@ int run_translate(const TranslateArgs& args) {
   }
   std::ostream& out = args.output.empty() ? std::cout : output_file;
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
-  std::ifstream prefix_file;
-  std::unique_ptr<decode::LineSource> prefixes;
-  if (!args.target_prefix.empty()) {
-    prefix_file.open(args.target_prefix, std::ios::binary);
-    if (!prefix_file) throw DataError("--target-prefix: cannot read '" + args.target_prefix + "'");
-    prefixes = decode::istream_line_source(prefix_file);
+  // Line-aligned control files.
+  struct ControlFile {
+    std::ifstream file;
+    std::unique_ptr<decode::LineSource> lines;
+    void open(const std::string& flag, const std::string& path) {
+      if (path.empty()) return;
+      file.open(path, std::ios::binary);
+      if (!file) throw DataError(flag + ": cannot read '" + path + "'");
+      lines = decode::istream_line_source(file);
+    }
+  } prefixes, constraints;
+  prefixes.open("--target-prefix", args.target_prefix);
+  constraints.open("--constraints", args.constraints);
+  std::optional<decode::Glossary> glossary;
+  if (!args.glossary.empty()) {
+    glossary = decode::Glossary::load(args.glossary);
+    log::info("glossary {}: {} entries", args.glossary, glossary->size());
   }
 
   std::string with;
@@ -98,8 +111,9 @@ int run_translate(const TranslateArgs& args) {
   stream.nbest_format = args.scores || options.search.nbest > 1;
   stream.align = args.align;
   stream.align_layer = args.align_layer;
-  stream.prefixes = prefixes.get();
-  stream.prefixes_name = "--target-prefix '" + args.target_prefix + "'";
+  stream.prefixes = {prefixes.lines.get(), "--target-prefix '" + args.target_prefix + "'"};
+  stream.constraints = {constraints.lines.get(), "--constraints '" + args.constraints + "'"};
+  stream.glossary = glossary ? &*glossary : nullptr;
   // Developer aid, as in training: MTX_PROFILE=FILE records the run with torch's profiler.
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (const char* p = std::getenv("MTX_PROFILE"); p && *p) {
@@ -162,6 +176,14 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--target-prefix", args->target_prefix,
                   "Line-aligned target prefixes: each translation starts with its line of FILE (empty: none); the "
                   "search continues after it")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--constraints", args->constraints,
+                  "Line-aligned terminology constraints: each line of FILE a JSON list of target phrases its "
+                  "translation must hold, e.g. [\"a dog\"] (empty: none); lexically constrained beam search")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--glossary", args->glossary,
+                  "A glossary, \"source term<TAB>target term\" a line: where a line holds a source term as whole "
+                  "words, its target term is a constraint of the translation")
       ->check(CLI::ExistingFile);
   cmd->add_option("--input", args->input, "Read this file instead of stdin");
   cmd->add_option("--output", args->output, "Write this file instead of stdout");

@@ -68,7 +68,9 @@ struct ConstraintState {
   std::vector<uint8_t> met;       // per phrase
   std::vector<int32_t> progress;  // a prefix of at least one unmet phrase (empty: none under way)
   int64_t bank = 0;               // constraint tokens generated: the met phrases' lengths and the progress
-  bool all_met() const { return std::all_of(met.begin(), met.end(), [](uint8_t m) { return m != 0; }); }
+  bool all_met() const {
+    return std::all_of(met.begin(), met.end(), [](uint8_t m) { return m != 0; });
+  }
 };
 
 ConstraintState start_state(const Phrases& phrases) { return {std::vector<uint8_t>(phrases.size(), 0), {}, 0}; }
@@ -383,8 +385,8 @@ class CandidatePicker {
   const StepRules& rules_;
   bool raw_;
   const Steering* steer_;
-  std::vector<Entry> top_;      // [rows, held]
-  std::vector<Entry> samples_;  // [rows, draws]
+  std::vector<Entry> top_;                  // [rows, held]
+  std::vector<Entry> samples_;              // [rows, draws]
   std::vector<std::vector<Entry>> wanted_;  // per row: (log-probability, token) of its wanted tokens
   int64_t vocab_ = -1;
   int64_t seen_ = 0;
@@ -514,6 +516,15 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       std::stable_sort(done.begin(), done.end(),
                        [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
     }
+    if (!constraints[size_t(s)].empty()) {
+      // Hypotheses forced to end at the limit without their phrases come after every one that holds them.
+      const Phrases& phrases = constraints[size_t(s)];
+      std::stable_partition(done.begin(), done.end(), [&](const Hypothesis& h) {
+        ConstraintState c = start_state(phrases);
+        for (const int32_t t : h.tokens) c = advance(c, phrases, t);
+        return c.all_met();
+      });
+    }
     if (int64_t(done.size()) > options.nbest) done.resize(size_t(options.nbest));
     if (on_done) on_done(s, done);
   };
@@ -558,9 +569,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       for (const Entry& e : picker.wanted(a * width + b)) add(b, e);
     }
     std::sort(cands.begin(), cands.end(), better);
-    cands.erase(std::unique(cands.begin(), cands.end(),
-                            [](const Entry& x, const Entry& y) { return x.index == y.index; }),
-                cands.end());
+    cands.erase(
+        std::unique(cands.begin(), cands.end(), [](const Entry& x, const Entry& y) { return x.index == y.index; }),
+        cands.end());
     // A row's token among both its best and its wanted ones: the same index and score, neighbours after the sort.
     struct Ranked {
       Entry e;

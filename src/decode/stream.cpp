@@ -13,6 +13,7 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
@@ -152,6 +153,44 @@ std::unique_ptr<LineSource> fd_line_source(int fd, size_t max_line_bytes) {
 }
 std::unique_ptr<LineSource> istream_line_source(std::istream& in) { return std::make_unique<IstreamLineSource>(in); }
 
+namespace {
+
+// Line `number` of a control file (DataError when it ends early or is not UTF-8).
+std::string control_line(const StreamOptions::ControlFile& f, int64_t number, const char* what) {
+  std::string line;
+  if (!f.lines->next(line)) {
+    throw DataError(f.name + ": it ends at line " + std::to_string(number - 1) + ", before the input (" + what +
+                    " per input line; an empty line for none)");
+  }
+  if (utf8::find_invalid(line) != utf8::kValid) {
+    throw DataError(f.name + ": line " + std::to_string(number) + " is not valid UTF-8");
+  }
+  return line;
+}
+
+// A --constraints line: a JSON list of target phrases, or empty.
+std::vector<std::string> parse_constraints(const std::string& line, const std::string& name, int64_t number) {
+  std::vector<std::string> out;
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return out;
+  const std::string where = name + ": line " + std::to_string(number);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception&) {
+    throw DataError(where + " is not JSON (a list of target phrases, e.g. [\"a dog\", \"the park\"], or empty)");
+  }
+  if (!j.is_array()) throw DataError(where + ": expected a JSON list of target phrases, e.g. [\"a dog\"]");
+  for (const auto& v : j) {
+    if (!v.is_string()) throw DataError(where + ": every constraint must be a string");
+    const std::string phrase = v.get<std::string>();
+    if (phrase.find_first_of("\r\n") != std::string::npos) throw DataError(where + ": a constraint holds a line break");
+    if (!phrase.empty()) out.push_back(phrase);
+  }
+  return out;
+}
+
+}  // namespace
+
 StreamStats translate_stream(Translator& translator, LineSource& in, std::ostream& out, const StreamOptions& options) {
   if (options.chunk_lines < 1) throw ConfigError("chunk lines: must be >= 1");
   const auto start = std::chrono::steady_clock::now();
@@ -171,20 +210,24 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       chunk.push_back(std::move(line));
     }
     if (chunk.empty()) break;
-    std::vector<std::string> prefixes;
-    if (options.prefixes) {
-      for (size_t i = 0; i < chunk.size(); ++i) {
-        std::string p;
-        if (!options.prefixes->next(p)) {
-          throw DataError(options.prefixes_name + ": it ends at line " + std::to_string(stats.lines + int64_t(i)) +
-                          ", before the input (one prefix per input line; an empty line for none)");
-        }
-        if (utf8::find_invalid(p) != utf8::kValid) {
-          throw DataError(options.prefixes_name + ": line " + std::to_string(stats.lines + int64_t(i) + 1) +
-                          " is not valid UTF-8");
-        }
-        prefixes.push_back(std::move(p));
+    // The chunk's controls, a line of each control file per input line.
+    std::vector<LineControls> controls;
+    const bool controlled = options.prefixes.lines || options.constraints.lines || options.glossary;
+    for (size_t i = 0; controlled && i < chunk.size(); ++i) {
+      const int64_t number = stats.lines + int64_t(i) + 1;
+      LineControls c;
+      if (options.prefixes.lines) c.prefix = control_line(options.prefixes, number, "one prefix");
+      if (options.constraints.lines) {
+        c.constraints = parse_constraints(control_line(options.constraints, number, "one JSON list"),
+                                          options.constraints.name, number);
       }
+      if (options.glossary) {
+        for (std::string& term : options.glossary->constraints_for(chunk[i])) {
+          if (std::find(c.constraints.begin(), c.constraints.end(), term) == c.constraints.end())
+            c.constraints.push_back(std::move(term));
+        }
+      }
+      controls.push_back(std::move(c));
     }
     valid.assign(chunk.size(), std::string());
     for (size_t i = 0; i < chunk.size(); ++i) {
@@ -198,7 +241,7 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       valid[i] = std::move(chunk[i]);
     }
     const auto chunk_start = std::chrono::steady_clock::now();
-    const std::vector<Translation> results = translator.translate(valid, prefixes);
+    const std::vector<Translation> results = translator.translate(valid, controls);
     stats.chunk_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - chunk_start).count());
     for (size_t i = 0; i < results.size(); ++i) {
@@ -242,11 +285,11 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
     out.flush();
     if (!out) throw Error("writing the translations failed (disk full or closed pipe?)");
   }
-  if (options.prefixes) {
-    std::string p;
-    if (options.prefixes->next(p)) {
-      throw DataError(options.prefixes_name + ": it has more lines than the input's " + std::to_string(stats.lines) +
-                      " (one prefix per input line)");
+  for (const StreamOptions::ControlFile* f : {&options.prefixes, &options.constraints}) {
+    std::string extra;
+    if (f->lines && f->lines->next(extra)) {
+      throw DataError(f->name + ": it has more lines than the input's " + std::to_string(stats.lines) +
+                      " (one line per input line)");
     }
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -179,9 +179,10 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
 }
 
 std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources,
-                                                              const std::vector<const std::vector<int32_t>*>& prefixes,
+                                                              const std::vector<const TargetControls*>& controls,
                                                               const SentenceDone& on_done, const Feed& feed,
-                                                              const Abandoned& abandoned, const PrefixOf& prefix_of) {
+                                                              const Abandoned& abandoned,
+                                                              const ControlsOf& controls_of) {
   const auto ids = tokenizer_.special_ids();
   const Encoded first = prepare(sources);
   SearchInput in;
@@ -189,17 +190,17 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
   in.eos = ids.eos;
   in.pad = ids.pad;
   in.unk = options_.search.allow_unk ? -1 : ids.unk;
-  static const std::vector<int32_t> kNone;
+  static const TargetControls kNone;
   const auto sentences = [&](const std::vector<const std::vector<int32_t>*>& srcs,
-                             const std::vector<const std::vector<int32_t>*>& pre, const std::vector<int64_t>& limits) {
+                             const std::vector<const TargetControls*>& ctl, const std::vector<int64_t>& limits) {
     std::vector<SearchSentence> out;
     for (size_t i = 0; i < srcs.size(); ++i) {
-      const std::vector<int32_t>& p = pre.empty() || !pre[i] ? kNone : *pre[i];
-      out.push_back({limits[i], p, stream_of(*srcs[i], p)});
+      const TargetControls& c = ctl.empty() || !ctl[i] ? kNone : *ctl[i];
+      out.push_back({limits[i], c.prefix, stream_of(*srcs[i], c.prefix), c.constraints});
     }
     return out;
   };
-  in.sentences = sentences(sources, prefixes, first.max_lengths);
+  in.sentences = sentences(sources, controls, first.max_lengths);
   std::unique_ptr<JoinableStep> step;
   if (models_.size() == 1) {
     step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src));
@@ -215,15 +216,15 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
       if (more.empty()) return std::vector<SearchSentence>{};
       std::vector<const std::vector<int32_t>*> view;
       for (const auto& s : more) view.push_back(&s);
-      std::vector<std::vector<int32_t>> fed_prefixes;
+      std::vector<TargetControls> fed_controls;
       for (size_t i = 0; i < more.size(); ++i)
-        fed_prefixes.push_back(prefix_of ? prefix_of(numbered + int64_t(i)) : std::vector<int32_t>{});
+        fed_controls.push_back(controls_of ? controls_of(numbered + int64_t(i)) : TargetControls{});
       numbered += int64_t(more.size());
-      std::vector<const std::vector<int32_t>*> prefix_view;
-      for (const auto& p : fed_prefixes) prefix_view.push_back(&p);
+      std::vector<const TargetControls*> controls_view;
+      for (const auto& c : fed_controls) controls_view.push_back(&c);
       const Encoded joining = prepare(view);
       step->join(joining.src);
-      return sentences(view, prefix_view, joining.max_lengths);
+      return sentences(view, controls_view, joining.max_lengths);
     };
   }
   in.on_done = on_done;
@@ -241,38 +242,26 @@ std::vector<std::vector<int32_t>> Translator::clip(std::vector<std::vector<int32
 
 std::vector<std::vector<Hypothesis>> Translator::translate_continuously(
     const std::vector<std::vector<int32_t>>& sources, const Feed& feed, const SentenceDone& on_done,
-    const Abandoned& abandoned, const PrefixOf& prefix_of) {
+    const Abandoned& abandoned, const ControlsOf& controls_of) {
   torch::NoGradGuard no_grad;
   if (sources.empty()) return {};
   const std::vector<std::vector<int32_t>> first = clip(sources);
   std::vector<const std::vector<int32_t>*> view;
   for (const auto& s : first) view.push_back(&s);
-  std::vector<std::vector<int32_t>> prefixes;
-  std::vector<const std::vector<int32_t>*> prefix_view;
-  if (prefix_of) {
-    for (size_t i = 0; i < first.size(); ++i) prefixes.push_back(prefix_of(int64_t(i)));
-    for (const auto& p : prefixes) prefix_view.push_back(&p);
+  std::vector<TargetControls> controls;
+  std::vector<const TargetControls*> controls_view;
+  if (controls_of) {
+    for (size_t i = 0; i < first.size(); ++i) controls.push_back(controls_of(int64_t(i)));
+    for (const auto& c : controls) controls_view.push_back(&c);
   }
-  return search_batch(view, prefix_view, on_done, feed, abandoned, prefix_of);
+  return search_batch(view, controls_view, on_done, feed, abandoned, controls_of);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources,
                                                                const SentenceDone& on_done, const Abandoned& abandoned,
-                                                               const std::vector<std::vector<int32_t>>& prefixes) {
-  TORCH_CHECK(prefixes.empty() || prefixes.size() == sources.size(), "translate_ids: ", prefixes.size(),
-              " prefixes for ", sources.size(), " sources");
-  // A prefix the model cannot write in full (its positions end at max_len - 1 tokens and EOS) is cut there.
-  std::vector<std::vector<int32_t>> cut_prefixes;
-  const std::vector<std::vector<int32_t>>* pre = &prefixes;
-  for (size_t i = 0; i < prefixes.size(); ++i) {
-    if (int64_t(prefixes[i].size()) >= max_len_) {
-      if (cut_prefixes.empty()) cut_prefixes = prefixes;
-      cut_prefixes[i].resize(size_t(max_len_ - 1));
-      log::warn("target prefix {} has {} tokens; the model writes at most {}: it is cut", i + 1, prefixes[i].size(),
-                max_len_ - 1);
-    }
-  }
-  if (!cut_prefixes.empty()) pre = &cut_prefixes;
+                                                               const std::vector<TargetControls>& controls) {
+  TORCH_CHECK(controls.empty() || controls.size() == sources.size(), "translate_ids: ", controls.size(),
+              " target controls for ", sources.size(), " sources");
   torch::NoGradGuard no_grad;
   const int64_t keep = max_source_tokens();
   std::vector<std::vector<int32_t>> cut;  // only the sources that need cutting
@@ -303,17 +292,18 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     std::vector<size_t> mine;
     for (size_t i = batch_range.first + w; i < batch_range.second; i += parts) mine.push_back(order[i]);
     if (mine.empty()) return;
-    std::vector<const std::vector<int32_t>*> batch, batch_prefixes;
+    std::vector<const std::vector<int32_t>*> batch;
+    std::vector<const TargetControls*> batch_controls;
     for (const size_t i : mine) batch.push_back(view[i]);
-    if (!prefixes.empty())
-      for (const size_t i : mine) batch_prefixes.push_back(&(*pre)[i]);
+    if (!controls.empty())
+      for (const size_t i : mine) batch_controls.push_back(&controls[i]);
     SentenceDone tell;
     if (on_done) {
       tell = [&](int64_t i, const std::vector<Hypothesis>& h) { on_done(int64_t(mine[size_t(i)]), h); };
     }
     Abandoned given_up;
     if (abandoned) given_up = [&](int64_t i) { return abandoned(int64_t(mine[size_t(i)])); };
-    auto results = search_batch(batch, batch_prefixes, tell, {}, given_up);
+    auto results = search_batch(batch, batch_controls, tell, {}, given_up);
     for (size_t i = 0; i < mine.size(); ++i) out[mine[i]] = std::move(results[i]);
   };
   const bool cpu = models_.front()->parameters().front().device().is_cpu();
@@ -351,12 +341,38 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
   return out;
 }
 
+TargetControls Translator::target_controls(const LineControls& controls, int64_t line) const {
+  TargetControls out;
+  if (!controls.prefix.empty()) out.prefix = tokenizer_.tgt().encode(controls.prefix);
+  // The model writes at most max_len - 1 tokens and EOS.
+  const int64_t room = max_len_ - 1;
+  if (int64_t(out.prefix.size()) > room) {
+    log::warn("line {}: the target prefix has {} tokens; the model writes at most {}: it is cut", line,
+              out.prefix.size(), room);
+    out.prefix.resize(size_t(room));
+  }
+  auto used = int64_t(out.prefix.size());
+  for (const std::string& phrase : controls.constraints) {
+    std::vector<int32_t> ids = tokenizer_.tgt().encode(phrase);
+    if (ids.empty()) continue;
+    if (used + int64_t(ids.size()) > room) {
+      log::warn("line {}: the constraint \"{}\" does not fit in the {} tokens the model writes: it is dropped", line,
+                phrase, room);
+      continue;
+    }
+    used += int64_t(ids.size());
+    out.constraints.push_back(std::move(ids));
+  }
+  return out;
+}
+
 std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
-                                               const std::vector<std::string>& prefixes) {
-  TORCH_CHECK(prefixes.empty() || prefixes.size() == lines.size(), "translate: ", prefixes.size(), " prefixes for ",
-              lines.size(), " lines");
+                                               const std::vector<LineControls>& controls) {
+  TORCH_CHECK(controls.empty() || controls.size() == lines.size(), "translate: ", controls.size(),
+              " target controls for ", lines.size(), " lines");
   std::vector<Translation> out(lines.size());
-  std::vector<std::vector<int32_t>> sources, prefix_ids;
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<TargetControls> control_ids;
   std::vector<size_t> where;  // sources[i] is lines[where[i]]
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
@@ -365,12 +381,11 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       sources.pop_back();
       continue;
     }
-    if (!prefixes.empty())
-      prefix_ids.push_back(prefixes[i].empty() ? std::vector<int32_t>{} : tokenizer_.tgt().encode(prefixes[i]));
+    if (!controls.empty()) control_ids.push_back(target_controls(controls[i], int64_t(i) + 1));
     out[i].truncated = int64_t(sources.back().size()) > max_source_tokens();
     where.push_back(i);
   }
-  auto hyps = translate_ids(sources, {}, {}, prefix_ids);
+  auto hyps = translate_ids(sources, {}, {}, control_ids);
   for (size_t j = 0; j < where.size(); ++j) {
     Translation& t = out[where[j]];
     t.hypotheses = std::move(hyps[j]);

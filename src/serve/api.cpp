@@ -517,7 +517,8 @@ struct Api::Impl {
 
   Routed translate(const HttpRequest&, const json& doc) const {
     // The request's own fields, then every decoding option a request may set (config::decode_options()).
-    std::vector<std::string> known = {"text", "target_prefix", "model", "scores", "alignment", "timeout_ms"};
+    std::vector<std::string> known = {"text",   "target_prefix", "constraints", "model",
+                                      "scores", "alignment",     "timeout_ms"};
     for (const auto& o : config::decode_options()) {
       if (o.request) known.emplace_back(o.key);
     }
@@ -571,6 +572,16 @@ struct Api::Impl {
         *model, key, lines,
         [single](size_t i) { return single ? std::string("\"text\"") : "\"text\"[" + std::to_string(i) + "]"; },
         timeout_ms);
+    // Target controls, as text per line, then as tokens.
+    std::vector<decode::LineControls> controls(lines.size());
+    const auto where_of = [single](const std::string& field, size_t i) {
+      return single ? "\"" + field + "\"" : "\"" + field + "\"[" + std::to_string(i) + "]";
+    };
+    const auto check_text = [](const std::string& where, const std::string& t) {
+      const size_t invalid = utf8::find_invalid(t);
+      if (invalid != utf8::kValid) throw bad(where + " is not valid UTF-8 (byte " + std::to_string(invalid) + ")");
+      if (t.find_first_of("\r\n") != std::string::npos) throw bad(where + " holds a line break");
+    };
     if (doc.contains("target_prefix")) {
       // As "text": a string for a string, a list of as many for a list ("" for none).
       bool one = false;
@@ -579,19 +590,50 @@ struct Api::Impl {
         throw bad("\"target_prefix\" must be like \"text\": a string for a string, a list of " +
                   std::to_string(lines.size()) + " strings for a list");
       }
-      const auto& tok = *model->bundle.tokenizer;
       for (size_t i = 0; i < prefixes.size(); ++i) {
-        const std::string where = single ? "\"target_prefix\"" : "\"target_prefix\"[" + std::to_string(i) + "]";
-        const size_t invalid = utf8::find_invalid(prefixes[i]);
-        if (invalid != utf8::kValid) throw bad(where + " is not valid UTF-8 (byte " + std::to_string(invalid) + ")");
-        if (prefixes[i].find_first_of("\r\n") != std::string::npos) throw bad(where + " holds a line break");
-        std::vector<int32_t> ids = tok.tgt().encode(prefixes[i]);
-        if (int64_t(ids.size()) >= model->bundle.model->options.max_len()) {
-          throw Refusal{413, where + " has " + std::to_string(ids.size()) + " tokens; the model writes at most " +
-                                 std::to_string(model->bundle.model->options.max_len() - 1)};
-        }
-        out.job->prefixes.push_back(std::move(ids));
+        check_text(where_of("target_prefix", i), prefixes[i]);
+        controls[i].prefix = prefixes[i];
       }
+    }
+    if (doc.contains("constraints")) {
+      // A list of target phrases for a string; for a list, a list of as many such lists ([] for none).
+      const json& c = doc["constraints"];
+      const std::string shape =
+          single ? "a list of target phrases (strings)"
+                 : "a list of " + std::to_string(lines.size()) + " lists of target phrases, one per line of \"text\"";
+      if (!c.is_array() || (!single && c.size() != lines.size())) throw bad("\"constraints\" must be " + shape);
+      if (!c.empty() && config::sampling(key.decode)) {
+        throw bad("\"constraints\" need beam or greedy search, not sampling (\"sampling_topk\": 1)");
+      }
+      for (size_t i = 0; i < lines.size(); ++i) {
+        const json& phrases = single ? c : c[i];
+        if (!phrases.is_array()) throw bad("\"constraints\" must be " + shape);
+        for (size_t j = 0; j < phrases.size(); ++j) {
+          const std::string where = where_of("constraints", i) + "[" + std::to_string(j) + "]";
+          if (!phrases[j].is_string())
+            throw bad("\"constraints\" must be " + shape + ": " + where + " is not a string");
+          const std::string phrase = phrases[j].get<std::string>();
+          check_text(where, phrase);
+          if (!phrase.empty()) controls[i].constraints.push_back(phrase);
+        }
+      }
+    }
+    const auto& tok = *model->bundle.tokenizer;
+    const int64_t room = model->bundle.model->options.max_len() - 1;
+    for (size_t i = 0; i < controls.size() && (doc.contains("target_prefix") || doc.contains("constraints")); ++i) {
+      decode::TargetControls ids;
+      if (!controls[i].prefix.empty()) ids.prefix = tok.tgt().encode(controls[i].prefix);
+      auto used = int64_t(ids.prefix.size());
+      for (const std::string& phrase : controls[i].constraints) {
+        ids.constraints.push_back(tok.tgt().encode(phrase));
+        used += int64_t(ids.constraints.back().size());
+      }
+      if (used > room) {
+        throw Refusal{413, (single ? std::string("the target prefix and constraints have ")
+                                   : "line " + std::to_string(i) + "'s target prefix and constraints have ") +
+                               std::to_string(used) + " tokens; the model writes at most " + std::to_string(room)};
+      }
+      out.job->controls.push_back(std::move(ids));
     }
     auto sources = std::make_shared<const std::vector<std::vector<int32_t>>>(out.job->sources);
     const int nbest = key.decode.nbest;

@@ -63,8 +63,8 @@ std::vector<std::shared_ptr<Job>> split(const std::shared_ptr<Job>& job, int64_t
     auto part = std::make_shared<Job>();
     part->key = job->key;
     part->sources.assign(job->sources.begin() + std::ptrdiff_t(begin), job->sources.begin() + std::ptrdiff_t(end));
-    if (!job->prefixes.empty()) {
-      part->prefixes.assign(job->prefixes.begin() + std::ptrdiff_t(begin), job->prefixes.begin() + std::ptrdiff_t(end));
+    if (!job->controls.empty()) {
+      part->controls.assign(job->controls.begin() + std::ptrdiff_t(begin), job->controls.begin() + std::ptrdiff_t(end));
     }
     part->gone = job->gone;
     part->arrived = job->arrived;
@@ -155,14 +155,14 @@ class Replies {
     return sources;
   }
 
-  // Batch sentence `s`'s target prefix (empty: none).
-  std::vector<int32_t> prefix(size_t s) const {
+  // Batch sentence `s`'s target controls (empty: none).
+  decode::TargetControls controls(size_t s) const {
     std::lock_guard<std::mutex> lock(mutex_);
     if (s >= where_.size()) return {};
     const auto [j, i] = where_[s];
     const std::shared_ptr<Job>& job = jobs_[j];
-    if (!job || job->prefixes.empty()) return {};
-    return job->prefixes[i];
+    if (!job || job->controls.empty()) return {};
+    return job->controls[i];
   }
 
   // Source tokens (EOS included) of the sentences not yet told.
@@ -343,7 +343,7 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
     results = run_(
         key, sources, [&replies](int64_t s, const std::vector<decode::Hypothesis>& h) { replies.give(size_t(s), h); },
         more, [&replies](int64_t s) { return replies.abandoned(size_t(s)); },
-        [&replies](int64_t s) { return replies.prefix(size_t(s)); });
+        [&replies](int64_t s) { return replies.controls(size_t(s)); });
   } catch (const std::exception& e) {
     error = bundle::short_what(e);
   }

@@ -63,8 +63,8 @@ struct Server::Impl {
     batcher = std::make_unique<Batcher>(
         options.batching,
         [this](const BatchKey& key, const auto& sources, const decode::SentenceDone& finished,
-               const Batcher::More& more, const decode::Abandoned& abandoned, const Batcher::PrefixOf& prefix_of) {
-          return translate(key, sources, finished, more, abandoned, prefix_of);
+               const Batcher::More& more, const decode::Abandoned& abandoned, const Batcher::ControlsOf& controls_of) {
+          return translate(key, sources, finished, more, abandoned, controls_of);
         },
         [this](const BatchRecord& r) { metrics.batch(r); });
   }
@@ -80,16 +80,16 @@ struct Server::Impl {
   // A batch that is one search (one per thread) takes in more requests as it goes (`more`: continuous batching).
   Hypotheses translate(const BatchKey& key, const std::vector<std::vector<int32_t>>& sources,
                        const decode::SentenceDone& finished, const Batcher::More& more,
-                       const decode::Abandoned& abandoned, const Batcher::PrefixOf& prefix_of) {
+                       const decode::Abandoned& abandoned, const Batcher::ControlsOf& controls_of) {
     const ServedModel& m = find(key.model);
     decode::TranslateOptions o = decode::options_from_config(key.decode);
     o.search.scores = key.scores;
     o.workers = options.batches > 1 ? 1 : options.workers;
     decode::Translator translator(m.bundle.model, *m.bundle.tokenizer, o);
-    if (o.workers == 1) return translator.translate_continuously(sources, more, finished, abandoned, prefix_of);
-    std::vector<std::vector<int32_t>> prefixes;
-    for (size_t i = 0; i < sources.size(); ++i) prefixes.push_back(prefix_of(int64_t(i)));
-    return translator.translate_ids(sources, finished, abandoned, prefixes);
+    if (o.workers == 1) return translator.translate_continuously(sources, more, finished, abandoned, controls_of);
+    std::vector<decode::TargetControls> controls;
+    for (size_t i = 0; i < sources.size(); ++i) controls.push_back(controls_of(int64_t(i)));
+    return translator.translate_ids(sources, finished, abandoned, controls);
   }
 
   void begin_drain() {

@@ -115,6 +115,13 @@ struct SearchSentence {
   uint64_t stream = 0;
   std::vector<std::vector<int32_t>> constraints;
 };
+// What a caller steers one sentence's target with (SearchSentence's prefix and constraints), as the layers above
+// the search hand it down.
+struct TargetControls {
+  std::vector<int32_t> prefix;
+  std::vector<std::vector<int32_t>> constraints;
+};
+
 // Continuous batching with prefixes and streams: as Admit, returning the joining sentences.
 using AdmitSentences = std::function<std::vector<SearchSentence>(int64_t searching)>;
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "mtx/decode/glossary.h"
 #include "mtx/decode/translator.h"
 
 namespace mtx::decode {
@@ -39,11 +40,21 @@ struct StreamOptions {
   std::string align;          // "hard" | "soft": each hypothesis is followed by ` ||| ` and its word alignment
                               // (decode/align.h: Pharaoh pairs, or per target word its source probabilities)
   int align_layer = -1;       // the decoder layer the alignment is read from (negative: from the last)
-  // Line-aligned target prefixes (mtx translate --target-prefix FILE): line i's translation starts with line i of
-  // this source ("" for none). It must have a line for every input line (DataError naming the line otherwise).
-  LineSource* prefixes = nullptr;
-  std::string prefixes_name = "--target-prefix";  // named in its errors
-  int max_truncation_warnings = 100;              // input lines cut named one by one, then only counted
+  // Line-aligned files that steer each line's translation (Translator's LineControls); each must have a line for
+  // every input line (DataError naming the file and line otherwise):
+  // - prefixes (mtx translate --target-prefix FILE): line i's translation starts with line i ("" for none);
+  // - constraints (--constraints FILE): line i is a JSON list of target phrases its translation holds ("" or []
+  //   for none).
+  struct ControlFile {
+    LineSource* lines = nullptr;
+    std::string name;  // named in its errors, e.g. "--constraints 'terms.jsonl'"
+  };
+  ControlFile prefixes{nullptr, "--target-prefix"};
+  ControlFile constraints{nullptr, "--constraints"};
+  // A glossary (--glossary FILE): the target term of each entry whose source term occurs in a line is one more of
+  // its constraints.
+  const Glossary* glossary = nullptr;
+  int max_truncation_warnings = 100;  // input lines cut named one by one, then only counted
 };
 
 struct StreamStats {

@@ -27,6 +27,13 @@ TranslateOptions options_from_config(const config::DecodeConfig& decode);
 // Throws ConfigError naming the offending option.
 void validate(const TranslateOptions& options);
 
+// What steers a line's translation, as text: a target prefix it starts with ("" for none) and target phrases
+// (constraints) it must hold.
+struct LineControls {
+  std::string prefix;
+  std::vector<std::string> constraints;
+};
+
 struct Translation {
   std::vector<Hypothesis> hypotheses;  // best first (empty for an empty input line)
   std::vector<std::string> texts;      // detokenized hypotheses
@@ -43,19 +50,23 @@ class Translator {
   // Throws ConfigError on an empty list or target vocabularies of different sizes.
   Translator(std::vector<model::Transformer> models, tokenizer::Tokenizer tokenizer, TranslateOptions options);
 
-  // Translations of `lines`, in input order. Empty lines give an empty translation. `prefixes` (empty, or one per
-  // line, "" for none): target text each translation starts with (the search continues after it; the output holds
-  // it).
+  // Translations of `lines`, in input order. Empty lines give an empty translation. `controls` (empty, or one per
+  // line): the target prefix each translation starts with (the search continues after it; the output holds it)
+  // and the phrases it must hold (SearchSentence).
   std::vector<Translation> translate(const std::vector<std::string>& lines,
-                                     const std::vector<std::string>& prefixes = {});
+                                     const std::vector<LineControls>& controls = {});
+  // A line's controls as tokens. A prefix and phrases the model cannot write in full (its positions end at its
+  // maximum length) are cut (the prefix) or dropped (the last phrases first), with a warning naming `line`.
+  TargetControls target_controls(const LineControls& controls, int64_t line) const;
   // Token level: source ids without EOS (longer than the model allows: cut) -> hypotheses per source.
   // `on_done` (optional) is told each source's index and hypotheses as soon as its search ends, possibly from
   // several search threads at once.
-  // `abandoned` (optional): beam_search's, with the sources' indices. `prefixes` (empty, or one per source): the
-  // target tokens each search is forced to start with. A sentence's sampling stream is its own (stream_of).
+  // `abandoned` (optional): beam_search's, with the sources' indices. `controls` (empty, or one per source): the
+  // target prefix and constraints of each search (as target_controls gives them). A sentence's sampling stream
+  // is its own (stream_of).
   std::vector<std::vector<Hypothesis>> translate_ids(const std::vector<std::vector<int32_t>>& sources,
                                                      const SentenceDone& on_done = {}, const Abandoned& abandoned = {},
-                                                     const std::vector<std::vector<int32_t>>& prefixes = {});
+                                                     const std::vector<TargetControls>& controls = {});
 
   // Continuous batching: one search on this thread over `sources`, which sentences join while it runs. After
   // each step `feed` is told how many sentences are still searching and returns sources to add (none: an empty
@@ -63,12 +74,12 @@ class Translator {
   // the order fed; `on_done` numbers them the same way. Each sentence's translation is the one translate_ids
   // gives it (on the CPU in float and int8: byte for byte).
   using Feed = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
-  // The target prefix of sentence i, numbered as on_done numbers them (empty: none).
-  using PrefixOf = std::function<std::vector<int32_t>(int64_t sentence)>;
+  // The target controls of sentence i, numbered as on_done numbers them (empty: none).
+  using ControlsOf = std::function<TargetControls(int64_t sentence)>;
   std::vector<std::vector<Hypothesis>> translate_continuously(const std::vector<std::vector<int32_t>>& sources,
                                                               const Feed& feed, const SentenceDone& on_done = {},
                                                               const Abandoned& abandoned = {},
-                                                              const PrefixOf& prefix_of = {});
+                                                              const ControlsOf& controls_of = {});
 
   const TranslateOptions& options() const { return options_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
@@ -88,9 +99,10 @@ class Translator {
   Encoded prepare(const std::vector<const std::vector<int32_t>*>& sources) const;
   std::vector<std::vector<int32_t>> clip(std::vector<std::vector<int32_t>> sources) const;  // cut to the model
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
-                                                    const std::vector<const std::vector<int32_t>*>& prefixes,
+                                                    const std::vector<const TargetControls*>& controls,
                                                     const SentenceDone& on_done, const Feed& feed,
-                                                    const Abandoned& abandoned = {}, const PrefixOf& prefix_of = {});
+                                                    const Abandoned& abandoned = {},
+                                                    const ControlsOf& controls_of = {});
 
   std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;

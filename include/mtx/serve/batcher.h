@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mtx/decode/search.h"
+#include "mtx/decode/translator.h"
 
 namespace mtx::serve {
 
@@ -42,10 +43,9 @@ inline const std::string kDeadlinePassed = "the request's deadline passed";
 struct Job {
   using Clock = std::chrono::steady_clock;
   BatchKey key;
-  std::vector<std::vector<int32_t>> sources;   // source ids without EOS, none empty
-  std::vector<std::vector<int32_t>> prefixes;  // per source, the target prefix its translation starts with (or
-                                               // empty: none)
-  std::function<bool()> gone;                  // may be empty: never gone
+  std::vector<std::vector<int32_t>> sources;     // source ids without EOS, none empty
+  std::vector<decode::TargetControls> controls;  // per source (or empty: none), its target prefix and constraints
+  std::function<bool()> gone;                    // may be empty: never gone
   std::function<void(Hypotheses, const std::string& error)> done;
   Clock::time_point arrived = Clock::now();
   Clock::time_point deadline = Clock::time_point::max();
@@ -99,12 +99,12 @@ class Batcher {
   // that join (numbered after the batch's, in order; none: empty).
   using More = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
   // `abandoned` says which sentences to stop searching (beam_search's Abandoned, numbered as `finished` numbers
-  // them): those of jobs whose client left or whose deadline passed. `prefix_of` gives a sentence's target
-  // prefix (numbered the same way; empty: none).
-  using PrefixOf = std::function<std::vector<int32_t>(int64_t sentence)>;
+  // them): those of jobs whose client left or whose deadline passed. `controls_of` gives a sentence's target
+  // prefix and constraints (numbered the same way; empty: none).
+  using ControlsOf = decode::Translator::ControlsOf;
   using Run = std::function<Hypotheses(const BatchKey&, const std::vector<std::vector<int32_t>>&,
                                        const decode::SentenceDone& finished, const More& more,
-                                       const decode::Abandoned& abandoned, const PrefixOf& prefix_of)>;
+                                       const decode::Abandoned& abandoned, const ControlsOf& controls_of)>;
   Batcher(BatcherOptions options, Run run, std::function<void(const BatchRecord&)> on_batch = {});
   ~Batcher();  // stop()
   Batcher(const Batcher&) = delete;
