@@ -512,7 +512,25 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
   const Reply alone = post(port, {{"text", kSentences[0]}, {"target_prefix", "a dog"}});
   EXPECT_EQ(json::parse(alone.body)["translations"][0]["text"], with_prefix);
 
+  // Constraints: a list of phrases for a string, a list of lists for a list; the translations hold them, and a
+  // line's translation is the same alone.
+  const Reply constrained =
+      post(port, {{"text", {kSentences[0], kSentences[2]}}, {"constraints", {{"green"}, json::array()}}, {"beam", 3}});
+  ASSERT_EQ(constrained.status, 200) << constrained.body;
+  j = json::parse(constrained.body);
+  const std::string with_term = j["translations"][0]["text"];
+  EXPECT_NE(with_term.find("green"), std::string::npos) << with_term;
+  EXPECT_EQ(json::parse(post(port, {{"text", kSentences[0]}, {"constraints", {"green"}}, {"beam", 3}}).body)
+                ["translations"][0]["text"],
+            with_term);
+  EXPECT_EQ(j["translations"][1]["text"],
+            json::parse(post(port, {{"text", kSentences[2]}, {"beam", 3}}).body)["translations"][0]["text"]);
+
   const std::vector<std::pair<std::string, std::string>> bad = {
+      {"{\"text\": \"ein Hund\", \"constraints\": \"dog\"}", "\"constraints\" must be a list of target phrases"},
+      {"{\"text\": [\"ein Hund\"], \"constraints\": [\"dog\"]}", "\"constraints\" must be a list of 1 lists"},
+      {"{\"text\": \"ein Hund\", \"constraints\": [\"dog\", 3]}", "\"constraints\"[1] is not a string"},
+      {"{\"text\": \"ein Hund\", \"constraints\": [\"dog\"], \"beam\": 1, \"sampling_topk\": 0}", "not sampling"},
       {"{\"text\": \"ein Hund\", \"target_prefix\": [\"a\"]}", "\"target_prefix\" must be like \"text\""},
       {"{\"text\": [\"ein Hund\"], \"target_prefix\": [\"a\", \"b\"]}", "a list of 1 strings"},
       {"{\"text\": \"ein Hund\", \"target_prefix\": \"a\\nb\"}", "\"target_prefix\" holds a line break"},
