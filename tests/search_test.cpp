@@ -853,3 +853,25 @@ TEST(BeamSearch, EveryHypothesisHoldsItsConstraintsThroughReorders) {
   FakeStep fs(garden_path, 1);
   EXPECT_THROW(beam_search(fs, sampled, input_of({{10, {}, 0, {{6}}}})), mtx::ConfigError);
 }
+
+// A phrase stays whole words: right after it ends, no piece that continues its word (SearchInput::continues_word)
+// is chosen, however likely -- here 7 after 6, the model's favourite.
+TEST(BeamSearch, AConstraintIsNotGluedToTheWordAfterIt) {
+  const Table glue = [](int64_t, const std::vector<int32_t>& h) {
+    if (!h.empty() && h.back() == 6) return dist({{7, 0.9}, {kEos, 0.05}});
+    if (!h.empty() && h.back() == 7) return dist({{kEos, 0.9}});
+    return h.size() < 2 ? dist({{4, 0.6}, {6, 0.1}}) : dist({{kEos, 0.6}});
+  };
+  for (const int beam : {1, 3}) {
+    SearchInput in = input_of({{10, {}, 0, {{6}}}});
+    FakeStep loose(glue, 1);
+    const auto glued = beam_search(loose, opts(beam), in)[0][0].tokens;
+    EXPECT_TRUE(holds(glued, {6, 7})) << "without the rule the model glues 7 on, beam " << beam;
+    in.continues_word.assign(size_t(kVocab), 0);
+    in.continues_word[7] = 1;
+    FakeStep fn(glue, 1);
+    const auto h = beam_search(fn, opts(beam), in)[0][0].tokens;
+    EXPECT_TRUE(holds(h, {6})) << "beam " << beam;
+    EXPECT_FALSE(holds(h, {6, 7})) << "beam " << beam;
+  }
+}

@@ -520,8 +520,8 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
   j = json::parse(constrained.body);
   const std::string with_term = j["translations"][0]["text"];
   EXPECT_NE(with_term.find("green"), std::string::npos) << with_term;
-  EXPECT_EQ(json::parse(post(port, {{"text", kSentences[0]}, {"constraints", {"green"}}, {"beam", 3}}).body)
-                ["translations"][0]["text"],
+  EXPECT_EQ(json::parse(post(port, {{"text", kSentences[0]}, {"constraints", {"green"}}, {"beam", 3}})
+                            .body)["translations"][0]["text"],
             with_term);
   EXPECT_EQ(j["translations"][1]["text"],
             json::parse(post(port, {{"text", kSentences[2]}, {"beam", 3}}).body)["translations"][0]["text"]);

@@ -56,6 +56,8 @@ struct Steering {
   // log-probabilities the step keeps besides its best ones (those that advance its constraints).
   std::vector<uint8_t> eos_banned_rows;
   std::vector<std::vector<int32_t>> wants;
+  std::vector<uint8_t> sealed_rows;                      // per row: a phrase just ended (or empty)
+  const std::vector<uint8_t>* continues_word = nullptr;  // per token (SearchInput)
   bool processors() const { return options->repetition_penalty != 1.0 || options->no_repeat_ngram_size > 0; }
 };
 
@@ -68,6 +70,7 @@ struct ConstraintState {
   std::vector<uint8_t> met;       // per phrase
   std::vector<int32_t> progress;  // a prefix of at least one unmet phrase (empty: none under way)
   int64_t bank = 0;               // constraint tokens generated: the met phrases' lengths and the progress
+  bool sealed = false;            // the last token ended a phrase: the next one may not continue its word
   bool all_met() const {
     return std::all_of(met.begin(), met.end(), [](uint8_t m) { return m != 0; });
   }
@@ -80,6 +83,7 @@ ConstraintState start_state(const Phrases& phrases) { return {std::vector<uint8_
 ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_t token) {
   if (phrases.empty()) return s;
   ConstraintState n = s;
+  n.sealed = false;
   const auto extend = [&](const std::vector<int32_t>& under_way) {
     bool any = false;
     int64_t complete = -1;
@@ -96,7 +100,10 @@ ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_
       }
     }
     if (!any) return false;
-    if (complete >= 0) n.met[size_t(complete)] = 1;
+    if (complete >= 0) {
+      n.met[size_t(complete)] = 1;
+      n.sealed = !longer;
+    }
     n.progress = complete >= 0 && !longer ? std::vector<int32_t>{} : under_way;
     return true;
   };
@@ -202,6 +209,12 @@ class CandidatePicker {
         // Never chosen: BOS, pad, unk, EOS before min_len (or before the row's constraints are met).
         const bool eos_banned = (!rules_.eos_banned.empty() && rules_.eos_banned[size_t(a)]) ||
                                 (steer_ && !steer_->eos_banned_rows.empty() && steer_->eos_banned_rows[size_t(r)]);
+        if (steer_ && !steer_->sealed_rows.empty() && steer_->sealed_rows[size_t(r)] && steer_->continues_word) {
+          const auto& glue = *steer_->continues_word;  // a phrase just ended: no piece that continues its word
+          for (int64_t t = 0; t < std::min<int64_t>(vocab, int64_t(glue.size())); ++t) {
+            if (glue[size_t(t)]) row[t] = kNegInf;
+          }
+        }
         if (steer_ && !steer_->wants.empty()) {  // the tokens that advance the row's constraints, before the bans
           auto& w = wanted_[size_t(r)];
           w.clear();
@@ -664,9 +677,14 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       // Per row: EOS until its phrases are met, and the log-probabilities of the tokens that advance them.
       steer.eos_banned_rows.resize(size_t(rows));
       steer.wants.resize(size_t(rows));
+      if (!input.continues_word.empty()) {
+        steer.sealed_rows.resize(size_t(rows));
+        steer.continues_word = &input.continues_word;
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const Phrases& phrases = constraints[size_t(active[size_t(r / width)])];
         steer.eos_banned_rows[size_t(r)] = cstate[size_t(r)].all_met() ? 0 : 1;
+        if (!steer.sealed_rows.empty()) steer.sealed_rows[size_t(r)] = cstate[size_t(r)].sealed ? 1 : 0;
         advancing_tokens(cstate[size_t(r)], phrases, steer.wants[size_t(r)]);
       }
     }

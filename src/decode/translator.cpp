@@ -15,6 +15,7 @@
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/system.h"
+#include "mtx/util/text.h"
 
 namespace mtx::decode {
 namespace {
@@ -157,6 +158,23 @@ uint64_t Translator::stream_of(const std::vector<int32_t>& source, const std::ve
   return h ^ (h >> 31);
 }
 
+const std::vector<uint8_t>& Translator::continues_word() const {
+  std::call_once(word_pieces_->once, [this] {
+    const auto& side = tokenizer_.tgt();
+    if (side.kind() == "basic_english") return;  // whole words only
+    std::vector<uint8_t>& out = word_pieces_->continues;
+    out.assign(size_t(side.vocab_size()), 0);
+    const std::string boundary = "\xe2\x96\x81";  // U+2581, sentencepiece's word boundary
+    for (int32_t id = 0; id < side.vocab_size(); ++id) {
+      const std::string p = side.piece(id);
+      if (p.empty() || p.rfind(boundary, 0) == 0) continue;
+      const std::u32string u = text::to_u32(p);
+      out[size_t(id)] = !u.empty() && (text::is_letter(u[0]) || text::is_number(u[0])) ? 1 : 0;
+    }
+  });
+  return word_pieces_->continues;
+}
+
 Translator::Encoded Translator::prepare(const std::vector<const std::vector<int32_t>*>& sources) const {
   const auto ids = tokenizer_.special_ids();
   const auto n = int64_t(sources.size());
@@ -201,6 +219,9 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     return out;
   };
   in.sentences = sentences(sources, controls, first.max_lengths);
+  if (std::any_of(in.sentences.begin(), in.sentences.end(),
+                  [](const SearchSentence& s) { return !s.constraints.empty(); }))
+    in.continues_word = continues_word();
   std::unique_ptr<JoinableStep> step;
   if (models_.size() == 1) {
     step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src));
@@ -224,7 +245,11 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
       for (const auto& c : fed_controls) controls_view.push_back(&c);
       const Encoded joining = prepare(view);
       step->join(joining.src);
-      return sentences(view, controls_view, joining.max_lengths);
+      std::vector<SearchSentence> joined = sentences(view, controls_view, joining.max_lengths);
+      for (const auto& s : joined) {
+        if (!s.constraints.empty() && in.continues_word.empty()) in.continues_word = continues_word();
+      }
+      return joined;
     };
   }
   in.on_done = on_done;

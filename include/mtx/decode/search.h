@@ -130,6 +130,11 @@ using AdmitSentences = std::function<std::vector<SearchSentence>(int64_t searchi
 struct SearchInput {
   std::vector<SearchSentence> sentences;
   int32_t bos = -1, eos = -1, pad = -1, unk = -1;
+  // Per target id (or empty): 1 where the piece continues the word before it (no space before it, a letter or
+  // digit first). Right after a constraint phrase ends, such a token is not chosen, so that a phrase stays whole
+  // words ("dog" is never followed by "s"). The translator fills it from its tokenizer (`admit` may fill it before
+  // it returns the first sentences with constraints: the search reads it at each step).
+  std::vector<uint8_t> continues_word;
   SentenceDone on_done;
   AdmitSentences admit;
   Abandoned abandoned;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,14 @@ class Translator {
                                                     const SentenceDone& on_done, const Feed& feed,
                                                     const Abandoned& abandoned = {},
                                                     const ControlsOf& controls_of = {});
+
+  // The target pieces that continue the word before them (SearchInput::continues_word), worked out once.
+  const std::vector<uint8_t>& continues_word() const;
+  struct WordPieces {
+    std::once_flag once;
+    std::vector<uint8_t> continues;
+  };
+  std::shared_ptr<WordPieces> word_pieces_ = std::make_shared<WordPieces>();
 
   std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Terminology constraints on test_2016_flickr: per line 1-2 content words of the reference that the unconstrained
+# translation misses (scripts/bench/terms.py pick, seeded), then the same file translated with them as
+# constraints (mtx translate --constraints). Prints a markdown table: term accuracy (terms held as whole words),
+# BLEU (mtx eval, sacreBLEU's 13a), translation speed (sentences/s from mtx's log: translation only, no loading;
+# the median of --rounds runs, the two sides interleaved) and the constrained run's time against the plain one.
+#   scripts/bench/terms.sh CKPT [--beam 5] [--threads 2] [--rounds 3] [--seed 1] [--out DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ckpt=${1:?usage: terms.sh CKPT [--beam 5] [--threads 2] [--rounds 3] [--seed 1] [--out DIR]}
+shift
+beam=5 threads=2 rounds=3 seed=1 out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --beam) beam=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "terms.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+data=${MTX_DATA_DIR:-data/multi30k}
+mtx=${MTX_BINARY:-build/bin/mtx}
+work=${out:-$(mktemp -d)}
+mkdir -p "$work"
+[ -n "$out" ] || trap 'rm -rf "$work"' EXIT
+zcat -f "$data/test_2016_flickr.de.gz" > "$work/src.de"
+zcat -f "$data/test_2016_flickr.en.gz" > "$work/ref.en"
+
+# translate NAME [flags...]: NAME.en, and its sentences/s appended to NAME.rates
+translate() {
+  local name=$1
+  shift
+  OMP_WAIT_POLICY=passive "$mtx" translate --ckpt "$ckpt" --beam "$beam" --threads "$threads" "$@" \
+    < "$work/src.de" > "$work/$name.en" 2> "$work/$name.log"
+  grep -o '[0-9.]* sentences/s' "$work/$name.log" | tail -1 | cut -d' ' -f1 >> "$work/$name.rates"
+}
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+rm -f "$work"/*.rates
+translate plain
+python3 scripts/bench/terms.py pick "$work/ref.en" "$work/plain.en" "$work/terms.jsonl" --seed "$seed"
+for round in $(seq 1 "$rounds"); do
+  [ "$round" -gt 1 ] && translate plain
+  translate constrained --constraints "$work/terms.jsonl"
+done
+
+lines=$(wc -l < "$work/src.de")
+with_terms=$(grep -cv '^\[\]$' "$work/terms.jsonl" || true)
+n_terms=$(python3 -c 'import json,sys; print(sum(len(json.loads(l)) for l in open(sys.argv[1])))' "$work/terms.jsonl")
+bleu() { "$mtx" eval --metric bleu --ref "$work/ref.en" < "$1" 2> /dev/null | grep -o 'BLEU[^=]*= [0-9.]*' | head -1 | awk '{ print $NF }'; }
+accuracy() { python3 scripts/bench/terms.py score "$work/terms.jsonl" "$1" | cut -f4; }
+plain_rate=$(median "$work/plain.rates")
+constrained_rate=$(median "$work/constrained.rates")
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+echo "test_2016_flickr, $lines lines; $with_terms lines with terms, $n_terms terms (seed $seed); beam $beam, $threads threads; $cpu; $(date -u +%F)"
+echo
+echo "| run | term accuracy % | BLEU | sentences/s (median of $rounds) | time vs unconstrained |"
+echo "|---|---|---|---|---|"
+echo "| unconstrained | $(accuracy "$work/plain.en") | $(bleu "$work/plain.en") | $plain_rate | 1.00x |"
+echo "| --constraints | $(accuracy "$work/constrained.en") | $(bleu "$work/constrained.en") | $constrained_rate | $(awk -v a="$plain_rate" -v b="$constrained_rate" 'BEGIN { printf "%.2fx", a / b }') |"
