@@ -24,6 +24,7 @@
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/data/prepare.h"
+#include "mtx/decode/scoring.h"
 #include "mtx/serve/batcher.h"
 #include "mtx/serve/server.h"
 #include "mtx/util/atomic_file.h"
@@ -1193,4 +1194,47 @@ TEST_F(ServeTest, ConnectionsPastTheLimitGet503) {
     r = call(port, http::verb::get, "/");
   }
   EXPECT_EQ(r.status, 404) << r.body;
+}
+
+// POST /v1/score: the teacher-forced numbers of decode::score_pairs (mtx score) for the same model, a pair the
+// same alone or in a list, each piece's log-probability on request; malformed requests are 400s.
+TEST_F(ServeTest, ScoresGivenTranslationsAsMtxScoreDoes) {
+  start(serve::ServerOptions{});
+  const auto score = [&](const json& body) { return call(port, http::verb::post, "/v1/score", body.dump()); };
+  const Reply one = score({{"text", kSentences[0]}, {"target", "a dog runs"}, {"tokens", true}});
+  ASSERT_EQ(one.status, 200) << one.body;
+  const json j = json::parse(one.body);
+  const double log_prob = j["scores"][0]["log_prob"];
+  double sum = 0;
+  for (const auto& t : j["scores"][0]["tokens"]) sum += t["log_prob"].get<double>();
+  EXPECT_NEAR(sum, log_prob, 1e-6);
+  EXPECT_EQ(j["scores"][0]["tokens"].back()["piece"], "</s>");
+  // The same model built again: score_pairs gives the same numbers.
+  test::TempDir again;
+  config::Config config = test::toy_setup(again);
+  tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
+  torch::manual_seed(3);
+  std::vector<model::Transformer> models = {bundle::build_model(config, tok)};
+  const auto expected =
+      decode::score_pairs(models, tok.special_ids(), {tok.src().encode(kSentences[0]), tok.src().encode(kSentences[3])},
+                          {tok.tgt().encode("a dog runs"), tok.tgt().encode("a woman reads")});
+  EXPECT_NEAR(log_prob, expected[0].log_prob, 1e-5);
+  const Reply two = score({{"text", {kSentences[3], kSentences[0]}}, {"target", {"a woman reads", "a dog runs"}}});
+  ASSERT_EQ(two.status, 200) << two.body;
+  const json k = json::parse(two.body);
+  EXPECT_EQ(k["scores"][1]["log_prob"].get<double>(), log_prob) << "the same pair alone or in a list";
+  EXPECT_NEAR(k["scores"][0]["log_prob"].get<double>(), expected[1].log_prob, 1e-5);
+  EXPECT_FALSE(k["scores"][0].contains("tokens"));
+  for (const auto& [body, reason] : std::vector<std::pair<json, std::string>>{
+           {{{"text", kSentences[0]}}, "\"target\" is missing"},
+           {{{"text", {kSentences[0]}}, {"target", "a dog"}}, "\"target\" must be like \"text\""},
+           {{{"text", kSentences[0]}, {"target", "a\nb"}}, "\"target\" holds a line break"},
+           {{{"text", kSentences[0]}, {"target", "a"}, {"beam", 2}}, "unknown field \"beam\""},
+           {{{"text", kSentences[0]}, {"target", "a"}, {"tokens", 1}}, "\"tokens\" must be true or false"}}) {
+    const Reply r = score(body);
+    EXPECT_EQ(r.status, 400) << body.dump();
+    EXPECT_NE(json::parse(r.body).value("error", "").find(reason), std::string::npos)
+        << body.dump() << " -> " << r.body;
+  }
+  EXPECT_EQ(score({{"text", kSentences[0]}, {"target", std::string(2000, 'x')}}).status, 413);
 }

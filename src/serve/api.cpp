@@ -175,9 +175,10 @@ struct Api::Impl {
     Handler handle;
   };
   // The API, one entry an endpoint (docs/serving.md and src/serve/openapi.json describe the same).
-  static const std::array<Endpoint, 9>& endpoints() {
-    static const std::array<Endpoint, 9> table = {{
+  static const std::array<Endpoint, 10>& endpoints() {
+    static const std::array<Endpoint, 10> table = {{
         {"/v1/translate", "POST", Access::key, Body::json, &Impl::translate},
+        {"/v1/score", "POST", Access::key, Body::json, &Impl::score},
         {"/translate", "POST", Access::key, Body::json_or_form, &Impl::libre_translate},
         {"/languages", "GET", Access::open, Body::none, &Impl::languages},
         {"/health", "GET", Access::open, Body::none, &Impl::health},
@@ -661,6 +662,95 @@ struct Api::Impl {
       count_translated(*sources, hyps);
       HttpAnswer a;
       a.body = dump({{"translations", list}, {"model", model->name}});
+      return a;
+    };
+    return out;
+  }
+
+  // POST /v1/score: the teacher-forced log-probabilities of given translations ("target", like "text"), as
+  // mtx score gives them; one scoring job through the batcher (BatchKey::score).
+  Routed score(const HttpRequest&, const json& doc) const {
+    const std::vector<std::string> known = {"text", "target", "model", "tokens", "timeout_ms"};
+    for (const auto& item : doc.items()) {
+      if (item.key() == "api_key") continue;
+      if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
+        throw bad("unknown field \"" + item.key() + "\" (" + join(known, ", ") + ")");
+      }
+    }
+    const std::string model_name = !doc.contains("model")     ? models.front().name
+                                   : doc["model"].is_string() ? doc["model"].get<std::string>()
+                                                              : throw bad("\"model\" must be a string");
+    const ServedModel* model = find(model_name);
+    if (!model) throw bad("unknown model \"" + model_name + "\"");
+    if (doc.contains("tokens") && !doc["tokens"].is_boolean()) throw bad("\"tokens\" must be true or false");
+    const bool per_token = doc.value("tokens", false);
+    int64_t timeout_ms = 0;
+    if (doc.contains("timeout_ms")) {
+      if (!doc["timeout_ms"].is_number_integer() || doc["timeout_ms"].get<int64_t>() < 100) {
+        throw bad("\"timeout_ms\" must be an integer >= 100");
+      }
+      timeout_ms = doc["timeout_ms"].get<int64_t>();
+    }
+    if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
+    if (!doc.contains("target")) throw bad("\"target\" is missing: like \"text\", the translations to score");
+    bool single = false, one = false;
+    const std::vector<std::string> lines = string_or_list(doc["text"], "\"text\"", single);
+    const std::vector<std::string> targets = string_or_list(doc["target"], "\"target\"", one);
+    if (one != single || targets.size() != lines.size()) {
+      throw bad("\"target\" must be like \"text\": a string for a string, a list of " + std::to_string(lines.size()) +
+                " strings for a list");
+    }
+    BatchKey key;
+    key.model = model_name;
+    key.decode = model->bundle.config.decode;
+    key.score = true;
+    Routed out;
+    out.job = job_of(
+        *model, key, lines,
+        [single](size_t i) { return single ? std::string("\"text\"") : "\"text\"[" + std::to_string(i) + "]"; },
+        timeout_ms);
+    const auto& tok = *model->bundle.tokenizer;
+    const int64_t room = model->bundle.model->options.max_len() - 1;
+    int64_t tokens = 0;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const std::string where = single ? "\"target\"" : "\"target\"[" + std::to_string(i) + "]";
+      const size_t invalid = utf8::find_invalid(targets[i]);
+      if (invalid != utf8::kValid) throw bad(where + " is not valid UTF-8 (byte " + std::to_string(invalid) + ")");
+      if (targets[i].find_first_of("\r\n") != std::string::npos) throw bad(where + " holds a line break");
+      decode::TargetControls c;
+      c.prefix = tok.tgt().encode(targets[i]);
+      if (int64_t(c.prefix.size()) > room) {
+        throw Refusal{413, where + " has " + std::to_string(c.prefix.size()) + " pieces; the model writes at most " +
+                               std::to_string(room)};
+      }
+      tokens += int64_t(c.prefix.size()) + 1;
+      out.job->controls.push_back(std::move(c));
+    }
+    if (tokens > options.max_request_tokens) {
+      throw Refusal{413, std::to_string(tokens) + " target tokens; a request takes at most " +
+                             std::to_string(options.max_request_tokens) + " (--max-request-tokens)"};
+    }
+    out.finish = [this, model, per_token](const Hypotheses& hyps) {
+      const auto& tok = *model->bundle.tokenizer;
+      json list = json::array();
+      int64_t scored_tokens = 0;
+      for (const auto& h : hyps) {
+        json one = {{"log_prob", h.empty() ? 0.0 : h.front().log_prob}};
+        if (per_token && !h.empty()) {
+          json pieces = json::array();
+          const auto& t = h.front();
+          for (size_t j = 0; j < t.token_log_probs.size(); ++j) {
+            const std::string piece = j < t.tokens.size() ? tok.tgt().piece(t.tokens[j]) : "</s>";
+            pieces.push_back({{"piece", piece}, {"log_prob", t.token_log_probs[j]}});
+          }
+          one["tokens"] = pieces;
+        }
+        if (!h.empty()) scored_tokens += int64_t(h.front().tokens.size()) + 1;
+        list.push_back(one);
+      }
+      metrics.translated(int64_t(hyps.size()), 0, scored_tokens);
+      HttpAnswer a;
+      a.body = dump({{"scores", list}, {"model", model->name}});
       return a;
     };
     return out;

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 
+#include "mtx/decode/scoring.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/system.h"
@@ -82,6 +83,22 @@ struct Server::Impl {
                        const decode::SentenceDone& finished, const Batcher::More& more,
                        const decode::Abandoned& abandoned, const Batcher::ControlsOf& controls_of) {
     const ServedModel& m = find(key.model);
+    if (key.score) {
+      std::vector<std::vector<int32_t>> targets;
+      for (size_t i = 0; i < sources.size(); ++i) targets.push_back(controls_of(int64_t(i)).prefix);
+      std::vector<model::Transformer> models = {m.bundle.model};
+      const std::vector<decode::PairScore> scored =
+          decode::score_pairs(models, m.bundle.tokenizer->special_ids(), sources, targets, key.decode.batch_tokens);
+      Hypotheses out;
+      for (const auto& p : scored) {
+        decode::Hypothesis h;
+        h.tokens.assign(p.tokens.begin(), p.tokens.end() - 1);  // without EOS, as a translation's
+        h.score = h.log_prob = p.log_prob;
+        h.token_log_probs = p.token_log_probs;
+        out.push_back({std::move(h)});
+      }
+      return out;
+    }
     decode::TranslateOptions o = decode::options_from_config(key.decode);
     o.search.scores = key.scores;
     o.workers = options.batches > 1 ? 1 : options.workers;

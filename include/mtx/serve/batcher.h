@@ -27,7 +27,12 @@ struct BatchKey {
   std::string model;
   config::DecodeConfig decode;  // every decoding option, as the request set it over the model's defaults
   bool scores = true;           // the answers carry hypotheses' scores (decode::SearchOptions::scores)
-  bool operator==(const BatchKey& o) const { return model == o.model && decode == o.decode && scores == o.scores; }
+  // A scoring job (/v1/score): each sentence's given target is its controls' prefix, scored teacher-forced; its
+  // one hypothesis is that target with its log-probabilities (decode::score_pairs). Never batched with searches.
+  bool score = false;
+  bool operator==(const BatchKey& o) const {
+    return model == o.model && decode == o.decode && scores == o.scores && score == o.score;
+  }
 };
 
 using Hypotheses = std::vector<std::vector<decode::Hypothesis>>;  // per sentence, best first
