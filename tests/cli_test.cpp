@@ -402,6 +402,16 @@ TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
   EXPECT_EQ(bad_glossary.code, 2) << bad_glossary.output;
   EXPECT_NE(bad_glossary.output.find("bad.tsv' line 1: expected \"source term<TAB>target term\""), std::string::npos)
       << bad_glossary.output;
+  // mtx eval --ckpt takes the same files, line-aligned with --src.
+  const Result evaluated =
+      run_mtx("eval --ckpt " + ckpt + " --src " + ok_de + " --ref " + (tmp / "ok.en").string() +
+              " --beam 4 --glossary " + (tmp / "glossary.tsv").string() + " --constraints " +
+              (tmp / "terms.jsonl").string() + " --output " + (tmp / "eval.en").string() + " --metric bleu 2>&1");
+  ASSERT_EQ(evaluated.code, 0) << evaluated.output;
+  std::ifstream eval_file(tmp / "eval.en");
+  const std::string eval_out((std::istreambuf_iterator<char>(eval_file)), std::istreambuf_iterator<char>());
+  for (const char* term : {"dog", "green", "puppy", "novel"})
+    EXPECT_NE(eval_out.find(term), std::string::npos) << eval_out;
   const Result sampled = run_mtx("translate --ckpt " + ckpt + " --beam 1 --sampling-topk 0 --constraints " +
                                  (tmp / "terms.jsonl").string() + " --input " + ok_de);
   EXPECT_EQ(sampled.code, 2) << sampled.output;

@@ -13,6 +13,7 @@ Command add_eval(CLI::App& app) {
   struct EvalArgs {
     decode::EvalOptions o;
     DecodeFlags decode;
+    ControlFlags controls;
     std::string device = "auto";
     QuantizeArgs quantize;
   };
@@ -60,6 +61,7 @@ Command add_eval(CLI::App& app) {
                   "With --text: streams the text is cut into (default: train.eval_batch_size)");
   cmd->add_option("--output", a->o.output, "With --ckpt: also write the translations here");
   a->decode.add(*cmd, " (with --ckpt)");
+  a->controls.add(*cmd, " (with --ckpt: line-aligned with --src)");
   cmd->add_option("--workers", a->o.workers,
                   "With --ckpt: searches at once, one thread each (0: one per thread; see mtx translate --help)")
       ->capture_default_str()
@@ -73,6 +75,13 @@ Command add_eval(CLI::App& app) {
             a->o.int8 = a->quantize.int8();
             a->o.float_output = a->quantize.float_output;
             a->o.decode = [a](const config::DecodeConfig& d) { return a->decode.apply(d); };
+            a->o.controls = [a](const std::vector<std::string>& src) {
+              decode::StreamOptions files;
+              a->controls.open(files);
+              std::vector<decode::LineControls> controls = decode::read_controls(src, 1, files);
+              decode::check_controls_end(files, int64_t(src.size()));
+              return controls;
+            };
             decode::evaluate(a->o, std::cin, std::cout);
             return 0;
           }};

@@ -35,9 +35,7 @@ struct TranslateArgs {
   int threads = 0;
   int chunk_lines = 2000;
   std::string input, output;
-  std::string target_prefix;  // --target-prefix FILE
-  std::string constraints;    // --constraints FILE
-  std::string glossary;       // --glossary FILE
+  std::shared_ptr<ControlFlags> controls = std::make_shared<ControlFlags>();  // --target-prefix, --constraints, ...
   QuantizeArgs quantize;
 };
 
@@ -77,25 +75,6 @@ int run_translate(const TranslateArgs& args) {
   }
   std::ostream& out = args.output.empty() ? std::cout : output_file;
   std::unique_ptr<decode::LineSource> in = decode::fd_line_source(input_fd);
-  // Line-aligned control files.
-  struct ControlFile {
-    std::ifstream file;
-    std::unique_ptr<decode::LineSource> lines;
-    void open(const std::string& flag, const std::string& path) {
-      if (path.empty()) return;
-      file.open(path, std::ios::binary);
-      if (!file) throw DataError(flag + ": cannot read '" + path + "'");
-      lines = decode::istream_line_source(file);
-    }
-  } prefixes, constraints;
-  prefixes.open("--target-prefix", args.target_prefix);
-  constraints.open("--constraints", args.constraints);
-  std::optional<decode::Glossary> glossary;
-  if (!args.glossary.empty()) {
-    glossary = decode::Glossary::load(args.glossary);
-    log::info("glossary {}: {} entries", args.glossary, glossary->size());
-  }
-
   std::string with;
   for (const auto& ckpt : loaded.bundles)
     with += (with.empty() ? "" : " + ") + ckpt.path.string() + " (weights " + ckpt.weights_sha256.substr(0, 12) + ")";
@@ -111,9 +90,7 @@ int run_translate(const TranslateArgs& args) {
   stream.nbest_format = args.scores || options.search.nbest > 1;
   stream.align = args.align;
   stream.align_layer = args.align_layer;
-  stream.prefixes = {prefixes.lines.get(), "--target-prefix '" + args.target_prefix + "'"};
-  stream.constraints = {constraints.lines.get(), "--constraints '" + args.constraints + "'"};
-  stream.glossary = glossary ? &*glossary : nullptr;
+  args.controls->open(stream);
   // Developer aid, as in training: MTX_PROFILE=FILE records the run with torch's profiler.
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   if (const char* p = std::getenv("MTX_PROFILE"); p && *p) {
@@ -173,18 +150,7 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--chunk-lines", args->chunk_lines, "Lines read and translated together (bounds memory)")
       ->check(CLI::PositiveNumber);
   add_quantize_flags(*cmd, args->quantize);
-  cmd->add_option("--target-prefix", args->target_prefix,
-                  "Line-aligned target prefixes: each translation starts with its line of FILE (empty: none); the "
-                  "search continues after it")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--constraints", args->constraints,
-                  "Line-aligned terminology constraints: each line of FILE a JSON list of target phrases its "
-                  "translation must hold, e.g. [\"a dog\"] (empty: none); lexically constrained beam search")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--glossary", args->glossary,
-                  "A glossary, \"source term<TAB>target term\" a line: where a line holds a source term as whole "
-                  "words, its target term is a constraint of the translation")
-      ->check(CLI::ExistingFile);
+  args->controls->add(*cmd);
   cmd->add_option("--input", args->input, "Read this file instead of stdin");
   cmd->add_option("--output", args->output, "Write this file instead of stdout");
   return {cmd, [args, align] {

@@ -5,8 +5,11 @@
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/config/config.h"
+#include "mtx/decode/stream.h"
 
+#include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +65,22 @@ TranslationModels load_translation_models(const std::vector<std::string>& paths,
                                           const QuantizeArgs& quantize);
 // --device for inference: int8 runs on the CPU, so "auto" means the CPU there.
 std::string inference_device(const std::string& device, const QuantizeArgs& args);
+
+// The per-line target controls' flags of mtx translate and eval --ckpt: --target-prefix FILE, --constraints FILE
+// (line-aligned with the input) and --glossary FILE.
+class ControlFlags {
+ public:
+  void add(CLI::App& cmd, const std::string& note = "");
+  // Opens the files (DataError naming an unreadable one) into `stream`'s control files and glossary; they stay
+  // open as long as this object.
+  void open(decode::StreamOptions& stream);
+
+ private:
+  std::string prefix_path_, constraints_path_, glossary_path_;
+  std::ifstream prefix_file_, constraints_file_;
+  std::unique_ptr<decode::LineSource> prefixes_, constraints_;
+  std::optional<decode::Glossary> glossary_;
+};
 
 // The decoding options' flags, one per entry of config::decode_options() (--beam, --alpha, --sampling-topk, ...),
 // for mtx translate, eval and serve. Unset flags leave the checkpoint's decode section's value.

@@ -31,6 +31,42 @@ void add_quantize_flags(CLI::App& cmd, QuantizeArgs& args) {
   cmd.add_flag("--float-output", args.float_output, "With --quantize int8: keep the output projection in float");
 }
 
+void ControlFlags::add(CLI::App& cmd, const std::string& note) {
+  cmd.add_option("--target-prefix", prefix_path_,
+                 "Line-aligned target prefixes: each translation starts with its line of FILE (empty: none); the "
+                 "search continues after it" +
+                     note)
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--constraints", constraints_path_,
+                 "Line-aligned terminology constraints: each line of FILE a JSON list of target phrases its "
+                 "translation must hold, e.g. [\"a dog\"] (empty: none); lexically constrained beam search" +
+                     note)
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--glossary", glossary_path_,
+                 "A glossary, \"source term<TAB>target term\" a line: where a line holds a source term as whole "
+                 "words, its target term is a constraint of the translation" +
+                     note)
+      ->check(CLI::ExistingFile);
+}
+
+void ControlFlags::open(decode::StreamOptions& stream) {
+  const auto open_one = [](const std::string& flag, const std::string& path, std::ifstream& file,
+                           std::unique_ptr<decode::LineSource>& lines, decode::StreamOptions::ControlFile& into) {
+    if (path.empty()) return;
+    file.open(path, std::ios::binary);
+    if (!file) throw DataError(flag + ": cannot read '" + path + "'");
+    lines = decode::istream_line_source(file);
+    into = {lines.get(), flag + " '" + path + "'"};
+  };
+  open_one("--target-prefix", prefix_path_, prefix_file_, prefixes_, stream.prefixes);
+  open_one("--constraints", constraints_path_, constraints_file_, constraints_, stream.constraints);
+  if (!glossary_path_.empty()) {
+    glossary_ = decode::Glossary::load(glossary_path_);
+    log::info("glossary {}: {} entries", glossary_path_, glossary_->size());
+    stream.glossary = &*glossary_;
+  }
+}
+
 void DecodeFlags::add(CLI::App& cmd, const std::string& note) {
   const auto& table = config::decode_options();
   slots_.assign(table.size(), Slot{});

@@ -129,7 +129,10 @@ eval::System translate_source(const EvalOptions& o, const std::vector<std::strin
   Translator translator(models, *ckpt.tokenizer, to);
   eval::System system{join(o.ckpts, " + "), {}};
   const auto start = std::chrono::steady_clock::now();
-  for (const auto& t : translator.translate(src)) system.hyps.push_back(t.texts.empty() ? "" : t.texts.front());
+  const std::vector<LineControls> controls = o.controls ? o.controls(src) : std::vector<LineControls>{};
+  for (const auto& t : translator.translate(src, controls)) {
+    system.hyps.push_back(t.texts.empty() ? "" : t.texts.front());
+  }
   log::info("translated {} lines of {} with {} (beam {}) in {:.1f} s", system.hyps.size(), o.src, system.name,
             to.search.beam, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!o.output.empty()) {

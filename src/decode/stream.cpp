@@ -210,25 +210,7 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       chunk.push_back(std::move(line));
     }
     if (chunk.empty()) break;
-    // The chunk's controls, a line of each control file per input line.
-    std::vector<LineControls> controls;
-    const bool controlled = options.prefixes.lines || options.constraints.lines || options.glossary;
-    for (size_t i = 0; controlled && i < chunk.size(); ++i) {
-      const int64_t number = stats.lines + int64_t(i) + 1;
-      LineControls c;
-      if (options.prefixes.lines) c.prefix = control_line(options.prefixes, number, "one prefix");
-      if (options.constraints.lines) {
-        c.constraints = parse_constraints(control_line(options.constraints, number, "one JSON list"),
-                                          options.constraints.name, number);
-      }
-      if (options.glossary) {
-        for (std::string& term : options.glossary->constraints_for(chunk[i])) {
-          if (std::find(c.constraints.begin(), c.constraints.end(), term) == c.constraints.end())
-            c.constraints.push_back(std::move(term));
-        }
-      }
-      controls.push_back(std::move(c));
-    }
+    const std::vector<LineControls> controls = read_controls(chunk, stats.lines + 1, options);
     valid.assign(chunk.size(), std::string());
     for (size_t i = 0; i < chunk.size(); ++i) {
       const int64_t number = stats.lines + int64_t(i) + 1;
@@ -285,15 +267,42 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
     out.flush();
     if (!out) throw Error("writing the translations failed (disk full or closed pipe?)");
   }
+  check_controls_end(options, stats.lines);
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+std::vector<LineControls> read_controls(const std::vector<std::string>& lines, int64_t first_number,
+                                        const StreamOptions& options) {
+  std::vector<LineControls> controls;
+  if (!options.prefixes.lines && !options.constraints.lines && !options.glossary) return controls;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const int64_t number = first_number + int64_t(i);
+    LineControls c;
+    if (options.prefixes.lines) c.prefix = control_line(options.prefixes, number, "one prefix");
+    if (options.constraints.lines) {
+      c.constraints = parse_constraints(control_line(options.constraints, number, "one JSON list"),
+                                        options.constraints.name, number);
+    }
+    if (options.glossary) {
+      for (std::string& term : options.glossary->constraints_for(lines[i])) {
+        if (std::find(c.constraints.begin(), c.constraints.end(), term) == c.constraints.end())
+          c.constraints.push_back(std::move(term));
+      }
+    }
+    controls.push_back(std::move(c));
+  }
+  return controls;
+}
+
+void check_controls_end(const StreamOptions& options, int64_t lines) {
   for (const StreamOptions::ControlFile* f : {&options.prefixes, &options.constraints}) {
     std::string extra;
     if (f->lines && f->lines->next(extra)) {
-      throw DataError(f->name + ": it has more lines than the input's " + std::to_string(stats.lines) +
+      throw DataError(f->name + ": it has more lines than the input's " + std::to_string(lines) +
                       " (one line per input line)");
     }
   }
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return stats;
 }
 
 }  // namespace mtx::decode

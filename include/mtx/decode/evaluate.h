@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mtx/config/config.h"
+#include "mtx/decode/translator.h"
 #include "mtx/eval/report.h"
 
 namespace mtx::decode {
@@ -28,6 +29,8 @@ struct EvalOptions {
   // The decoding options: the first checkpoint's decode section in, the options to translate with out (the
   // command's flags applied). Empty: the section as it is.
   std::function<config::DecodeConfig(const config::DecodeConfig&)> decode;
+  // The target controls of src's lines (mtx eval --ckpt --target-prefix/--constraints/--glossary; empty: none).
+  std::function<std::vector<LineControls>(const std::vector<std::string>& src)> controls;
   int workers = 0;            // searches at once (0: one per thread), as TranslateOptions::workers
   bool int8 = false;          // quantize the models (bundle::quantize_int8); an int8 bundle is int8 already
   bool float_output = false;  // with int8: keep the output projection in float

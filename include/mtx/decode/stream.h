@@ -69,4 +69,11 @@ struct StreamStats {
 
 StreamStats translate_stream(Translator& translator, LineSource& in, std::ostream& out, const StreamOptions& options);
 
+// The controls of `lines` (numbered from first_number in errors): a line of each of options' control files per
+// line, and the glossary's terms. Empty when options have no control file and no glossary.
+std::vector<LineControls> read_controls(const std::vector<std::string>& lines, int64_t first_number,
+                                        const StreamOptions& options);
+// After the last line: DataError when a control file has lines left.
+void check_controls_end(const StreamOptions& options, int64_t lines);
+
 }  // namespace mtx::decode
