@@ -198,6 +198,7 @@ TEST(BeamSearch, SentencesAdmittedMidSearchAreSearchedAsIfAlone) {
       FakeStep fn(table, 2);
       int64_t searching_seen = -1;
       bool late = false;
+      int late_step = -1;
       std::map<int64_t, std::vector<Hypothesis>> told;
       const auto all = beam_search(
           fn, {limit[0], limit[1]}, kBos, kEos, o, -1, -1,
@@ -209,6 +210,7 @@ TEST(BeamSearch, SentencesAdmittedMidSearchAreSearchedAsIfAlone) {
             if (it != joins.end()) sentences = it->second;
             if (searching == 0 && !late) {
               late = true;
+              late_step = fn.steps;
               sentences = {6, 7};
             }
             fn.join(sentences);
@@ -217,6 +219,8 @@ TEST(BeamSearch, SentencesAdmittedMidSearchAreSearchedAsIfAlone) {
             return limits;
           });
       EXPECT_EQ(searching_seen, 0) << "the last call comes when nothing is left";
+      ASSERT_GT(late_step, 0);
+      EXPECT_EQ(fn.rows_scored[size_t(late_step)], 2) << "a joining sentence's first step scores one row";
       ASSERT_EQ(all.size(), limit.size());
       for (size_t s = 0; s < limit.size(); ++s) {
         FakeStep one_fn([&](int64_t, const std::vector<int32_t>& p) { return table(int64_t(s), p); }, 1);

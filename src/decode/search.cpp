@@ -47,7 +47,7 @@ struct Steering {
   const SearchOptions* options = nullptr;
   bool logits = false;  // processors act on the logits (greedy, sampling), else on the log-probabilities
   bool sample = false;  // each row draws its next token(s)
-  int64_t draws = 1;    // draws per row (a sentence's first step: one row, nbest samples)
+  int64_t samples = 1;  // sampling: samples per sentence (a sentence's one row at its first step draws them all)
   const std::vector<std::vector<int32_t>>* history = nullptr;  // per row: the tokens so far
   const std::vector<uint8_t>* live = nullptr;                  // sampling, per row: its sample still runs
   std::vector<uint64_t> streams;                               // per active sentence
@@ -160,17 +160,22 @@ double uniform(uint64_t stream, int64_t t, int64_t j) {
 // then a merge per sentence; or, when sampling, each row's draws.
 class CandidatePicker {
  public:
-  // rows: `width` per sentence (sentence-major); k: the beam (2k candidates per sentence). raw: candidates carry
-  // the raw scores, not log-probabilities (no normalisation pass; the order within a row is the same).
-  CandidatePicker(int64_t rows, int64_t width, int64_t k, const StepRules& rules, bool raw = false,
+  // starts: sentence a's rows are starts[a] .. starts[a + 1] - 1 (sentence-major; one row at a sentence's first
+  // step, else k); k: the beam (2k candidates per sentence). raw: candidates carry the raw scores, not
+  // log-probabilities (no normalisation pass; the order within a row is the same).
+  CandidatePicker(std::vector<int64_t> starts, int64_t k, const StepRules& rules, bool raw = false,
                   const Steering* steer = nullptr)
-      : rows_(rows), width_(width), k_(k), rules_(rules), raw_(raw), steer_(steer) {
-    if (steer_ && steer_->sample) {
-      samples_.assign(size_t(rows * steer_->draws), Entry{kNegInf, -1});
-    } else {
-      top_.resize(size_t(rows * held_rows()));
+      : starts_(std::move(starts)), rows_(starts_.back()), k_(k), rules_(rules), raw_(raw), steer_(steer) {
+    sentence_of_.resize(size_t(rows_));
+    for (size_t a = 0; a + 1 < starts_.size(); ++a) {
+      for (int64_t r = starts_[a]; r < starts_[a + 1]; ++r) sentence_of_[size_t(r)] = int64_t(a);
     }
-    if (steer_ && !steer_->wants.empty()) wanted_.resize(size_t(rows));
+    if (steer_ && steer_->sample) {
+      samples_.assign(size_t(rows_ * steer_->samples), Entry{kNegInf, -1});
+    } else {
+      top_.resize(size_t(rows_ * held_rows()));
+    }
+    if (steer_ && !steer_->wants.empty()) wanted_.resize(size_t(rows_));
   }
 
   // block [n, V] float on the CPU: rows first_row .. first_row + n. Steering changes the block's rows in place.
@@ -186,10 +191,10 @@ class CandidatePicker {
       std::vector<int32_t> bans;
       for (int64_t i = begin; i < end; ++i) {
         const int64_t r = first_row + i;
-        const int64_t a = r / width_;
+        const int64_t a = sentence_of_[size_t(r)];
         float* row = base + i * vocab;
         if (steer_ && steer_->sample && steer_->live && !(*steer_->live)[size_t(r)]) {  // a sample that ended
-          for (int64_t j = 0; j < steer_->draws; ++j) samples_[size_t(r * steer_->draws + j)] = {kNegInf, rules_.eos};
+          for (int64_t j = 0; j < draws(a); ++j) samples_[size_t(r * steer_->samples + j)] = {kNegInf, rules_.eos};
           continue;
         }
         const int32_t forced = rules_.forced[size_t(a)]      ? rules_.eos
@@ -199,7 +204,7 @@ class CandidatePicker {
         if (forced >= 0) {  // EOS at the limit, or the prefix's token: the model's own log-probability
           TORCH_CHECK(forced < vocab, "search: prefix token ", forced, " outside a vocabulary of ", vocab);
           if (!raw_) lse = log_sum_exp(loops, row, vocab);
-          put_forced(r, forced, row[forced] - lse);
+          put_forced(r, a, forced, row[forced] - lse);
           continue;
         }
         const bool steer = steer_ && steer_->processors();
@@ -250,15 +255,16 @@ class CandidatePicker {
 
   Candidates finish(const std::vector<float>& prior) {
     TORCH_CHECK(seen_ == rows_, "search: the step gave scores for ", seen_, " of ", rows_, " rows");
-    const int64_t n_active = rows_ / width_, want = 2 * k_, held = held_rows();
+    const auto n_active = int64_t(starts_.size()) - 1;
+    const int64_t want = 2 * k_, held = held_rows();
     Candidates c{torch::full({n_active, want}, kNegInf), torch::zeros({n_active, want}, torch::kLong)};
     float* cs = c.scores.data_ptr<float>();
     int64_t* ci = c.indices.data_ptr<int64_t>();
     std::vector<Entry> pool;
     for (int64_t a = 0; a < n_active; ++a) {
       pool.clear();
-      for (int64_t b = 0; b < width_; ++b) {
-        const int64_t r = a * width_ + b;
+      for (int64_t b = 0; b < starts_[size_t(a) + 1] - starts_[size_t(a)]; ++b) {
+        const int64_t r = starts_[size_t(a)] + b;
         for (int64_t j = 0; j < want; ++j) {
           const Entry& e = top_[size_t(r * held + j)];
           if (e.index < 0) break;
@@ -276,7 +282,7 @@ class CandidatePicker {
   }
 
   // Sampling: row r's draw j (its token and log-probability), after every block was added.
-  const Entry& drawn(int64_t r, int64_t j) const { return samples_[size_t(r * steer_->draws + j)]; }
+  const Entry& drawn(int64_t r, int64_t j) const { return samples_[size_t(r * steer_->samples + j)]; }
   // Row r's best allowed token (index -1: none), and the log-probabilities of the tokens it wants (Steering).
   const Entry& best(int64_t r) const { return top_[size_t(r * held_rows())]; }
   const std::vector<Entry>& wanted(int64_t r) const {
@@ -289,6 +295,10 @@ class CandidatePicker {
   static constexpr int64_t kHeldExtra = 4;    // BOS, pad, unk, EOS
   static constexpr int64_t kTopLoopMax = 64;  // sampling's top-k through the row loop up to this k
   int64_t held_rows() const { return 2 * k_ + kHeldExtra; }
+  // Sampling: the draws of sentence a's rows (all its samples from its one row at its first step, else one each).
+  int64_t draws(int64_t a) const {
+    return steer_ && steer_->sample && starts_[size_t(a) + 1] - starts_[size_t(a)] == 1 ? steer_->samples : 1;
+  }
 
   static float log_sum_exp(const kernels::RowLoops& loops, const float* row, int64_t vocab) {
     const float max = loops.max(row, vocab);
@@ -296,9 +306,9 @@ class CandidatePicker {
     return max + std::log(loops.sum_exp(row, vocab, max));
   }
 
-  void put_forced(int64_t r, int32_t token, float logp) {
+  void put_forced(int64_t r, int64_t a, int32_t token, float logp) {
     if (steer_ && steer_->sample) {
-      for (int64_t j = 0; j < steer_->draws; ++j) samples_[size_t(r * steer_->draws + j)] = {logp, token};
+      for (int64_t j = 0; j < draws(a); ++j) samples_[size_t(r * steer_->samples + j)] = {logp, token};
       return;
     }
     Entry* out = top_.data() + r * held_rows();
@@ -335,7 +345,7 @@ class CandidatePicker {
   // temperature 1 over the whole (processed) row.
   void sample(int64_t r, const float* row, int64_t vocab, float lse, const kernels::RowLoops& loops) {
     const SearchOptions& o = *steer_->options;
-    const int64_t a = r / width_;
+    const int64_t a = sentence_of_[size_t(r)];
     std::vector<Entry> cand;  // best first
     const int64_t keep_k = o.sampling_topk > 0 && o.sampling_topk < vocab ? o.sampling_topk : vocab;
     if (keep_k <= kTopLoopMax) {  // the row loop keeps a small sorted list: quadratic in k
@@ -351,9 +361,9 @@ class CandidatePicker {
       cand.resize(m);
     }
     while (!cand.empty() && (cand.back().index < 0 || cand.back().value == kNegInf)) cand.pop_back();
-    Entry* out = samples_.data() + r * steer_->draws;
+    Entry* out = samples_.data() + r * steer_->samples;
     if (cand.empty()) {  // nothing allowed: the row ends
-      for (int64_t j = 0; j < steer_->draws; ++j) out[j] = {kNegInf, rules_.eos};
+      for (int64_t j = 0; j < draws(a); ++j) out[j] = {kNegInf, rules_.eos};
       return;
     }
     // Probabilities at the temperature, relative to the best.
@@ -378,8 +388,8 @@ class CandidatePicker {
       total = 0;
       for (const double v : p) total += v;
     }
-    for (int64_t j = 0; j < steer_->draws; ++j) {
-      const int64_t draw = steer_->draws > 1 ? j : r % width_;
+    for (int64_t j = 0; j < draws(a); ++j) {
+      const int64_t draw = draws(a) > 1 ? j : r - starts_[size_t(a)];
       const double u = uniform(steer_->streams[size_t(a)], steer_->own_steps[size_t(a)], draw) * total;
       double cum = 0;
       size_t pick = cand.size() - 1;
@@ -394,7 +404,9 @@ class CandidatePicker {
     }
   }
 
-  int64_t rows_, width_, k_;
+  std::vector<int64_t> starts_;       // per sentence, its first row; then the number of rows
+  std::vector<int64_t> sentence_of_;  // per row
+  int64_t rows_, k_;
   const StepRules& rules_;
   bool raw_;
   const Steering* steer_;
@@ -447,7 +459,9 @@ Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>
   TORCH_CHECK(rules.bos >= 0 && rules.bos < scores.size(1) && rules.eos >= 0 && rules.eos < scores.size(1),
               "best_candidates: BOS/EOS outside the vocabulary");
   if (fused && scores.device().is_cpu() && scores.scalar_type() == torch::kFloat) {
-    CandidatePicker picker(scores.size(0), width, k, rules);
+    std::vector<int64_t> starts;
+    for (int64_t r = 0; r <= scores.size(0); r += width) starts.push_back(r);
+    CandidatePicker picker(std::move(starts), k, rules);
     picker.add(0, scores);
     return picker.finish(prior);
   }
@@ -547,12 +561,20 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
   // Greedy with nobody reading scores: tokens chosen on the raw scores, every prior 0, hypotheses' scores NaN.
   const bool raw = k == 1 && !sampling && !options.scores && !options.exact_stop;
   constexpr double kNoScore = std::numeric_limits<double>::quiet_NaN();
-  // Live state: `active` sentences, `width` rows each (sentence-major). Row r's history and score. The first
-  // step scores the state as it starts, one row per sentence (a sentence's k beams would all be that row); its
-  // best candidates then fill k rows each. Sentences that join later start with k rows, beam 0 live.
+  // Live state: `active` sentences, widths[a] rows each (sentence-major; row_start[a] is sentence a's first).
+  // Row r's history and score. A sentence's first step scores one row (its k beams would all be that row); its
+  // best candidates then fill k rows. Sentences that join later start with one fresh row too, where the step's
+  // scores are chosen from on the CPU (the fused path); on the tensor path, which takes one width for all, with k
+  // rows, beam 0 live.
   std::vector<int64_t> active(static_cast<size_t>(batch));
   std::iota(active.begin(), active.end(), 0);
-  int64_t width = 1;
+  std::vector<int64_t> widths(static_cast<size_t>(batch), 1);
+  std::vector<int64_t> row_start;
+  const auto lay_out = [&] {
+    row_start.assign(1, 0);
+    for (const int64_t w : widths) row_start.push_back(row_start.back() + w);
+  };
+  bool tensor_path = false;  // the last step chose on the tensor path
   std::vector<std::vector<int32_t>> history(static_cast<size_t>(batch));
   std::vector<float> scores(static_cast<size_t>(batch), 0.0f);
   std::vector<int64_t> tokens(static_cast<size_t>(batch), bos);
@@ -574,12 +596,12 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     const Phrases& phrases = constraints[size_t(s)];
     const auto add = [&](int64_t b, const Entry& e) {
       if (e.index < 0 || e.value == kNegInf) return;
-      const float score = prior[size_t(a * width + b)] + e.value;
+      const float score = prior[size_t(row_start[size_t(a)] + b)] + e.value;
       if (score != kNegInf) cands.push_back({score, b * vocab + e.index});
     };
-    for (int64_t b = 0; b < width; ++b) {
-      add(b, picker.best(a * width + b));
-      for (const Entry& e : picker.wanted(a * width + b)) add(b, e);
+    for (int64_t b = 0; b < widths[size_t(a)]; ++b) {
+      add(b, picker.best(row_start[size_t(a)] + b));
+      for (const Entry& e : picker.wanted(row_start[size_t(a)] + b)) add(b, e);
     }
     std::sort(cands.begin(), cands.end(), better);
     cands.erase(
@@ -594,7 +616,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     for (const Entry& e : cands) {
       const int64_t b = e.index / vocab;
       const auto token = int32_t(e.index % vocab);
-      const ConstraintState& from = cstate[size_t(a * width + b)];
+      const ConstraintState& from = cstate[size_t(row_start[size_t(a)] + b)];
       ranked.push_back({e, token == eos ? from.bank : advance(from, phrases, token).bank, 0});
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& x, const Ranked& y) { return x.bank > y.bank; });
@@ -612,7 +634,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     if (input.abandoned && t > 0) {
       // Sentences given up on leave the state before this step (from the second on: the first has no rows of
       // its own to drop yet): their rows are dropped, nothing more is computed for them.
-      std::vector<int64_t> kept_active, kept_rows;
+      std::vector<int64_t> kept_active, kept_rows, kept_widths;
+      lay_out();
       for (size_t a = 0; a < active.size(); ++a) {
         const int64_t s = active[a];
         if (input.abandoned(s)) {
@@ -621,7 +644,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
           continue;
         }
         kept_active.push_back(s);
-        for (int64_t j = 0; j < width; ++j) kept_rows.push_back(int64_t(a) * width + j);
+        kept_widths.push_back(widths[a]);
+        for (int64_t j = 0; j < widths[a]; ++j) kept_rows.push_back(row_start[a] + j);
       }
       if (kept_active.empty()) break;
       if (kept_active.size() < active.size()) {
@@ -640,6 +664,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         cstate = std::move(kept_cstate);
         fn.reorder(torch::tensor(kept_rows, torch::kLong), false);
         active = std::move(kept_active);
+        widths = std::move(kept_widths);
         tokens = std::move(kept_tokens);
         scores = std::move(kept_scores);
         history = std::move(kept_history);
@@ -647,7 +672,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       }
     }
     const auto n_active = int64_t(active.size());
-    const int64_t rows = n_active * width;
+    lay_out();
+    const int64_t rows = row_start.back();
     // Never generated: BOS (and pad and unk, when given), whatever mass the model (label smoothing) gives them.
     // Sentences at their length limit may only end, min_len or not: the limit wins. A prefix forces its tokens.
     StepRules rules;
@@ -659,7 +685,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     steer.options = &options;
     steer.logits = k == 1 || sampling;
     steer.sample = sampling;
-    steer.draws = sampling && width == 1 ? k : 1;
+    steer.samples = k;
     steer.history = &history;
     steer.live = &live;
     for (int64_t a = 0; a < n_active; ++a) {
@@ -682,7 +708,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         steer.continues_word = &input.continues_word;
       }
       for (int64_t r = 0; r < rows; ++r) {
-        const Phrases& phrases = constraints[size_t(active[size_t(r / width)])];
+        const auto a = size_t(std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin()) - 1;
+        const Phrases& phrases = constraints[size_t(active[a])];
         steer.eos_banned_rows[size_t(r)] = cstate[size_t(r)].all_met() ? 0 : 1;
         if (!steer.sealed_rows.empty()) steer.sealed_rows[size_t(r)] = cstate[size_t(r)].sealed ? 1 : 0;
         advancing_tokens(cstate[size_t(r)], phrases, steer.wants[size_t(r)]);
@@ -692,7 +719,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     // unless the step is steered (prefixes, processors, sampling, constraints): those blocks are brought to the CPU
     // in float.
     const bool steered = sampling || processors || any_prefix || any_constraints;
-    CandidatePicker picker(rows, width, k, rules, raw, steered ? &steer : nullptr);
+    CandidatePicker picker(row_start, k, rules, raw, steered ? &steer : nullptr);
     std::vector<torch::Tensor> kept;  // [n, V] blocks off the fused path
     int64_t vocab = -1, covered = 0;
     bool fused = true;
@@ -736,8 +763,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         std::vector<float> scores_a;
         std::vector<uint8_t> live_a;
         for (int64_t j = 0; j < k; ++j) {
-          const int64_t r = a * width + (width == 1 ? 0 : j);
-          const int64_t draw = width == 1 ? j : 0;
+          const int64_t w = widths[size_t(a)];
+          const int64_t r = row_start[size_t(a)] + (w == 1 ? 0 : j);
+          const int64_t draw = w == 1 ? j : 0;
           if (!live[size_t(r)]) {
             rows_a.push_back(r);
             toks_a.push_back(eos);
@@ -779,8 +807,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         }
       }
     } else {
+      TORCH_CHECK(fused || std::all_of(widths.begin(), widths.end(), [&](int64_t w) { return w == widths.front(); }),
+                  "beam_search: the tensor path needs one width for every sentence");
       const Candidates top =
-          fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false, width);
+          fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false, widths.front());
       const auto sc = top.scores.accessor<float, 2>();  // [A, 2k]
       const auto ix = top.indices.accessor<int64_t, 2>();
       std::vector<Entry> cands;  // a sentence's candidates in the order they take the beam: (score, beam * V + token)
@@ -800,7 +830,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
           if (token == eos) {
             // Like fairseq: an EOS counts only among the k best candidates.
             if (c < k) {
-              const auto& h = history[size_t(a * width + beam)];
+              const auto& h = history[size_t(row_start[size_t(a)] + beam)];
               if (raw)
                 done.push_back({h, kNoScore, kNoScore});
               else
@@ -837,7 +867,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         for (int64_t j = 0; j < k; ++j) {
           // Fewer than k live candidates (tiny vocabularies, a forced token): repeat the last one as a dead row.
           const Entry& e = cands[size_t(chosen[size_t(std::min<int64_t>(j, int64_t(chosen.size()) - 1))])];
-          const int64_t row = a * width + e.index / vocab;
+          const int64_t row = row_start[size_t(a)] + e.index / vocab;
           const auto token = int32_t(e.index % vocab);
           keep_rows.push_back(row);
           next_tokens.push_back(token);
@@ -849,8 +879,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         }
       }
     }
-    // Sentences joining: each one fresh row (rows + i in the reorder), k rows from BOS; beam 0 live (every
-    // sample live).
+    // Sentences joining: each one fresh row (rows + i in the reorder) from BOS; on the tensor path k of it, beam 0
+    // live (every sample live).
+    tensor_path = !sampling && !fused;
+    std::vector<int64_t> next_widths(next_active.size(), k);
     const std::vector<SearchSentence> joined =
         input.admit ? input.admit(int64_t(next_active.size())) : std::vector<SearchSentence>{};
     const bool had_constraints = any_constraints;
@@ -861,7 +893,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       next_active.push_back(int64_t(finished.size()));
       finished.emplace_back();
       starts.push_back(t + 1);
-      for (int64_t j = 0; j < k; ++j) {
+      const int64_t w = tensor_path ? k : 1;
+      next_widths.push_back(w);
+      for (int64_t j = 0; j < w; ++j) {
         keep_rows.push_back(rows + int64_t(i));
         next_tokens.push_back(bos);
         next_scores.push_back(j == 0 || sampling ? 0.0f : kNegInf);
@@ -872,14 +906,15 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     }
     if (any_constraints && !had_constraints) {  // the first sentences with constraints joined: every row starts
       next_cstate.clear();
-      for (const int64_t s : next_active) {
-        for (int64_t j = 0; j < k; ++j) next_cstate.push_back(start_state(constraints[size_t(s)]));
+      for (size_t a = 0; a < next_active.size(); ++a) {
+        for (int64_t j = 0; j < next_widths[a]; ++j)
+          next_cstate.push_back(start_state(constraints[size_t(next_active[a])]));
       }
     }
     if (next_active.empty()) break;
-    fn.reorder(torch::tensor(keep_rows, torch::kLong),
-               joined.empty() && next_active.size() == active.size() && width == k);
-    width = k;
+    const bool all_k = std::all_of(widths.begin(), widths.end(), [k](int64_t w) { return w == k; });
+    fn.reorder(torch::tensor(keep_rows, torch::kLong), joined.empty() && next_active.size() == active.size() && all_k);
+    widths = std::move(next_widths);
     active = std::move(next_active);
     tokens = std::move(next_tokens);
     scores = std::move(next_scores);
