@@ -479,7 +479,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
                                                  const SentenceDone& on_done, const Admit& admit,
                                                  const Abandoned& abandoned) {
   SearchInput in;
-  for (const int64_t m : max_lengths) in.sentences.push_back({m, {}, 0});
+  for (const int64_t m : max_lengths) in.sentences.push_back({m, {}, 0, {}});
   in.bos = bos;
   in.eos = eos;
   in.pad = pad;
@@ -489,7 +489,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   if (admit) {
     in.admit = [&admit](int64_t searching) {
       std::vector<SearchSentence> joining;
-      for (const int64_t m : admit(searching)) joining.push_back({m, {}, 0});
+      for (const int64_t m : admit(searching)) joining.push_back({m, {}, 0, {}});
       return joining;
     };
   }
@@ -779,7 +779,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
             const auto& h = history[size_t(r)];
             // Sample j's slot: the samples are returned in draw order, whichever ends first.
             if (int64_t(done.size()) < k) done.resize(size_t(k));
-            done[size_t(j)] = {h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)};
+            done[size_t(j)] = {
+                h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score), {}};
             rows_a.push_back(r);
             toks_a.push_back(eos);
             scores_a.push_back(kNegInf);
@@ -832,10 +833,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
             if (c < k) {
               const auto& h = history[size_t(row_start[size_t(a)] + beam)];
               if (raw)
-                done.push_back({h, kNoScore, kNoScore});
+                done.push_back({h, kNoScore, kNoScore, {}});
               else
                 done.push_back(
-                    {h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score)});
+                    {h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score), {}});
             }
           } else {
             chosen.push_back(c);
