@@ -56,7 +56,9 @@ TEST(Scoring, PairScoresAreTeacherForcedAndTheSameInAnyCompany) {
       EXPECT_NEAR(all[i].token_log_probs[j], lp[int64_t(j)][all[i].tokens[j]].item<double>(), 1e-5) << i << " " << j;
     }
     // And what the search counted for its own output (incremental decoding, fp32 sums).
-    if (i < 4) EXPECT_NEAR(all[i].log_prob, hyps[i][0].log_prob, 1e-3) << "pair " << i;
+    if (i < 4) {
+      EXPECT_NEAR(all[i].log_prob, hyps[i][0].log_prob, 1e-3) << "pair " << i;
+    }
   }
   // A target longer than the model writes is named.
   std::vector<int32_t> long_target(size_t(c.model.max_len + 5), targets[0].empty() ? 5 : targets[0][0]);

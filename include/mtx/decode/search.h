@@ -56,7 +56,7 @@ struct Hypothesis {
   std::vector<int32_t> tokens;          // generated tokens, without BOS and EOS
   double score = 0;                     // log_prob / length_penalty(tokens + EOS)
   double log_prob = 0;                  // sum of the tokens' log-probabilities, EOS included
-  std::vector<double> token_log_probs;  // per token, EOS last: only where given translations are scored
+  std::vector<double> token_log_probs = {};  // per token, EOS last: only where given translations are scored
 };
 
 // One search step's choice: for each of A live sentences (k rows each, sentence-major; one at a search's first step),
@@ -114,13 +114,13 @@ struct SearchSentence {
   int64_t max_length = 1;
   std::vector<int32_t> prefix;
   uint64_t stream = 0;
-  std::vector<std::vector<int32_t>> constraints;
+  std::vector<std::vector<int32_t>> constraints = {};
 };
 // What a caller steers one sentence's target with (SearchSentence's prefix and constraints), as the layers above
 // the search hand it down.
 struct TargetControls {
   std::vector<int32_t> prefix;
-  std::vector<std::vector<int32_t>> constraints;
+  std::vector<std::vector<int32_t>> constraints = {};
 };
 
 // Continuous batching with prefixes and streams: as Admit, returning the joining sentences.
