@@ -206,6 +206,29 @@ struct Api::Impl {
     }
     return nullptr;
   }
+  // 400 naming a field of `doc` outside `known` (LibreTranslate's api_key is always allowed).
+  static void check_fields(const json& doc, const std::vector<std::string>& known) {
+    for (const auto& item : doc.items()) {
+      const std::string& k = item.key();
+      if (k == "api_key") continue;
+      if (std::find(known.begin(), known.end(), k) == known.end()) {
+        throw bad("unknown field \"" + k + "\" (" + join(known, ", ") + ")");
+      }
+    }
+  }
+
+  // The model a request names in "model" (default: the first served); 400 for an unknown one.
+  const ServedModel& model_of(const json& doc) const {
+    if (doc.contains("model") && !doc["model"].is_string()) throw bad("\"model\" must be a string");
+    const std::string name = doc.contains("model") ? doc["model"].get<std::string>() : models.front().name;
+    const ServedModel* model = find(name);
+    if (!model) {
+      std::string names;
+      for (const auto& m : models) names += (names.empty() ? "" : ", ") + m.name;
+      throw bad("unknown model \"" + name + "\" (serving: " + names + ")");
+    }
+    return *model;
+  }
 
   // ---- routing -----------------------------------------------------------------------------------------------
 
@@ -523,23 +546,9 @@ struct Api::Impl {
     for (const auto& o : config::decode_options()) {
       if (o.request) known.emplace_back(o.key);
     }
-    for (const auto& item : doc.items()) {
-      const std::string& k = item.key();
-      if (k == "api_key") continue;
-      if (std::find(known.begin(), known.end(), k) == known.end()) {
-        throw bad("unknown field \"" + k + "\" (" + join(known, ", ") + ")");
-      }
-    }
-    const std::string model_name =
-        doc.contains("model")
-            ? (doc["model"].is_string() ? doc["model"].get<std::string>() : throw bad("\"model\" must be a string"))
-            : models.front().name;
-    const ServedModel* model = find(model_name);
-    if (!model) {
-      std::string names;
-      for (const auto& m : models) names += (names.empty() ? "" : ", ") + m.name;
-      throw bad("unknown model \"" + model_name + "\" (serving: " + names + ")");
-    }
+    check_fields(doc, known);
+    const ServedModel* model = &model_of(doc);
+    const std::string& model_name = model->name;
     const auto& decode = model->bundle.config.decode;
     auto integer = [&](const char* key, int64_t fallback, int64_t lo, int64_t hi) {
       if (!doc.contains(key)) return fallback;
@@ -671,17 +680,9 @@ struct Api::Impl {
   // mtx score gives them; one scoring job through the batcher (BatchKey::score).
   Routed score(const HttpRequest&, const json& doc) const {
     const std::vector<std::string> known = {"text", "target", "model", "tokens", "timeout_ms"};
-    for (const auto& item : doc.items()) {
-      if (item.key() == "api_key") continue;
-      if (std::find(known.begin(), known.end(), item.key()) == known.end()) {
-        throw bad("unknown field \"" + item.key() + "\" (" + join(known, ", ") + ")");
-      }
-    }
-    const std::string model_name = !doc.contains("model")     ? models.front().name
-                                   : doc["model"].is_string() ? doc["model"].get<std::string>()
-                                                              : throw bad("\"model\" must be a string");
-    const ServedModel* model = find(model_name);
-    if (!model) throw bad("unknown model \"" + model_name + "\"");
+    check_fields(doc, known);
+    const ServedModel* model = &model_of(doc);
+    const std::string& model_name = model->name;
     if (doc.contains("tokens") && !doc["tokens"].is_boolean()) throw bad("\"tokens\" must be true or false");
     const bool per_token = doc.value("tokens", false);
     int64_t timeout_ms = 0;

@@ -53,9 +53,9 @@ class StepFunction {
 };
 
 struct Hypothesis {
-  std::vector<int32_t> tokens;          // generated tokens, without BOS and EOS
-  double score = 0;                     // log_prob / length_penalty(tokens + EOS)
-  double log_prob = 0;                  // sum of the tokens' log-probabilities, EOS included
+  std::vector<int32_t> tokens;               // generated tokens, without BOS and EOS
+  double score = 0;                          // log_prob / length_penalty(tokens + EOS)
+  double log_prob = 0;                       // sum of the tokens' log-probabilities, EOS included
   std::vector<double> token_log_probs = {};  // per token, EOS last: only where given translations are scored
 };
 
