@@ -28,6 +28,7 @@
 #include "mtx/serve/batcher.h"
 #include "mtx/serve/server.h"
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/system.h"
 #include "test_utils.h"
 
 namespace beast = boost::beast;
@@ -577,6 +578,11 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
   EXPECT_EQ(metric(m, "mtx_requests_total{status=\"400\"}"), double(bad.size() + 1)) << m;
   EXPECT_EQ(metric(m, "mtx_requests_total{status=\"413\"}"), 1) << m;
   EXPECT_GE(metric(m, "mtx_sentences_total"), 1 + double(kSentences.size()) + 1) << m;
+  if (heap_figures().known) {  // the allocator's figures, under tcmalloc
+    EXPECT_GT(metric(m, "mtx_heap_allocated_bytes"), 0) << m;
+    EXPECT_GE(metric(m, "mtx_heap_mapped_bytes"), metric(m, "mtx_heap_allocated_bytes")) << m;
+    EXPECT_GE(metric(m, "mtx_heap_free_bytes"), 0) << m;
+  }
 }
 
 // 128 clients at once, each sentence sent alone beforehand: every translation byte-identical, and requests did

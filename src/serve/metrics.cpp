@@ -5,6 +5,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "mtx/util/system.h"
+
 namespace mtx::serve {
 
 namespace {
@@ -126,6 +128,16 @@ std::string Metrics::text(int64_t queued_sentences, int64_t in_flight) const {
   batch_tokens_.write(out, "mtx_batch_tokens", "Source tokens per batch (EOS included).");
   batch_requests_.write(out, "mtx_batch_requests", "Requests per batch.");
   latency_.write(out, "mtx_request_duration_seconds", "Translation request latency, read to answer.");
+  if (const HeapFigures heap = heap_figures(); heap.known) {
+    const std::array<std::tuple<const char*, const char*, int64_t>, 3> figures = {
+        {{"mtx_heap_allocated_bytes", "Bytes the program holds from the allocator (tcmalloc).", heap.allocated},
+         {"mtx_heap_free_bytes", "Bytes tcmalloc's page heap keeps free and mapped for reuse.", heap.free},
+         {"mtx_heap_mapped_bytes", "Bytes tcmalloc has mapped, free or not.", heap.mapped}}};
+    for (const auto& [name, help, v] : figures) {
+      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
+             std::to_string(v) + "\n";
+    }
+  }
   return out;
 }
 

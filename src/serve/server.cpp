@@ -39,6 +39,7 @@ struct Server::Impl {
   net::signal_set hangup{ioc, SIGHUP};
   net::steady_timer accept_retry{ioc};
   net::steady_timer drain_timer{ioc};
+  net::steady_timer release_timer{ioc};
   std::unique_ptr<Batcher> batcher;
   std::unique_ptr<Api> api;
   std::atomic<int64_t> in_flight{0};
@@ -108,6 +109,18 @@ struct Server::Impl {
     for (size_t i = 0; i < sources.size(); ++i) controls.push_back(controls_of(int64_t(i)));
     return translator.translate_ids(sources, finished, abandoned, controls);
   }
+
+  // Every few seconds the allocator's free pages go back to the system: a server's tensors come in every shape,
+  // and without this its resident set creeps up with spans that no later request fits (docs/serving.md).
+  void release_memory_now_and_then() {
+    release_timer.expires_after(std::chrono::seconds(kReleaseSeconds));
+    release_timer.async_wait([this](beast::error_code ec) {
+      if (ec) return;
+      release_free_memory();
+      release_memory_now_and_then();
+    });
+  }
+  static constexpr int kReleaseSeconds = 5;
 
   void begin_drain() {
     if (draining.exchange(true)) return;
@@ -452,6 +465,8 @@ void Server::run(const std::function<void(int port)>& on_listening) {
   s.watch_signals();
   s.watch_hangup();
   s.accept();
+  limit_allocator_caches();
+  s.release_memory_now_and_then();
   if (on_listening) on_listening(s.acceptor.local_endpoint().port());
   std::vector<std::thread> threads;
   for (int i = 1; i < std::max(1, s.options.io_threads); ++i) threads.emplace_back([&s] { s.ioc.run(); });

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -186,6 +188,47 @@ int64_t peak_rss_bytes() {
   struct rusage usage {};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
   return int64_t(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+namespace {
+
+template <typename F>
+F tcmalloc_function(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+}
+
+}  // namespace
+
+HeapFigures heap_figures() {
+  using Get = int (*)(const char*, size_t*);
+  static const auto get = tcmalloc_function<Get>("MallocExtension_GetNumericProperty");
+  HeapFigures h;
+  size_t allocated = 0, free = 0, heap = 0, unmapped = 0;
+  if (!get || !get("generic.current_allocated_bytes", &allocated) || !get("tcmalloc.pageheap_free_bytes", &free) ||
+      !get("generic.heap_size", &heap) || !get("tcmalloc.pageheap_unmapped_bytes", &unmapped)) {
+    return h;
+  }
+  h.known = true;
+  h.allocated = int64_t(allocated);
+  h.free = int64_t(free);
+  h.mapped = int64_t(heap - std::min(heap, unmapped));
+  return h;
+}
+
+void release_free_memory() {
+  using Release = void (*)();
+  static const auto release = tcmalloc_function<Release>("MallocExtension_ReleaseFreeMemory");
+  if (release) {
+    release();
+  } else {
+    malloc_trim(0);
+  }
+}
+
+void limit_allocator_caches() {
+  using Set = int (*)(const char*, size_t);
+  static const auto set = tcmalloc_function<Set>("MallocExtension_SetNumericProperty");
+  if (set) set("tcmalloc.max_total_thread_cache_bytes", size_t(4) << 20);
 }
 
 fs::path executable_dir() {

@@ -59,6 +59,25 @@ void use_one_thread_here();
 // Peak resident set size of this process so far, in bytes (0 if unknown).
 int64_t peak_rss_bytes();
 
+// What the allocator holds, where it is tcmalloc (gperftools' C API, found at run time; `known` false under
+// another allocator): bytes the program has allocated, bytes the page heap keeps free and mapped for reuse, and
+// bytes mapped in all (free or not, less what was handed back).
+struct HeapFigures {
+  bool known = false;
+  int64_t allocated = 0, free = 0, mapped = 0;
+};
+HeapFigures heap_figures();
+
+// Hands the allocator's free pages back to the system (tcmalloc's page heap; glibc's malloc_trim otherwise).
+// Tensors of many shapes leave free spans that later requests of other sizes cannot reuse, so a long-running
+// process calls it now and then to keep its resident set to what it uses. Thread-safe; costs a system call per
+// free span.
+void release_free_memory();
+
+// For a long-running process: caps what tcmalloc's per-thread caches hold in all (to 4 MiB; its default is
+// 32 MiB, which a server's many threads fill over hours). Nothing under another allocator.
+void limit_allocator_caches();
+
 // Directory of the running executable.
 std::filesystem::path executable_dir();
 
