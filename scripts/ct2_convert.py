@@ -6,9 +6,11 @@ file (built into the binary); it also runs alone:
     python scripts/ct2_convert.py --input EXPORT_DIR --output CT2_DIR [--quantization int8] [--force]
 
 The mapping: mtx's fused QKV and cross-attention KV projections are CTranslate2's fused linear layers in
-the same order; norm1/norm2/norm3 are the self-attention, encoder-attention and feed-forward layer norms
-(pre- or post-norm alike); the sinusoidal position table is exported as is (mtx interleaves sin and cos);
-embeddings are scaled by sqrt(d_model); the source gets </s> appended; decoding starts from <s>.
+the same order; each layer's self-attention, encoder-attention and feed-forward layer norms are theirs
+(pre- or post-norm alike); the position table is exported from the model's position offset on; embeddings
+are scaled by sqrt(d_model) where the model scales them, and normalised where it has an embedding norm; the
+source gets </s> appended; decoding starts from <s>. mtx's parameter names come from the export's metadata
+("names", model/param_names.h), never spelled here.
 """
 import argparse
 import json
@@ -51,10 +53,17 @@ def main():
                 sys.exit(f"ct2_convert: unknown activation {m['activation']!r}")
             activation = activations[m["activation"]]
             spec = transformer_spec.TransformerSpec.from_config(
-                (m["encoder_layers"], m["decoder_layers"]), m["heads"], pre_norm=m["pre_norm"], activation=activation)
-            src_embed = w["src_embed.weight"]
-            tgt_embed = src_embed if m["share_embeddings"] else w["tgt_embed.weight"]
-            positions = w["positions.embedding.weight"] if m["positions"] == "learned" else w["positions.table"]
+                (m["encoder_layers"], m["decoder_layers"]), m["heads"], pre_norm=m["pre_norm"], activation=activation,
+                layernorm_embedding=m.get("embedding_norm", False))
+            n = meta["names"]  # mtx's parameter names (model/param_names.h)
+            src_embed = w[n["src_embed"]]
+            tgt_embed = src_embed if m["share_embeddings"] else w[n["tgt_embed"]]
+            def position_table(which):  # CTranslate2 reads row p for position p
+                table = w[n[which + "_embedding"]] if m["positions"] == "learned" else w[n[which + "_table"]]
+                return table[m.get("position_offset", 0):]
+
+            positions = position_table("positions")
+            tgt_positions = positions if m.get("share_positions", True) else position_table("tgt_positions")
 
             def linear(spec_, name, weight=None):
                 spec_.weight = w[name + ".weight"] if weight is None else weight
@@ -65,45 +74,51 @@ def main():
                 spec_.gamma = w[name + ".weight"]
                 spec_.beta = w[name + ".bias"]
 
-            def self_attention(spec_, p):
-                linear(spec_.linear[0], p + ".self_attn.qkv")  # fused [Q; K; V]
-                linear(spec_.linear[1], p + ".self_attn.out")
-                norm(spec_.layer_norm, p + ".norm1")
+            def layer_names(side, i):
+                return {role: name.replace("{i}", str(i)) for role, name in n[side + "_layer"].items()}
 
-            def ffn(spec_, p, norm_name):
-                linear(spec_.linear_0, p + ".ffn.fc1")
-                linear(spec_.linear_1, p + ".ffn.fc2")
-                norm(spec_.layer_norm, p + norm_name)
+            def self_attention(spec_, ln):
+                linear(spec_.linear[0], ln["self_qkv"])  # fused [Q; K; V]
+                linear(spec_.linear[1], ln["self_out"])
+                norm(spec_.layer_norm, ln["self_norm"])
 
-            def stack(spec_, embed, final_norm):
-                spec_.scale_embeddings = True
-                spec_.position_encodings.encodings = positions
+            def ffn(spec_, ln):
+                linear(spec_.linear_0, ln["fc1"])
+                linear(spec_.linear_1, ln["fc2"])
+                norm(spec_.layer_norm, ln["ffn_norm"])
+
+            def stack(spec_, embed, table, final_norm, embed_norm):
+                spec_.scale_embeddings = m.get("scale_embeddings", True)
+                spec_.position_encodings.encodings = table
                 if m["pre_norm"]:
                     norm(spec_.layer_norm, final_norm)
+                if m.get("embedding_norm", False):
+                    norm(spec_.layernorm_embedding, embed_norm)
                 return embed
 
             enc = spec.encoder
-            enc.embeddings[0].weight = stack(enc, src_embed, "encoder_norm")
+            enc.embeddings[0].weight = stack(enc, src_embed, positions, n["encoder_norm"], n["encoder_embed_norm"])
             for i, layer in enumerate(enc.layer):
-                self_attention(layer.self_attention, f"encoder.{i}")
-                ffn(layer.ffn, f"encoder.{i}", ".norm2")
+                ln = layer_names("encoder", i)
+                self_attention(layer.self_attention, ln)
+                ffn(layer.ffn, ln)
 
             dec = spec.decoder
-            dec.embeddings.weight = stack(dec, tgt_embed, "decoder_norm")
+            dec.embeddings.weight = stack(dec, tgt_embed, tgt_positions, n["decoder_norm"], n["decoder_embed_norm"])
             for i, layer in enumerate(dec.layer):
-                p = f"decoder.{i}"
-                self_attention(layer.self_attention, p)
-                linear(layer.attention.linear[0], p + ".cross_attn.q")
-                linear(layer.attention.linear[1], p + ".cross_attn.kv")  # fused [K; V]
-                linear(layer.attention.linear[2], p + ".cross_attn.out")
-                norm(layer.attention.layer_norm, p + ".norm2")
-                ffn(layer.ffn, p, ".norm3")
+                ln = layer_names("decoder", i)
+                self_attention(layer.self_attention, ln)
+                linear(layer.attention.linear[0], ln["cross_q"])
+                linear(layer.attention.linear[1], ln["cross_kv"])  # fused [K; V]
+                linear(layer.attention.linear[2], ln["cross_out"])
+                norm(layer.attention.layer_norm, ln["cross_norm"])
+                ffn(layer.ffn, ln)
             if m["tie_output"]:
                 dec.projection.weight = tgt_embed
                 if m.get("output_bias"):
-                    dec.projection.bias = w["output_bias"]
+                    dec.projection.bias = w[n["output_bias"]]
             else:
-                linear(dec.projection, "output")
+                linear(dec.projection, n["output"])
 
             spec.register_source_vocabulary(meta["source_vocabulary"])
             spec.register_target_vocabulary(meta["target_vocabulary"])

@@ -20,11 +20,11 @@ build=build
 [[ " ${args[*]} " == *" --torch pip "* ]] && build=build-torch2
 # CTranslate2 for the export parity test (Export.Ct2ScoresTargetsAsMtxDoes skips, saying so, without it).
 scripts/venv.sh ctranslate2==4.8.5 safetensors==0.8.0 numpy || echo "test: no ctranslate2 in .venv: the CTranslate2 export test skips" >&2
-# transformers, its PyTorch and sentencepiece: the importer's oracle (tests/oracles/hf_marian.py), run by the
+# transformers, its PyTorch, sentencepiece and protobuf: the importers' oracles (tests/oracles/hf_*.py), run by the
 # end-to-end tests ImportHf.*; libretranslatepy and schemathesis: clients of mtx serve nobody here wrote
 # (tests/clients/third_party.py). Once installed they must run: MTX_REQUIRE_ORACLES=1 fails them rather than skip.
 if [ -z "${ctest_args[*]}" ]; then
-  if scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}" transformers==5.24.0 sentencepiece==0.2.3 safetensors==0.8.0 \
+  if scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}" transformers==5.24.0 sentencepiece==0.2.3 safetensors==0.8.0 protobuf==7.36.2 \
        libretranslatepy==2.1.4 schemathesis==4.32.5; then
     export MTX_REQUIRE_ORACLES=1
   elif [ "${CI:-}" = true ]; then

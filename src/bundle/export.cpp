@@ -1,4 +1,5 @@
 #include "mtx/bundle/export.h"
+#include "mtx/model/param_names.h"
 
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -191,8 +192,13 @@ void export_safetensors(Bundle& b, const fs::path& dir) {
                        {"share_embeddings", o.share_embeddings()},
                        {"tie_output", o.tie_output()},
                        {"output_bias", o.tie_output() && o.output_bias()},
-                       {"embedding_scale", "sqrt(d_model)"},
+                       {"embedding_scale", o.scale_embeddings() ? "sqrt(d_model)" : "1"},
+                       {"scale_embeddings", o.scale_embeddings()},
+                       {"embedding_norm", o.embedding_norm()},
+                       {"position_offset", o.position_offset()},
+                       {"share_positions", o.share_positions()},
                        {"layer_norm_epsilon", o.layer_norm_eps()}}},
+                     {"names", model::names::as_json()},
                      {"decode", config::to_json(b.config)["decode"]},
                      {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
                      {"special_pieces",

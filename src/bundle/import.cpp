@@ -1,249 +1,76 @@
-// import_hf: a Hugging Face MarianMT directory as an mtx bundle (bundle/import.h).
+// import_hf: a Hugging Face encoder-decoder of the BART family as an mtx bundle (bundle/import.h). The family's
+// mapping (layers, embeddings, positions, output) is written once; each architecture, registered by config.json's
+// model_type, says how its config maps onto mtx's model options, where its tokenizer is and how it keeps its
+// positions (as CTranslate2's BartLoader and its MarianMT, M2M100 and MBart loaders do).
 #include "mtx/bundle/import.h"
 
 #include <torch/torch.h>
-#include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <functional>
 #include <map>
+#include <memory>
+#include <regex>
 #include <set>
-#include <type_traits>
+#include <sstream>
 
+#include "checkpoint.h"
 #include "mtx/bundle/export.h"
+#include "mtx/model/param_names.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
-#include "mtx/util/process.h"
-
-namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace mtx::bundle {
+
+using namespace detail;
+namespace names = model::names;
+
 namespace {
 
 // The start token's output row is its own with the bias this much lower (import.h).
-constexpr const char* kPickleToSafetensors =
-    "import sys, torch\n"
-    "from safetensors.torch import save_file\n"
-    "state = torch.load(sys.argv[1], map_location='cpu', weights_only=True)\n"
-    "save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, sys.argv[2])\n";
-
 constexpr double kStartBiasOffset = 30;
 
-json read_json(const fs::path& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    throw DataError(path.string() + ": not JSON (" + std::string(e.what()).substr(0, 120) + ")");
-  }
-}
-
-std::string shape_of(torch::IntArrayRef sizes) {
-  std::string s = "[";
-  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
-  return s + "]";
-}
-
-// The JSON type a C++ type reads from, for errors.
-template <class T>
-const char* json_type_name() {
-  if constexpr (std::is_same_v<T, bool>)
-    return "true or false";
-  else if constexpr (std::is_integral_v<T>)
-    return "an integer";
-  else if constexpr (std::is_floating_point_v<T>)
-    return "a number";
-  else if constexpr (std::is_same_v<T, std::string>)
-    return "a string";
-  else
-    return "another type";
-}
-
-// One JSON object from a file of a Hugging Face directory (config.json, tokenizer_config.json,
-// generation_config.json, model.safetensors.index.json), each value named in errors by file and key. A null is
-// absent, as transformers writes unset values (`"source_lang": null`): get(key, fallback) gives the fallback. A
-// value of another type is a DataError "FILE: 'KEY' is TYPE, not VALUE", never a bare JSON exception.
-class JsonFile {
+// The BART family's names: layer i of a stack is "model.encoder.layers.<i>" / "model.decoder.layers.<i>", with
+// q_proj, k_proj, v_proj and out_proj under self_attn and encoder_attn, fc1, fc2, and self_attn_layer_norm,
+// encoder_attn_layer_norm and final_layer_norm; matrices [out, in].
+class BartLayout : public Layout {
  public:
-  explicit JsonFile(fs::path path) : path_(std::move(path)), doc_(read_json(path_)) {
-    if (!doc_.is_object()) throw DataError(path_.string() + ": not a JSON object");
+  std::pair<torch::Tensor, torch::Tensor> dense(Weights& w, bool decoder, int64_t i, Dense part, int64_t out,
+                                                int64_t in) const override {
+    static const std::map<Dense, const char*> kNames = {{Dense::self_q, "self_attn.q_proj"},
+                                                        {Dense::self_k, "self_attn.k_proj"},
+                                                        {Dense::self_v, "self_attn.v_proj"},
+                                                        {Dense::self_out, "self_attn.out_proj"},
+                                                        {Dense::cross_q, "encoder_attn.q_proj"},
+                                                        {Dense::cross_k, "encoder_attn.k_proj"},
+                                                        {Dense::cross_v, "encoder_attn.v_proj"},
+                                                        {Dense::cross_out, "encoder_attn.out_proj"},
+                                                        {Dense::fc1, "fc1"},
+                                                        {Dense::fc2, "fc2"}};
+    const std::string name = layer(decoder, i) + kNames.at(part);
+    return {w.take(name + ".weight", {out, in}), w.take(name + ".bias", {out})};
   }
-  // The file if it exists, else an empty object (every key absent).
-  static JsonFile optional(const fs::path& path) { return fs::exists(path) ? JsonFile(path) : JsonFile(path, {}); }
-  const fs::path& path() const { return path_; }
-  bool has(const char* key) const { return doc_.contains(key) && !doc_.at(key).is_null(); }
-  template <class T>
-  T get(const char* key) const {
-    if (!has(key)) throw DataError(path_.string() + ": '" + key + "' is missing");
-    return as<T>(doc_.at(key), key);
+  std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Norm part,
+                                               int64_t d) const override {
+    const std::string name = layer(decoder, i) + (part == Norm::self    ? "self_attn_layer_norm"
+                                                  : part == Norm::cross ? "encoder_attn_layer_norm"
+                                                                        : "final_layer_norm");
+    return {w.take(name + ".weight", {d}), w.take(name + ".bias", {d})};
   }
-  template <class T>
-  T get(const char* key, T fallback) const {
-    return has(key) ? get<T>(key) : fallback;
-  }
-  int64_t positive(const char* key) const {
-    const auto v = get<int64_t>(key);
-    if (v <= 0) throw DataError(path_.string() + ": '" + key + "' must be positive, not " + std::to_string(v));
-    return v;
-  }
-  // One id, or the first of a list (eos_token_id may be either).
-  int32_t id(const char* key) const {
-    if (has(key) && doc_.at(key).is_array() && !doc_.at(key).empty()) return as<int32_t>(doc_.at(key).at(0), key);
-    return get<int32_t>(key);
-  }
-  // An object of string values (model.safetensors.index.json's weight_map), names to values.
-  std::map<std::string, std::string> strings(const char* key) const {
-    if (!has(key) || !doc_.at(key).is_object()) {
-      throw DataError(path_.string() + ": '" + key + "' is " + (has(key) ? "not an object" : "missing"));
-    }
-    std::map<std::string, std::string> out;
-    for (const auto& [name, value] : doc_.at(key).items()) {
-      out[name] = as<std::string>(value, std::string(key) + "." + name);
-    }
-    return out;
-  }
-  [[noreturn]] void refuse(const std::string& what) const { throw DataError(path_.string() + ": " + what); }
+  static std::string stack(bool decoder) { return decoder ? "model.decoder." : "model.encoder."; }
 
  private:
-  JsonFile(fs::path path, json doc) : path_(std::move(path)), doc_(std::move(doc)) {}
-  template <class T>
-  T as(const json& value, const std::string& key) const {
-    const bool fits = std::is_same_v<T, bool>          ? value.is_boolean()
-                      : std::is_integral_v<T>          ? value.is_number_integer()
-                      : std::is_floating_point_v<T>    ? value.is_number()
-                      : std::is_same_v<T, std::string> ? value.is_string()
-                                                       : true;
-    try {
-      if (fits) return value.get<T>();
-    } catch (const json::exception&) {
-    }
-    std::string shown = value.dump();
-    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    throw DataError(path_.string() + ": '" + key + "' must be " + json_type_name<T>() + ", not " + shown);
-  }
-
-  fs::path path_;
-  json doc_;
-};
-using HfConfig = JsonFile;  // config.json
-
-// A checkpoint's tensors by name, with the file they came from; each is taken once.
-class Weights {
- public:
-  // `config` names what gives the expected shapes in errors (e.g. "config.json").
-  explicit Weights(std::string config) : config_(std::move(config)) {}
-  bool has(const std::string& name) const { return tensors_.count(name) > 0; }
-  // The tensor as float, checked against the shape config.json implies.
-  torch::Tensor take(const std::string& name, std::vector<int64_t> shape) {
-    const auto it = tensors_.find(name);
-    if (it == tensors_.end()) throw DataError(where() + ": parameter '" + name + "' is missing");
-    torch::Tensor t = it->second.second;
-    if (t.sizes() != torch::IntArrayRef(shape)) {
-      throw DataError(it->second.first + ": parameter '" + name + "' has shape " + shape_of(t.sizes()) + "; " +
-                      config_ + "'s sizes need " + shape_of(shape));
-    }
-    if (!t.is_floating_point()) throw DataError(it->second.first + ": parameter '" + name + "' is not floating point");
-    used_.insert(name);
-    return t.to(torch::kFloat).contiguous();
-  }
-  // A tensor as stored (no shape or type check), marked as taken.
-  torch::Tensor take_raw(const std::string& name) {
-    used_.insert(name);
-    return tensors_.at(name).second;
-  }
-  // Marks a tensor as accounted for (a tied copy, a table mtx computes alike).
-  void skip(const std::string& name) { used_.insert(name); }
-  // Every tensor must have been taken: one mtx has no place for means an architecture it cannot run (`what`
-  // names it from the parameter's name, where it can).
-  void check_all_used(const std::function<std::string(const std::string&)>& what) const {
-    for (const auto& [name, entry] : tensors_) {
-      if (!used_.count(name)) {
-        throw DataError(entry.first + ": parameter '" + name + "' has no place in mtx's Transformer (" + what(name) +
-                        ")");
-      }
-    }
-  }
-  void add(const fs::path& file, std::string name, torch::Tensor t) {
-    if (!tensors_.emplace(name, std::make_pair(file.string(), std::move(t))).second) {
-      throw DataError(file.string() + ": parameter '" + name + "' appears twice");
-    }
-  }
-  void add_npz(const fs::path& file) {
-    files_.push_back(file.string());
-    for (auto& [name, t] : read_npz(file)) add(file, name, t);
-  }
-  void add_safetensors(const fs::path& file) {
-    files_.push_back(file.string());
-    for (auto& [name, t] : read_safetensors(file).tensors) add(file, name, t);
-  }
-  // torch.save's pickles (an OrderedDict of tensors) are Python objects LibTorch's C++ unpickler does not rebuild;
-  // PyTorch itself rewrites them as safetensors (weights_only: no code in the file runs).
-  void add_pickle(const fs::path& file, const std::string& python) {
-    ScratchDir scratch("import");
-    const fs::path out = scratch.path() / "model.safetensors";
-    const int status = run_process({python, "-c", kPickleToSafetensors, file.string(), out.string()});
-    if (status != 0) {
-      throw DataError(file.string() + ": PyTorch could not rewrite it as safetensors (" +
-                      (status == 127 ? "no '" + python + "'" : "exit " + std::to_string(status) + ", see above") +
-                      "); --python names an interpreter with torch and safetensors, or save the model with "
-                      "save_pretrained(dir) (model.safetensors)");
-    }
-    files_.push_back(file.string());
-    for (auto& [name, t] : read_safetensors(out).tensors) add(file, name, t);
-  }
-
- private:
-  std::string where() const { return files_.empty() ? "weights" : files_.front(); }
-  std::string config_;
-  std::vector<std::string> files_;
-  std::map<std::string, std::pair<std::string, torch::Tensor>> tensors_;  // name -> (file, tensor)
-  std::set<std::string> used_;
+  static std::string layer(bool decoder, int64_t i) { return stack(decoder) + "layers." + std::to_string(i) + "."; }
 };
 
-// A MarianMT directory's weights: model.safetensors, a sharded index, or pytorch_model.bin.
-Weights hf_weights(const fs::path& dir, const std::string& python) {
-  Weights w("config.json");
-  if (fs::exists(dir / "model.safetensors")) {
-    w.add_safetensors(dir / "model.safetensors");
-  } else if (fs::exists(dir / "model.safetensors.index.json")) {
-    const JsonFile index(dir / "model.safetensors.index.json");
-    std::set<std::string> files;
-    for (const auto& [name, file] : index.strings("weight_map")) files.insert(file);
-    for (const auto& file : files) w.add_safetensors(dir / file);
-  } else if (fs::exists(dir / "pytorch_model.bin")) {
-    w.add_pickle(dir / "pytorch_model.bin", python);
-  } else {
-    throw DataError(dir.string() +
-                    ": no weights (model.safetensors, model.safetensors.index.json or pytorch_model.bin)");
-  }
-  return w;
-}
-
-// mtx's parameters, each filled once from the imported ones.
-class Filler {
- public:
-  explicit Filler(model::Transformer& model) {
-    for (const auto& p : model->named_parameters()) params_.emplace(p.key(), p.value());
-  }
-  void put(const std::string& name, const torch::Tensor& value) {
-    const auto it = params_.find(name);
-    TORCH_CHECK(it != params_.end(), "import: mtx's model has no parameter ", name);
-    TORCH_CHECK(it->second.sizes() == value.sizes(), "import: ", name, " is ", it->second.sizes(), ", not ",
-                value.sizes());
-    torch::NoGradGuard no_grad;
-    it->second.copy_(value);
-    filled_.insert(name);
-  }
-  void check_all_filled() const {
-    for (const auto& [name, value] : params_) {
-      TORCH_CHECK(filled_.count(name), "import: mtx's parameter ", name, " was left unset");
-    }
-  }
-
- private:
-  std::map<std::string, torch::Tensor> params_;
-  std::set<std::string> filled_;
+// What an architecture's tokenizer files give: the pieces in id order (one per embedding row; mtx's start piece is
+// appended after them), the special ids, the sentencepiece models that cut each side's text, and the language
+// codes of a multilingual model.
+struct Vocabulary {
+  std::vector<std::string> pieces;
+  tokenizer::SpecialIds ids;
+  std::string source_spm, target_spm;  // the models' bytes
+  std::vector<std::string> notes;
 };
 
 config::Activation activation_of(const HfConfig& hf) {
@@ -255,25 +82,31 @@ config::Activation activation_of(const HfConfig& hf) {
   hf.refuse("activation_function '" + name + "' is not one mtx has (relu, gelu, swish/silu, quick_gelu)");
 }
 
-config::Config model_config(const HfConfig& hf, int64_t vocab, const JsonFile& generation) {
-  if (hf.get<std::string>("model_type", "") != "marian") {
-    hf.refuse("model_type '" + hf.get<std::string>("model_type", "") + "' is not MarianMT's ('marian')");
-  }
-  if (!hf.get<bool>("scale_embedding", false)) hf.refuse("scale_embedding is false; mtx scales embeddings by sqrt(d)");
-  for (const char* key : {"normalize_before", "add_final_layer_norm", "normalize_embedding", "layernorm_embedding"}) {
-    if (hf.get<bool>(key, false)) hf.refuse(std::string(key) + " is set: mtx's MarianMT is post-norm only");
-  }
-  if (hf.get<bool>("static_position_embeddings", true) == false) {
-    hf.refuse("learned position embeddings: MarianMT's are sinusoidal");
-  }
+// One architecture of the family.
+class HfArchitecture {
+ public:
+  virtual ~HfArchitecture() = default;
+  virtual const char* name() const = 0;  // for messages: "MarianMT"
+  // The model options config.json implies beyond the family's (norms, positions, embedding scale); refuses what
+  // mtx cannot run.
+  virtual void configure(const HfConfig& hf, config::ModelConfig& m) const = 0;
+  // The tokenizer files of `dir` for a model of `rows` embedding rows.
+  virtual Vocabulary vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows) const = 0;
+  // The position tables: learned ones taken, computed ones checked against mtx's where the file holds a copy.
+  virtual void positions(Weights& w, Filler& target, model::Transformer& model, const config::ModelConfig& m) const = 0;
+  // Why a parameter nobody took has no place in mtx (from its name).
+  virtual std::string unplaced(const std::string&) const { return "a layer of an architecture mtx cannot run"; }
+};
+
+// The options every architecture of the family reads alike.
+config::ModelConfig family_config(const HfConfig& hf) {
   if (hf.positive("encoder_attention_heads") != hf.positive("decoder_attention_heads")) {
     hf.refuse("encoder_attention_heads and decoder_attention_heads differ; mtx uses one count");
   }
   if (hf.positive("encoder_ffn_dim") != hf.positive("decoder_ffn_dim")) {
     hf.refuse("encoder_ffn_dim and decoder_ffn_dim differ; mtx uses one width");
   }
-  config::Config c;
-  config::ModelConfig& m = c.model;
+  config::ModelConfig m;
   m.d_model = int(hf.positive("d_model"));
   m.heads = int(hf.positive("encoder_attention_heads"));
   m.encoder_layers = int(hf.positive("encoder_layers"));
@@ -283,28 +116,17 @@ config::Config model_config(const HfConfig& hf, int64_t vocab, const JsonFile& g
   m.attention_dropout = hf.get<double>("attention_dropout", 0.0);
   m.activation_dropout = hf.get<double>("activation_dropout", 0.0);
   m.max_len = int(hf.positive("max_position_embeddings"));
-  m.norm = config::Norm::post;
-  m.positions = config::Positions::sinusoidal_halves;
   m.activation = activation_of(hf);
   m.share_embeddings = hf.get<bool>("share_encoder_decoder_embeddings", true);
   m.tie_output = hf.get<bool>("tie_word_embeddings", true);
-  m.output_bias = m.tie_output;  // final_logits_bias; an untied projection has its own bias
-  c.tokenizer.joint = false;
-  c.tokenizer.vocab_size = int(vocab);
-  c.decode.beam = std::max(1, generation.get<int>("num_beams", c.decode.beam));
-  config::validate(c);
-  return c;
+  m.output_bias = m.tie_output;  // final_logits_bias (zeros where the file has none); an untied projection has one
+  return m;
 }
 
-// vocab.json as pieces in id order (gaps up to the model's size filled with unused names), plus mtx's start
-// piece; and the special ids.
-std::pair<std::vector<std::string>, tokenizer::SpecialIds> read_vocabulary(const fs::path& dir, const HfConfig& hf,
-                                                                           int64_t rows) {
-  const fs::path path = dir / "vocab.json";
-  const json vocab = read_json(path);
+// A JSON object of piece -> id (vocab.json, or a tokenizer.json's BPE vocabulary) into `pieces`.
+void place_pieces(const json& vocab, const fs::path& path, std::vector<std::string>& pieces, std::vector<bool>& seen) {
   if (!vocab.is_object()) throw DataError(path.string() + ": not a JSON object of pieces and ids");
-  std::vector<std::string> pieces(static_cast<size_t>(rows));
-  std::vector<bool> seen(static_cast<size_t>(rows), false);
+  const auto rows = int64_t(pieces.size());
   for (const auto& [piece, id_json] : vocab.items()) {
     if (!id_json.is_number_integer()) throw DataError(path.string() + ": the id of '" + piece + "' is not an integer");
     const auto id = id_json.get<int64_t>();
@@ -316,30 +138,294 @@ std::pair<std::vector<std::string>, tokenizer::SpecialIds> read_vocabulary(const
     seen[size_t(id)] = true;
     pieces[size_t(id)] = piece;
   }
-  for (int64_t i = 0; i < rows; ++i) {
-    if (!seen[size_t(i)]) pieces[size_t(i)] = "<mtx-unused-" + std::to_string(i) + ">";
+}
+
+// Pieces no file names (a vocab_size rounded up) get unused names.
+void fill_gaps(std::vector<std::string>& pieces, const std::vector<bool>& seen) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!seen[i]) pieces[i] = "<mtx-unused-" + std::to_string(i) + ">";
   }
-  tokenizer::SpecialIds ids;
-  if (!vocab.contains("<unk>")) throw DataError(path.string() + ": no '<unk>' piece");
-  ids.unk = vocab.at("<unk>").get<int32_t>();
-  ids.pad = hf.id("pad_token_id");
-  ids.eos = hf.id("eos_token_id");
-  ids.bos = int32_t(rows);  // mtx's start piece, appended
-  const bool taken = vocab.contains("<s>");
-  pieces.push_back(taken ? "<mtx-start>" : "<s>");
-  return {std::move(pieces), ids};
+}
+
+int32_t id_of(const std::vector<std::string>& pieces, const std::string& piece, const fs::path& where) {
+  const auto it = std::find(pieces.begin(), pieces.end(), piece);
+  if (it == pieces.end()) throw DataError(where.string() + ": no '" + piece + "' piece");
+  return int32_t(it - pieces.begin());
+}
+
+// mtx's start piece, appended: "<s>", or "<mtx-start>" where "<s>" is taken.
+void add_start_piece(Vocabulary& v) {
+  v.ids.bos = int32_t(v.pieces.size());
+  const bool taken = std::find(v.pieces.begin(), v.pieces.end(), "<s>") != v.pieces.end();
+  v.pieces.push_back(taken ? "<mtx-start>" : "<s>");
+}
+
+// --- MarianMT: post-norm, MarianMT's sinusoid (sines, then cosines), vocab.json with source.spm and target.spm.
+class MarianMT : public HfArchitecture {
+ public:
+  const char* name() const override { return "MarianMT"; }
+  void configure(const HfConfig& hf, config::ModelConfig& m) const override {
+    for (const char* key : {"normalize_before", "add_final_layer_norm", "normalize_embedding", "layernorm_embedding"}) {
+      if (hf.get<bool>(key, false)) hf.refuse(std::string(key) + " is set: mtx's MarianMT is post-norm only");
+    }
+    if (hf.get<bool>("static_position_embeddings", true) == false) {
+      hf.refuse("learned position embeddings: MarianMT's are sinusoidal");
+    }
+    m.norm = config::Norm::post;
+    m.positions = config::Positions::sinusoidal_halves;
+    m.scale_embeddings = hf.get<bool>("scale_embedding", false);
+  }
+  Vocabulary vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows) const override {
+    const JsonFile tokenizer_config = JsonFile::optional(dir / "tokenizer_config.json");
+    if (tokenizer_config.get<bool>("separate_vocabs", false)) {
+      tokenizer_config.refuse(
+          "separate_vocabs: separate source and target vocabularies are not supported (one vocab.json)");
+    }
+    Vocabulary v;
+    v.pieces.resize(size_t(rows));
+    std::vector<bool> seen(size_t(rows), false);
+    const fs::path path = dir / "vocab.json";
+    place_pieces(read_json(path), path, v.pieces, seen);
+    fill_gaps(v.pieces, seen);
+    v.ids.unk = id_of(v.pieces, "<unk>", path);
+    v.ids.pad = hf.id("pad_token_id");
+    v.ids.eos = hf.id("eos_token_id");
+    v.source_spm = read_file(dir / "source.spm");
+    v.target_spm = read_file(dir / "target.spm");
+    if (!tokenizer_config.get<std::string>("source_lang", "").empty()) {
+      v.notes.push_back(
+          "MarianTokenizer's Moses punctuation normalisation (sacremoses) is not applied; sentencepiece's is");
+    }
+    return v;
+  }
+  void positions(Weights& w, Filler&, model::Transformer& model, const config::ModelConfig& m) const override {
+    // MarianMT computes its tables (files may hold a copy): sines, then cosines, of mtx's sinusoidal_halves.
+    for (const char* table : {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}) {
+      if (!w.has(table)) continue;
+      const torch::Tensor theirs = w.take(table, {m.max_len, m.d_model});
+      const double diff = (theirs - model->positions->table).abs().max().item<double>();
+      if (diff > 1e-5) {
+        throw DataError(std::string(table) + " differs from MarianMT's sinusoid by " + std::to_string(diff) +
+                        ": positions mtx cannot reproduce");
+      }
+    }
+  }
+};
+
+// --- The fairseq multilingual models: pre-norm with final layer norms, a start from </s> and the target
+// language's code forced first, sentencepiece pieces under fairseq's ids, language codes after them.
+
+// A tokenizer.json (the tokenizers library's file; transformers 5 saves it alone): its model's vocabulary
+// (BPE: piece -> id; Unigram: [piece, score] in id order) and its added tokens.
+void tokenizer_json_pieces(const fs::path& path, std::vector<std::string>& pieces, std::vector<bool>& seen) {
+  const JsonFile file(path);
+  const json doc = read_json(path);
+  if (!doc.contains("model") || !doc.at("model").is_object() || !doc.at("model").contains("vocab")) {
+    file.refuse("no 'model.vocab'");
+  }
+  const json& vocab = doc.at("model").at("vocab");
+  if (vocab.is_array()) {  // Unigram
+    json as_object = json::object();
+    for (size_t i = 0; i < vocab.size(); ++i) {
+      if (!vocab[i].is_array() || vocab[i].empty() || !vocab[i][0].is_string()) {
+        file.refuse("'model.vocab' entry " + std::to_string(i) + " is not [piece, score]");
+      }
+      as_object[vocab[i][0].get<std::string>()] = i;
+    }
+    place_pieces(as_object, path, pieces, seen);
+  } else {
+    place_pieces(vocab, path, pieces, seen);
+  }
+  if (doc.contains("added_tokens") && doc.at("added_tokens").is_array()) {
+    for (const json& t : doc.at("added_tokens")) {
+      if (!t.is_object() || !t.contains("id") || !t.at("id").is_number_integer() || !t.contains("content") ||
+          !t.at("content").is_string()) {
+        file.refuse("an 'added_tokens' entry lacks an integer 'id' or a string 'content'");
+      }
+      const auto id = t.at("id").get<int64_t>();
+      if (id < 0 || id >= int64_t(pieces.size())) {
+        file.refuse("added token '" + t.at("content").get<std::string>() + "' has id " + std::to_string(id) +
+                    ", outside the model's " + std::to_string(pieces.size()) + " embedding rows");
+      }
+      pieces[size_t(id)] = t.at("content").get<std::string>();  // an added token wins over the model's piece
+      seen[size_t(id)] = true;
+    }
+  }
+}
+
+// The language codes a directory's tokenizer_config.json or special_tokens_map.json lists (transformers'
+// additional_special_tokens; extra_special_tokens in version 5), in order; empty when neither does.
+std::vector<std::string> listed_codes(const fs::path& dir) {
+  for (const char* file : {"tokenizer_config.json", "special_tokens_map.json"}) {
+    const fs::path path = dir / file;
+    if (!fs::exists(path)) continue;
+    const json doc = read_json(path);
+    for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
+      if (!doc.contains(key) || !doc.at(key).is_array()) continue;
+      std::vector<std::string> out;
+      for (const json& t : doc.at(key)) {
+        if (t.is_string()) out.push_back(t.get<std::string>());
+        if (t.is_object() && t.contains("content") && t.at("content").is_string())
+          out.push_back(t.at("content").get<std::string>());
+      }
+      if (!out.empty()) return out;
+    }
+  }
+  return {};
+}
+
+// M2M100Tokenizer's own lists (its language_codes setting: "m2m100", the default, or "wmt21"), as tokens.
+std::vector<std::string> m2m100_codes(const JsonFile& tokenizer_config) {
+  static const std::map<std::string, const char*> kLists = {
+      {"m2m100",
+       "af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu ha he hi hr ht hu "
+       "hy "
+       "id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no ns oc or pa pl ps pt ro "
+       "ru "
+       "sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh zu"},
+      {"wmt21", "en ha is ja cs ru zh de"}};
+  const auto name = tokenizer_config.get<std::string>("language_codes", "m2m100");
+  const auto it = kLists.find(name);
+  if (it == kLists.end()) tokenizer_config.refuse("language_codes '" + name + "' is not m2m100 or wmt21");
+  std::vector<std::string> out;
+  std::istringstream words(it->second);
+  for (std::string w; words >> w;) out.push_back("__" + w + "__");
+  return out;
+}
+
+// The fairseq families' tokenizers. NLLB's and mBART-50's: fairseq's <s> <pad> </s> <unk> at 0-3, sentencepiece
+// piece k (k >= 3) at k + 1, the language codes after the pieces, <mask> last. M2M100's: vocab.json's ids, the
+// codes (__de__) after them. A tokenizer.json, where present, gives every id as transformers reads them.
+Vocabulary fairseq_vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows, bool vocab_json) {
+  Vocabulary v;
+  v.pieces.resize(size_t(rows));
+  std::vector<bool> seen(size_t(rows), false);
+  const fs::path spm_path = dir / "sentencepiece.bpe.model";
+  const bool has_spm = fs::exists(spm_path);
+  if (!has_spm) {
+    throw DataError(spm_path.string() + " is missing: mtx cuts text with the model's sentencepiece model" +
+                    (fs::exists(dir / "tokenizer.json")
+                         ? std::string(" (tokenizer.json alone, as transformers 5 saves a tokenizer, does not hold it)")
+                         : std::string()) +
+                    "; copy sentencepiece.bpe.model from the model's Hub repository into " + dir.string());
+  }
+  v.source_spm = v.target_spm = read_file(spm_path);
+  if (fs::exists(dir / "tokenizer.json")) {
+    tokenizer_json_pieces(dir / "tokenizer.json", v.pieces, seen);
+  } else {
+    std::vector<std::string> codes = listed_codes(dir);
+    if (codes.empty() && vocab_json) codes = m2m100_codes(JsonFile::optional(dir / "tokenizer_config.json"));
+    if (codes.empty()) {
+      throw DataError((dir / "tokenizer_config.json").string() +
+                      ": no language codes (additional_special_tokens), and no tokenizer.json: save the tokenizer "
+                      "with transformers' save_pretrained");
+    }
+    int64_t next = 0;
+    if (vocab_json) {
+      place_pieces(read_json(dir / "vocab.json"), dir / "vocab.json", v.pieces, seen);
+      next = int64_t(std::count(seen.begin(), seen.end(), true));
+    } else {
+      const auto spm = tokenizer::SpmModel::from_bytes(v.source_spm);
+      const std::vector<std::string> specials = {"<s>", "<pad>", "</s>", "<unk>"};
+      for (size_t i = 0; i < specials.size(); ++i) {
+        v.pieces[i] = specials[i];
+        seen[i] = true;
+      }
+      for (int32_t k = 3; k < spm->vocab_size(); ++k) {
+        if (k + 1 >= rows) throw DataError(spm_path.string() + ": more pieces than config.json's vocab_size");
+        v.pieces[size_t(k + 1)] = spm->piece(k);
+        seen[size_t(k + 1)] = true;
+      }
+      next = spm->vocab_size() + 1;
+    }
+    codes.push_back("<mask>");
+    if (vocab_json) codes.pop_back();
+    for (const std::string& code : codes) {
+      if (next >= rows) throw DataError(hf.path().string() + ": vocab_size has no room for the language codes");
+      v.pieces[size_t(next)] = code;
+      seen[size_t(next++)] = true;
+    }
+  }
+  fill_gaps(v.pieces, seen);
+  v.ids.unk = id_of(v.pieces, "<unk>", spm_path);
+  v.ids.pad = hf.id("pad_token_id");
+  v.ids.eos = hf.id("eos_token_id");
+  return v;
+}
+
+// M2M100 and NLLB-200 (both model_type m2m_100): fairseq's sinusoid (mtx's sinusoidal_marian) counted from
+// pad id + 1, not saved in the file.
+class M2M100 : public HfArchitecture {
+ public:
+  const char* name() const override { return "M2M100/NLLB"; }
+  void configure(const HfConfig& hf, config::ModelConfig& m) const override {
+    m.norm = config::Norm::pre;
+    m.positions = config::Positions::sinusoidal_marian;
+    m.position_offset = int(hf.id("pad_token_id")) + 1;
+    m.scale_embeddings = hf.get<bool>("scale_embedding", true);
+  }
+  Vocabulary vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows) const override {
+    return fairseq_vocabulary(dir, hf, rows, fs::exists(dir / "vocab.json"));
+  }
+  void positions(Weights& w, Filler&, model::Transformer&, const config::ModelConfig&) const override {
+    for (const char* table : {"model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights"}) {
+      if (w.has(table)) w.skip(table);  // older files keep the computed table
+    }
+  }
+};
+
+// mBART (mBART-50): learned positions from row 2, one table per stack, and a layer norm on the embeddings.
+class MBart : public HfArchitecture {
+ public:
+  const char* name() const override { return "mBART"; }
+  void configure(const HfConfig& hf, config::ModelConfig& m) const override {
+    m.norm = config::Norm::pre;
+    m.positions = config::Positions::learned;
+    m.position_offset = 2;  // MBartLearnedPositionalEmbedding's offset
+    m.share_positions = false;
+    m.embedding_norm = true;
+    m.scale_embeddings = hf.get<bool>("scale_embedding", false);
+  }
+  Vocabulary vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows) const override {
+    return fairseq_vocabulary(dir, hf, rows, false);
+  }
+  void positions(Weights& w, Filler& target, model::Transformer&, const config::ModelConfig& m) const override {
+    const int64_t rows = m.max_len + m.position_offset;
+    target.put(names::join(names::join(names::kPositions, names::kPositionsEmbedding), "weight"),
+               w.take("model.encoder.embed_positions.weight", {rows, m.d_model}));
+    target.put(names::join(names::join(names::kTgtPositions, names::kPositionsEmbedding), "weight"),
+               w.take("model.decoder.embed_positions.weight", {rows, m.d_model}));
+  }
+};
+
+// The architectures by config.json's model_type.
+const std::map<std::string, std::shared_ptr<const HfArchitecture>>& architectures() {
+  static const std::map<std::string, std::shared_ptr<const HfArchitecture>> kAll = {
+      {"marian", std::make_shared<MarianMT>()},
+      {"m2m_100", std::make_shared<M2M100>()},
+      {"mbart", std::make_shared<MBart>()}};
+  return kAll;
 }
 
 }  // namespace
 
+std::vector<std::string> hf_model_types() {
+  std::vector<std::string> out;
+  for (const auto& [type, arch] : architectures()) out.push_back(type);
+  return out;
+}
+
 Imported import_hf(const fs::path& dir, const ImportOptions& options) {
-  if (!fs::is_directory(dir)) throw DataError(dir.string() + ": not a directory (a Hugging Face MarianMT model)");
+  if (!fs::is_directory(dir)) throw DataError(dir.string() + ": not a directory (a Hugging Face model)");
   const HfConfig hf(dir / "config.json");
-  const JsonFile tokenizer_config = JsonFile::optional(dir / "tokenizer_config.json");
-  if (tokenizer_config.get<bool>("separate_vocabs", false)) {
-    tokenizer_config.refuse(
-        "separate_vocabs: separate source and target vocabularies are not supported (one vocab.json)");
+  const auto type = hf.get<std::string>("model_type", "");
+  const auto found = architectures().find(type);
+  if (found == architectures().end()) {
+    std::string known;
+    for (const std::string& t : hf_model_types()) known += (known.empty() ? "" : ", ") + t;
+    hf.refuse("model_type '" + type + "' is not one mtx imports (" + known + ")");
   }
+  const HfArchitecture& arch = *found->second;
   const int64_t rows = hf.positive("vocab_size");
   if (hf.has("decoder_vocab_size") && hf.get<int64_t>("decoder_vocab_size") != rows) {
     hf.refuse("decoder_vocab_size differs from vocab_size: separate vocabularies are not supported");
@@ -347,76 +433,57 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
   const JsonFile generation = JsonFile::optional(dir / "generation_config.json");
   Imported out;
   Bundle& b = out.bundle;
-  b.config = model_config(hf, rows + 1, generation);
-  // Not a structured binding: lambdas below capture these (C++17).
-  auto vocabulary = read_vocabulary(dir, hf, rows);
-  const std::vector<std::string>& pieces = vocabulary.first;
-  const tokenizer::SpecialIds ids = vocabulary.second;
+  config::Config& c = b.config;
+  c.model = family_config(hf);
+  arch.configure(hf, c.model);
+  c.tokenizer.joint = false;
+  c.tokenizer.vocab_size = int(rows + 1);
+  c.decode.beam = std::max(1, generation.get<int>("num_beams", c.decode.beam));
+  config::validate(c);
+  Vocabulary vocabulary = arch.vocabulary(dir, hf, rows);
+  add_start_piece(vocabulary);
+  const std::vector<std::string>& pieces = vocabulary.pieces;
+  const tokenizer::SpecialIds ids = vocabulary.ids;
   const int32_t start = hf.has("decoder_start_token_id") ? hf.id("decoder_start_token_id") : ids.pad;
   if (start < 0 || start >= rows)
     hf.refuse("decoder_start_token_id " + std::to_string(start) + " is outside the vocabulary");
-  auto side = [&](const char* file) {
-    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(read_file(dir / file)), pieces, ids);
+  auto side = [&](const std::string& spm) {
+    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(spm), pieces, ids);
   };
-  b.tokenizer = tokenizer::Tokenizer::from_bytes(side("source.spm")->bytes(), side("target.spm")->bytes());
-  b.model = build_model(b.config, *b.tokenizer);
+  b.tokenizer =
+      tokenizer::Tokenizer::from_bytes(side(vocabulary.source_spm)->bytes(), side(vocabulary.target_spm)->bytes());
+  b.model = build_model(c, *b.tokenizer);
   b.model->eval();
 
   Weights w = hf_weights(dir, options.python);
-  const config::ModelConfig& m = b.config.model;
-  const int64_t d = m.d_model, f = m.ffn_dim;
+  const config::ModelConfig& m = c.model;
+  const int64_t d = m.d_model;
   Filler target(b.model);
   torch::NoGradGuard no_grad;
-  auto put = [&](const std::string& name, const torch::Tensor& value) { target.put(name, value); };
-  auto linear = [&](const std::string& to, const std::string& from, int64_t out_dim, int64_t in_dim) {
-    put(to + ".weight", w.take(from + ".weight", {out_dim, in_dim}));
-    put(to + ".bias", w.take(from + ".bias", {out_dim}));
-  };
+  fill_layers(w, target, BartLayout(), m);
   auto norm = [&](const std::string& to, const std::string& from) {
-    put(to + ".weight", w.take(from + ".weight", {d}));
-    put(to + ".bias", w.take(from + ".bias", {d}));
+    target.put(names::join(to, "weight"), w.take(from + ".weight", {d}));
+    target.put(names::join(to, "bias"), w.take(from + ".bias", {d}));
   };
-  auto fused = [&](const std::string& to, const std::string& from, std::vector<const char*> parts) {
-    std::vector<torch::Tensor> weights, biases;
-    for (const char* p : parts) {
-      weights.push_back(w.take(from + "." + p + "_proj.weight", {d, d}));  // [d, d]
-      biases.push_back(w.take(from + "." + p + "_proj.bias", {d}));        // [d]
-    }
-    put(to + ".weight", torch::cat(weights, 0));  // [parts * d, d]
-    put(to + ".bias", torch::cat(biases, 0));     // [parts * d]
-  };
-  for (int64_t i = 0; i < m.encoder_layers; ++i) {
-    const std::string to = "encoder." + std::to_string(i), from = "model.encoder.layers." + std::to_string(i);
-    fused(to + ".self_attn.qkv", from + ".self_attn", {"q", "k", "v"});
-    linear(to + ".self_attn.out", from + ".self_attn.out_proj", d, d);
-    norm(to + ".norm1", from + ".self_attn_layer_norm");
-    linear(to + ".ffn.fc1", from + ".fc1", f, d);
-    linear(to + ".ffn.fc2", from + ".fc2", d, f);
-    norm(to + ".norm2", from + ".final_layer_norm");
+  if (m.norm == config::Norm::pre) {
+    norm(names::kEncoderNorm, BartLayout::stack(false) + "layer_norm");
+    norm(names::kDecoderNorm, BartLayout::stack(true) + "layer_norm");
   }
-  for (int64_t i = 0; i < m.decoder_layers; ++i) {
-    const std::string to = "decoder." + std::to_string(i), from = "model.decoder.layers." + std::to_string(i);
-    fused(to + ".self_attn.qkv", from + ".self_attn", {"q", "k", "v"});
-    linear(to + ".self_attn.out", from + ".self_attn.out_proj", d, d);
-    norm(to + ".norm1", from + ".self_attn_layer_norm");
-    fused(to + ".cross_attn.q", from + ".encoder_attn", {"q"});
-    fused(to + ".cross_attn.kv", from + ".encoder_attn", {"k", "v"});
-    linear(to + ".cross_attn.out", from + ".encoder_attn.out_proj", d, d);
-    norm(to + ".norm2", from + ".encoder_attn_layer_norm");
-    linear(to + ".ffn.fc1", from + ".fc1", f, d);
-    linear(to + ".ffn.fc2", from + ".fc2", d, f);
-    norm(to + ".norm3", from + ".final_layer_norm");
+  if (m.embedding_norm) {
+    norm(names::kEncoderEmbedNorm, BartLayout::stack(false) + "layernorm_embedding");
+    norm(names::kDecoderEmbedNorm, BartLayout::stack(true) + "layernorm_embedding");
   }
+  arch.positions(w, target, b.model, m);
 
   // Embeddings and the output layer, each with the start piece's row appended (import.h).
   auto with_start_row = [&](const torch::Tensor& table) {
     return torch::cat({table, table.narrow(0, start, 1)}, 0);  // [rows + 1, ...]
   };
-  auto first_of = [&](std::initializer_list<const char*> names) -> std::string {
-    for (const char* n : names) {
+  auto first_of = [&](std::initializer_list<const char*> candidates) -> std::string {
+    for (const char* n : candidates) {
       if (w.has(n)) return n;
     }
-    return *names.begin();
+    return *candidates.begin();
   };
   const std::string src_name = first_of({"model.shared.weight", "model.encoder.embed_tokens.weight"});
   const torch::Tensor src_embed = w.take(src_name, {rows, d});  // [rows, d]
@@ -430,341 +497,27 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
     tgt_embed = w.take("model.decoder.embed_tokens.weight", {rows, d});  // [rows, d]
     if (src_name != "model.shared.weight") w.skip("model.shared.weight");
   }
-  put("src_embed.weight", with_start_row(src_embed));
-  if (!m.share_embeddings) put("tgt_embed.weight", with_start_row(tgt_embed));
+  target.put(names::join(names::kSrcEmbed, "weight"), with_start_row(src_embed));
+  if (!m.share_embeddings) target.put(names::join(names::kTgtEmbed, "weight"), with_start_row(tgt_embed));
   torch::Tensor bias = w.has("final_logits_bias") ? w.take("final_logits_bias", {1, rows}).view({rows})  // [rows]
                                                   : torch::zeros({rows});
   bias = with_start_row(bias);  // [rows + 1]
   bias[rows] -= kStartBiasOffset;
   if (m.tie_output) {
     w.skip("lm_head.weight");
-    put("output_bias", bias);
+    target.put(names::kOutputBias, bias);
   } else {
-    put("output.weight", with_start_row(w.take("lm_head.weight", {rows, d})));
-    put("output.bias", bias);
+    target.put(names::join(names::kOutput, "weight"), with_start_row(w.take("lm_head.weight", {rows, d})));
+    target.put(names::join(names::kOutput, "bias"), bias);
   }
-  // MarianMT computes its position tables (files may hold a copy): sines, then cosines, of the same waves as
-  // mtx's sinusoidal_halves.
-  for (const char* table : {"model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"}) {
-    if (!w.has(table)) continue;
-    const torch::Tensor theirs = w.take(table, {m.max_len, d});
-    const torch::Tensor ours = b.model->positions->table;
-    const double diff = (theirs - ours).abs().max().item<double>();
-    if (diff > 1e-5) {
-      throw DataError(std::string(table) + " differs from MarianMT's sinusoid by " + std::to_string(diff) +
-                      ": positions mtx cannot reproduce");
-    }
-  }
-  w.check_all_used([](const std::string&) { return "a layer of an architecture mtx cannot run"; });
+  w.check_all_used([&](const std::string& name) { return arch.unplaced(name); });
   target.check_all_filled();
   b.weights_sha256 = weights_sha256(b.model);
   b.path = dir;
   out.notes.push_back("the vocabulary gains '" + pieces.back() + "' (id " + std::to_string(ids.bos) +
-                      "): mtx's decoder start, MarianMT's id " + std::to_string(start) + " in all but its name");
-  if (!tokenizer_config.get<std::string>("source_lang", "").empty()) {
-    out.notes.push_back(
-        "MarianTokenizer's Moses punctuation normalisation (sacremoses) is not applied; sentencepiece's is");
-  }
-  return out;
-}
-
-namespace {
-
-// The logit bias of the pieces mtx adds to a Marian vocabulary (<pad> and the decoder start, both with zero
-// embeddings): far below any real logit, so Marian's log-probabilities hold to float precision, and finite, so
-// label smoothing stays finite when the model is fine-tuned.
-constexpr double kAddedPieceBias = -100;
-
-YAML::Node read_yaml(const fs::path& path, const std::string& text) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw DataError(path.string() + ": not YAML (" + std::string(e.what()).substr(0, 120) + ")");
-  }
-}
-
-// Marian's model.yml (stored in the .npz as "special:model.yml") or decoder.yml: values named in errors.
-class MarianYaml {
- public:
-  MarianYaml(std::string where, YAML::Node node) : where_(std::move(where)), node_(std::move(node)) {
-    if (!node_.IsMap()) throw DataError(where_ + ": not a YAML map of options");
-  }
-  // A key set to null (`key:` or `key: ~`) is absent, as in Marian's own option parsing.
-  bool has(const char* key) const { return node_[key] && !node_[key].IsNull(); }
-  template <class T>
-  T get(const char* key, T fallback) const {
-    if (!has(key)) return fallback;
-    try {
-      return node_[key].as<T>();
-    } catch (const YAML::Exception&) {
-      std::string shown = YAML::Dump(node_[key]);
-      std::replace(shown.begin(), shown.end(), '\n', ' ');
-      if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-      throw DataError(where_ + ": '" + key + "' must be " + json_type_name<T>() + ", not " + shown);
-    }
-  }
-  std::vector<std::string> list(const char* key) const {
-    if (!has(key)) return {};
-    try {
-      return node_[key].as<std::vector<std::string>>();
-    } catch (const YAML::Exception&) {
-      throw DataError(where_ + ": '" + key + "' is not a list");
-    }
-  }
-  [[noreturn]] void refuse(const std::string& what) const { throw DataError(where_ + ": " + what); }
-
- private:
-  std::string where_;
-  YAML::Node node_;
-};
-
-// Why a Marian parameter has no place in mtx's Transformer, from its name.
-std::string marian_architecture(const std::string& name) {
-  if (name.find("_rnn_") != std::string::npos) return "an RNN/SSRU decoder layer (transformer-decoder-autoreg: rnn)";
-  if (name.find("_aan_") != std::string::npos) return "an average-attention decoder layer";
-  if (name.find("Wpos") != std::string::npos) return "learned positions";
-  if (name.find("_emb_ln") != std::string::npos) return "a layer norm on the embeddings";
-  if (name.find("_top_ln") != std::string::npos || name.find("_pre") != std::string::npos) return "a pre-norm layer";
-  if (name.find("factor") != std::string::npos || name.find("lemma") != std::string::npos) return "factored vocabulary";
-  return "a layer of an architecture mtx cannot run";
-}
-
-config::Activation marian_activation(const MarianYaml& y) {
-  const auto name = y.get<std::string>("transformer-ffn-activation", "swish");
-  if (name == "swish") return config::Activation::swish;
-  if (name == "relu") return config::Activation::relu;
-  if (name == "gelu") return config::Activation::gelu_sigmoid;  // Marian's gelu: x sigmoid(1.702 x)
-  y.refuse("transformer-ffn-activation '" + name + "' is not one mtx has (swish, relu, gelu)");
-}
-
-// The model's settings from model.yml; refuses what mtx's Transformer does not compute.
-config::Config marian_config(const MarianYaml& y) {
-  if (y.get<std::string>("type", "transformer") != "transformer") {
-    y.refuse("type '" + y.get<std::string>("type", "") + "' is not 'transformer'");
-  }
-  const auto autoreg = y.get<std::string>("transformer-decoder-autoreg", "self-attention");
-  if (autoreg != "self-attention") {
-    y.refuse("transformer-decoder-autoreg '" + autoreg + "': mtx's decoder is self-attention only" +
-             (autoreg == "rnn" ? " (not an SSRU/RNN decoder)" : ""));
-  }
-  if (y.get<std::string>("transformer-preprocess", "") != "" ||
-      y.get<std::string>("transformer-postprocess", "dan") != "dan") {
-    y.refuse("transformer-preprocess '" + y.get<std::string>("transformer-preprocess", "") +
-             "' / transformer-postprocess '" + y.get<std::string>("transformer-postprocess", "dan") +
-             "': mtx imports Marian's post-norm ('' / 'dan') only");
-  }
-  const auto emb = y.get<std::string>("transformer-postprocess-emb", "d");
-  if (emb != "d" && !emb.empty())
-    y.refuse("transformer-postprocess-emb '" + emb + "': mtx has no embedding layer norm");
-  if (!y.get<std::string>("transformer-postprocess-top", "").empty()) y.refuse("transformer-postprocess-top is set");
-  if (y.get<int>("transformer-ffn-depth", 2) != 2 || y.get<int>("transformer-decoder-ffn-depth", 0) > 2 ||
-      y.get<int>("transformer-decoder-ffn-depth", 0) == 1) {
-    y.refuse("transformer-ffn-depth other than 2: mtx's feed-forward blocks have two layers");
-  }
-  if (y.get<bool>("right-left", false)) y.refuse("right-left: a right-to-left model");
-  if (y.get<int>("lemma-dim-emb", 0) != 0) y.refuse("lemma-dim-emb: factored vocabularies are not supported");
-  if (y.get<bool>("transformer-no-projection", false)) y.refuse("transformer-no-projection is set");
-  if (!y.list("transformer-tied-layers").empty()) y.refuse("transformer-tied-layers: tied layers are not supported");
-  config::Config c;
-  config::ModelConfig& m = c.model;
-  m.d_model = y.get<int>("dim-emb", 512);
-  m.heads = y.get<int>("transformer-heads", 8);
-  m.encoder_layers = y.get<int>("enc-depth", 6);
-  m.decoder_layers = y.get<int>("dec-depth", 6);
-  m.ffn_dim = y.get<int>("transformer-dim-ffn", 2048);
-  const int dec_ffn = y.get<int>("transformer-decoder-dim-ffn", 0);
-  if (dec_ffn != 0 && dec_ffn != m.ffn_dim) y.refuse("transformer-decoder-dim-ffn differs from transformer-dim-ffn");
-  m.dropout = y.get<double>("transformer-dropout", 0.1);
-  m.attention_dropout = y.get<double>("transformer-dropout-attention", 0.0);
-  m.activation_dropout = y.get<double>("transformer-dropout-ffn", 0.0);
-  m.max_len = 512;
-  m.norm = config::Norm::post;
-  m.positions = config::Positions::sinusoidal_marian;
-  m.activation = marian_activation(y);
-  m.layer_norm_eps = 1e-6;
-  const bool all = y.get<bool>("tied-embeddings-all", false);
-  m.share_embeddings = all || y.get<bool>("tied-embeddings-src", false);
-  m.tie_output = all || y.get<bool>("tied-embeddings", false);
-  m.output_bias = m.tie_output;
-  c.tokenizer.joint = false;
-  c.decode.allow_unk = false;  // Marian never generates <unk> unless --allow-unk
-  return c;
-}
-
-// A vocabulary file named in decoder.yml: Marian's .yml (piece: id) or a sentencepiece model (its pieces).
-std::vector<std::string> marian_vocabulary(const fs::path& path) {
-  const std::string text = read_file(path);
-  const std::string ext = path.extension().string();
-  if (ext == ".spm" || ext == ".model") {
-    auto spm = tokenizer::SpmModel::from_bytes(text);
-    std::vector<std::string> pieces;
-    for (int32_t i = 0; i < spm->vocab_size(); ++i) pieces.push_back(spm->piece(i));
-    return pieces;
-  }
-  const YAML::Node node = read_yaml(path, text);
-  if (!node.IsMap()) throw DataError(path.string() + ": not a YAML map of pieces to ids");
-  std::vector<std::string> pieces(node.size());
-  std::vector<bool> seen(node.size(), false);
-  for (const auto& entry : node) {
-    std::string piece;
-    int64_t id = -1;
-    try {
-      piece = entry.first.as<std::string>();
-      id = entry.second.as<int64_t>();
-    } catch (const YAML::Exception&) {
-      throw DataError(path.string() + ": an entry is not 'piece: id'");
-    }
-    if (id < 0 || id >= int64_t(pieces.size()) || seen[size_t(id)]) {
-      throw DataError(path.string() + ": '" + piece + "' has id " + std::to_string(id) + " (ids must be 0.." +
-                      std::to_string(pieces.size() - 1) + ", each once)");
-    }
-    seen[size_t(id)] = true;
-    pieces[size_t(id)] = piece;
-  }
-  return pieces;
-}
-
-}  // namespace
-
-Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
-  const fs::path dir = decoder_yml.parent_path();
-  const MarianYaml decoder(decoder_yml.string(), read_yaml(decoder_yml, read_file(decoder_yml)));
-  Weights w("model.yml");
-  w.add_npz(npz);
-  if (!w.has("special:model.yml")) {
-    throw DataError(npz.string() + ": no 'special:model.yml' (not a Marian model, or one saved without its options)");
-  }
-  const torch::Tensor yml = w.take_raw("special:model.yml");
-  std::string yml_text(reinterpret_cast<const char*>(yml.data_ptr()), size_t(yml.numel()) * yml.element_size());
-  yml_text = yml_text.substr(0, yml_text.find('\0'));
-  const MarianYaml model_yml(npz.string() + ": special:model.yml", read_yaml(npz, yml_text));
-
-  // Vocabularies: one map for both sides; source.spm and target.spm beside decoder.yml cut the text.
-  const auto vocab_files = decoder.list("vocabs");
-  if (vocab_files.size() != 2) decoder.refuse("'vocabs' must name the source and target vocabularies");
-  auto resolve = [&](const std::string& name) { return fs::path(name).is_absolute() ? fs::path(name) : dir / name; };
-  std::vector<std::string> pieces = marian_vocabulary(resolve(vocab_files[0]));
-  if (resolve(vocab_files[1]) != resolve(vocab_files[0]) && marian_vocabulary(resolve(vocab_files[1])) != pieces) {
-    decoder.refuse("the source and target vocabularies differ: separate vocabularies are not supported");
-  }
-  const auto rows = int64_t(pieces.size());
-  auto index_of = [&](const std::string& piece, const fs::path& where) {
-    const auto it = std::find(pieces.begin(), pieces.end(), piece);
-    if (it == pieces.end()) throw DataError(where.string() + ": no '" + piece + "' piece");
-    return int32_t(it - pieces.begin());
-  };
-  tokenizer::SpecialIds ids;
-  ids.eos = index_of("</s>", resolve(vocab_files[0]));
-  ids.unk = index_of("<unk>", resolve(vocab_files[0]));
-  ids.pad = int32_t(rows);
-  ids.bos = int32_t(rows + 1);
-  for (const char* piece : {"<pad>", "<s>"}) {
-    const bool taken = std::find(pieces.begin(), pieces.end(), piece) != pieces.end();
-    pieces.push_back(taken ? std::string("<mtx-") + (piece[1] == 'p' ? "pad>" : "start>") : piece);
-  }
-  auto spm_for = [&](const std::string& vocab, const char* fallback) {
-    const fs::path v = resolve(vocab);
-    const std::string ext = v.extension().string();
-    return (ext == ".spm" || ext == ".model") ? v : dir / fallback;
-  };
-  auto side = [&](const fs::path& spm) {
-    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(read_file(spm)), pieces, ids);
-  };
-
-  Imported out;
-  Bundle& b = out.bundle;
-  b.config = marian_config(model_yml);
-  b.config.tokenizer.vocab_size = int(rows + 2);
-  b.config.decode.beam = std::max(1, decoder.get<int>("beam-size", b.config.decode.beam));
-  b.config.decode.allow_unk = decoder.get<bool>("allow-unk", false);
-  config::validate(b.config);
-  b.tokenizer = tokenizer::Tokenizer::from_bytes(side(spm_for(vocab_files[0], "source.spm"))->bytes(),
-                                                 side(spm_for(vocab_files[1], "target.spm"))->bytes());
-  b.model = build_model(b.config, *b.tokenizer);
-  b.model->eval();
-
-  const config::ModelConfig& m = b.config.model;
-  const int64_t d = m.d_model, f = m.ffn_dim;
-  Filler target(b.model);
-  torch::NoGradGuard no_grad;
-  // Marian's matrices are [in, out] (y = x W + b); mtx's Linear holds [out, in]. Biases and norms are [1, n].
-  auto matrix = [&](const std::string& name, int64_t in, int64_t out_dim) { return w.take(name, {in, out_dim}).t(); };
-  auto vector = [&](const std::string& name, int64_t n) { return w.take(name, {1, n}).view({n}); };
-  auto linear = [&](const std::string& to, const std::string& from, const char* suffix, int64_t in, int64_t out_dim) {
-    target.put(to + ".weight", matrix(from + "_W" + suffix, in, out_dim));
-    target.put(to + ".bias", vector(from + "_b" + suffix, out_dim));
-  };
-  auto norm = [&](const std::string& to, const std::string& from) {
-    target.put(to + ".weight", vector(from + "_ln_scale", d));
-    target.put(to + ".bias", vector(from + "_ln_bias", d));
-  };
-  auto fused = [&](const std::string& to, const std::string& from, std::vector<const char*> parts) {
-    std::vector<torch::Tensor> weights, biases;
-    for (const char* p : parts) {
-      weights.push_back(matrix(from + "_W" + p, d, d));  // [d, d]
-      biases.push_back(vector(from + "_b" + p, d));      // [d]
-    }
-    target.put(to + ".weight", torch::cat(weights, 0));  // [parts * d, d]
-    target.put(to + ".bias", torch::cat(biases, 0));     // [parts * d]
-  };
-  auto ffn = [&](const std::string& to, const std::string& from) {
-    linear(to + ".ffn.fc1", from + "_ffn", "1", d, f);
-    linear(to + ".ffn.fc2", from + "_ffn", "2", f, d);
-  };
-  for (int64_t i = 0; i < m.encoder_layers; ++i) {
-    const std::string to = "encoder." + std::to_string(i), from = "encoder_l" + std::to_string(i + 1);
-    fused(to + ".self_attn.qkv", from + "_self", {"q", "k", "v"});
-    linear(to + ".self_attn.out", from + "_self", "o", d, d);
-    norm(to + ".norm1", from + "_self_Wo");
-    ffn(to, from);
-    norm(to + ".norm2", from + "_ffn_ffn");
-  }
-  for (int64_t i = 0; i < m.decoder_layers; ++i) {
-    const std::string to = "decoder." + std::to_string(i), from = "decoder_l" + std::to_string(i + 1);
-    fused(to + ".self_attn.qkv", from + "_self", {"q", "k", "v"});
-    linear(to + ".self_attn.out", from + "_self", "o", d, d);
-    norm(to + ".norm1", from + "_self_Wo");
-    fused(to + ".cross_attn.q", from + "_context", {"q"});
-    fused(to + ".cross_attn.kv", from + "_context", {"k", "v"});
-    linear(to + ".cross_attn.out", from + "_context", "o", d, d);
-    norm(to + ".norm2", from + "_context_Wo");
-    ffn(to, from);
-    norm(to + ".norm3", from + "_ffn_ffn");
-  }
-  // Embeddings with zero rows for <pad> and the decoder start (Marian starts from a zero vector).
-  auto with_added_rows = [&](const torch::Tensor& table) {
-    return torch::cat({table, torch::zeros({2, table.size(1)})}, 0);  // [rows + 2, d]
-  };
-  const torch::Tensor src_embed = w.take(m.share_embeddings ? "Wemb" : "encoder_Wemb", {rows, d});  // [rows, d]
-  target.put("src_embed.weight", with_added_rows(src_embed));
-  torch::Tensor tgt_embed = src_embed;
-  if (!m.share_embeddings) {
-    tgt_embed = w.take("decoder_Wemb", {rows, d});  // [rows, d]
-    target.put("tgt_embed.weight", with_added_rows(tgt_embed));
-  }
-  torch::Tensor bias = w.has("decoder_ff_logit_out_b") ? vector("decoder_ff_logit_out_b", rows) : torch::zeros({rows});
-  bias = torch::cat({bias, torch::full({2}, kAddedPieceBias)});  // [rows + 2]
-  if (m.tie_output) {
-    target.put("output_bias", bias);
-  } else {
-    const torch::Tensor out_w = w.has("decoder_ff_logit_out_W") ? matrix("decoder_ff_logit_out_W", d, rows)  // legacy
-                                                                : w.take("decoder_ff_logit_out_Wt", {rows, d});
-    target.put("output.weight", with_added_rows(out_w));
-    target.put("output.bias", bias);
-  }
-  w.check_all_used(marian_architecture);
-  target.check_all_filled();
-  b.weights_sha256 = weights_sha256(b.model);
-  b.path = npz;
-  out.notes.push_back("the vocabulary gains '" + pieces[size_t(rows)] + "' and '" + pieces[size_t(rows + 1)] +
-                      "' (ids " + std::to_string(rows) + ", " + std::to_string(rows + 1) +
-                      "): mtx's padding and Marian's zero-vector decoder start");
-  if (decoder.has("normalize")) {
-    out.notes.push_back("decoder.yml's normalize (Marian's score / length^a) is not carried: mtx's alpha is GNMT's");
-  }
-  if (model_yml.has("transformer-guided-alignment-layer") || model_yml.has("guided-alignment")) {
-    out.notes.push_back("guided alignment trains an attention head; it adds no weights: translation is the same");
-  }
+                      "): mtx's decoder start, " + arch.name() + "'s id " + std::to_string(start) +
+                      " in all but its name");
+  for (const std::string& note : vocabulary.notes) out.notes.push_back(note);
   return out;
 }
 

@@ -143,6 +143,10 @@ void visit(ModelConfig& c, V&& v) {
   v("output_bias", c.output_bias);
   v("share_embeddings", c.share_embeddings);
   v("layer_norm_eps", c.layer_norm_eps);
+  v("scale_embeddings", c.scale_embeddings);
+  v("embedding_norm", c.embedding_norm);
+  v("share_positions", c.share_positions);
+  v("position_offset", c.position_offset);
 }
 
 template <class V>
@@ -568,6 +572,7 @@ void validate(const Config& c) {
   check(m.attention_dropout >= 0 && m.attention_dropout < 1, "model.attention_dropout: must be in [0, 1)");
   check(m.activation_dropout >= 0 && m.activation_dropout < 1, "model.activation_dropout: must be in [0, 1)");
   check(m.layer_norm_eps > 0 && m.layer_norm_eps < 1, "model.layer_norm_eps: must be in (0, 1)");
+  check(m.position_offset >= 0 && m.position_offset <= 1024, "model.position_offset: must be in [0, 1024]");
 
   const auto& tr = c.train;
   check_range("train.threads", tr.threads, 0, 1024);

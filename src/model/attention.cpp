@@ -1,4 +1,5 @@
 #include "mtx/model/attention.h"
+#include "mtx/model/param_names.h"
 
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -219,8 +220,8 @@ void SelfAttentionImpl::reset() {
   const AttentionOptions& o = options;
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " is not divisible by heads ", o.heads());
   weights = torch::Tensor();
-  qkv = register_module("qkv", Linear(o.d_model(), 3 * o.d_model()));
-  out = register_module("out", Linear(o.d_model(), o.d_model()));
+  qkv = register_module(names::kQkv, Linear(o.d_model(), 3 * o.d_model()));
+  out = register_module(names::kOut, Linear(o.d_model(), o.d_model()));
 }
 
 void SelfAttentionImpl::pretty_print(std::ostream& stream) const {
@@ -254,9 +255,9 @@ void CrossAttentionImpl::reset() {
   const AttentionOptions& o = options;
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " is not divisible by heads ", o.heads());
   weights = torch::Tensor();
-  q = register_module("q", Linear(o.d_model(), o.d_model()));
-  kv = register_module("kv", Linear(o.d_model(), 2 * o.d_model()));
-  out = register_module("out", Linear(o.d_model(), o.d_model()));
+  q = register_module(names::kQ, Linear(o.d_model(), o.d_model()));
+  kv = register_module(names::kKv, Linear(o.d_model(), 2 * o.d_model()));
+  out = register_module(names::kOut, Linear(o.d_model(), o.d_model()));
 }
 
 void CrossAttentionImpl::pretty_print(std::ostream& stream) const {

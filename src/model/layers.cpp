@@ -1,4 +1,5 @@
 #include "mtx/model/layers.h"
+#include "mtx/model/param_names.h"
 
 #include <torch/torch.h>
 
@@ -36,21 +37,23 @@ void print_layer_options(std::ostream& stream, const LayerOptions& o) {
 
 }  // namespace
 
-PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model_, config::Positions kind_)
-    : max_len(max_len_), d_model(d_model_), kind(kind_) {
+PositionalEncodingImpl::PositionalEncodingImpl(int64_t max_len_, int64_t d_model_, config::Positions kind_,
+                                               int64_t row_offset_)
+    : max_len(max_len_), d_model(d_model_), kind(kind_), row_offset(row_offset_) {
   reset();
 }
 
 void PositionalEncodingImpl::reset() {
+  const int64_t rows = max_len + row_offset;
   if (kind == config::Positions::learned) {
-    embedding = register_module("embedding", torch::nn::Embedding(max_len, d_model));
+    embedding = register_module(names::kPositionsEmbedding, torch::nn::Embedding(rows, d_model));
     return;
   }
-  torch::Tensor t = torch::zeros({max_len, d_model});  // [max_len, d]
+  torch::Tensor t = torch::zeros({rows, d_model});  // [rows, d]
   if (kind == config::Positions::sinusoidal_halves) {
     // Sines of every wave, then their cosines (an odd width: one sine more than cosines), computed in double
     // and rounded once, as Hugging Face's MarianMT computes its table.
-    const torch::Tensor pos = torch::arange(max_len, torch::kDouble).unsqueeze(1);  // [max_len, 1]
+    const torch::Tensor pos = torch::arange(rows, torch::kDouble).unsqueeze(1);  // [max_len, 1]
     const torch::Tensor angle =
         pos / torch::pow(10000.0, torch::arange(0, d_model, 2, torch::kDouble) / double(d_model));  // [max_len, sines]
     const int64_t sines = (d_model + 1) / 2;
@@ -62,14 +65,14 @@ void PositionalEncodingImpl::reset() {
     const float waves = float(d_model) / 2;
     const float step = std::log(10000.f) / (waves - 1.f);
     float* out = t.data_ptr<float>();
-    for (int64_t p = 0; p < max_len; ++p) {
+    for (int64_t p = 0; p < rows; ++p) {
       for (int64_t i = 0; i < d_model; ++i) {
         const float v = float(p) * std::exp(float(i % int64_t(waves)) * -step);
         out[p * d_model + i] = i < int64_t(waves) ? std::sin(v) : std::cos(v);
       }
     }
   } else {
-    const torch::Tensor pos = torch::arange(max_len, torch::kFloat).unsqueeze(1);  // [max_len, 1]
+    const torch::Tensor pos = torch::arange(rows, torch::kFloat).unsqueeze(1);  // [max_len, 1]
     const torch::Tensor div =
         torch::exp(torch::arange(0, d_model, 2, torch::kFloat) * (-std::log(10000.0) / double(d_model)));  // [d/2]
     t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)},
@@ -77,22 +80,24 @@ void PositionalEncodingImpl::reset() {
     t.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)},
                  torch::cos(pos * div).index({torch::indexing::Slice(), torch::indexing::Slice(0, d_model / 2)}));
   }
-  table = register_buffer("table", t);
+  table = register_buffer(names::kPositionsTable, t);
 }
 
 void PositionalEncodingImpl::pretty_print(std::ostream& stream) const {
   stream << "mtx::model::PositionalEncoding(max_len=" << max_len << ", d_model=" << d_model
-         << ", kind=" << config::to_string(kind) << ")";
+         << ", kind=" << config::to_string(kind) << (row_offset ? ", row_offset=" + std::to_string(row_offset) : "")
+         << ")";
 }
 
 torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t offset) {
   const int64_t t = x.size(1);
   TORCH_CHECK(offset + t <= max_len, "sequence of ", offset + t, " positions exceeds model.max_len ", max_len);
   if (kind == config::Positions::learned) {
-    const torch::Tensor positions = torch::arange(offset, offset + t, x.options().dtype(torch::kLong));  // [t]
-    return x + embedding->forward(positions).unsqueeze(0).to(x.scalar_type());                           // [b, t, d]
+    const torch::Tensor positions =
+        torch::arange(row_offset + offset, row_offset + offset + t, x.options().dtype(torch::kLong));  // [t]
+    return x + embedding->forward(positions).unsqueeze(0).to(x.scalar_type());                         // [b, t, d]
   }
-  return x + table.narrow(0, offset, t).unsqueeze(0).to(x.scalar_type());  // [b, t, d]
+  return x + table.narrow(0, row_offset + offset, t).unsqueeze(0).to(x.scalar_type());  // [b, t, d]
 }
 
 torch::Tensor PositionalEncodingImpl::forward_rows(const torch::Tensor& x, const torch::Tensor& positions) {
@@ -100,7 +105,7 @@ torch::Tensor PositionalEncodingImpl::forward_rows(const torch::Tensor& x, const
               "forward_rows: x ", x.sizes(), ", positions ", positions.sizes());
   const int64_t top = positions.numel() ? positions.max().item<int64_t>() : 0;
   TORCH_CHECK(top < max_len, "sequence of ", top + 1, " positions exceeds model.max_len ", max_len);
-  const torch::Tensor p = positions.to(x.device());
+  const torch::Tensor p = row_offset ? positions.to(x.device()) + row_offset : positions.to(x.device());
   if (kind == config::Positions::learned) {
     return x + embedding->forward(p).unsqueeze(1).to(x.scalar_type());  // [b, 1, d]
   }
@@ -110,8 +115,8 @@ torch::Tensor PositionalEncodingImpl::forward_rows(const torch::Tensor& x, const
 FeedForwardImpl::FeedForwardImpl(const LayerOptions& o) : options(o) { reset(); }
 
 void FeedForwardImpl::reset() {
-  fc1 = register_module("fc1", Linear(options.d_model(), options.ffn_dim()));
-  fc2 = register_module("fc2", Linear(options.ffn_dim(), options.d_model()));
+  fc1 = register_module(names::kFc1, Linear(options.d_model(), options.ffn_dim()));
+  fc2 = register_module(names::kFc2, Linear(options.ffn_dim(), options.d_model()));
 }
 
 void FeedForwardImpl::pretty_print(std::ostream& stream) const {
@@ -143,10 +148,10 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
 EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) { reset(); }
 
 void EncoderLayerImpl::reset() {
-  self_attn = register_module("self_attn", SelfAttention(attention_options(options)));
-  ffn = register_module("ffn", FeedForward(options));
-  norm1 = register_module("norm1", layer_norm(options.d_model(), options.layer_norm_eps()));
-  norm2 = register_module("norm2", layer_norm(options.d_model(), options.layer_norm_eps()));
+  self_attn = register_module(names::kSelfAttn, SelfAttention(attention_options(options)));
+  ffn = register_module(names::kFfn, FeedForward(options));
+  norm1 = register_module(names::kNorm1, layer_norm(options.d_model(), options.layer_norm_eps()));
+  norm2 = register_module(names::kNorm2, layer_norm(options.d_model(), options.layer_norm_eps()));
 }
 
 void EncoderLayerImpl::pretty_print(std::ostream& stream) const {
@@ -171,12 +176,12 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
 DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& o) : options(o) { reset(); }
 
 void DecoderLayerImpl::reset() {
-  self_attn = register_module("self_attn", SelfAttention(attention_options(options)));
-  cross_attn = register_module("cross_attn", CrossAttention(attention_options(options)));
-  ffn = register_module("ffn", FeedForward(options));
-  norm1 = register_module("norm1", layer_norm(options.d_model(), options.layer_norm_eps()));
-  norm2 = register_module("norm2", layer_norm(options.d_model(), options.layer_norm_eps()));
-  norm3 = register_module("norm3", layer_norm(options.d_model(), options.layer_norm_eps()));
+  self_attn = register_module(names::kSelfAttn, SelfAttention(attention_options(options)));
+  cross_attn = register_module(names::kCrossAttn, CrossAttention(attention_options(options)));
+  ffn = register_module(names::kFfn, FeedForward(options));
+  norm1 = register_module(names::kNorm1, layer_norm(options.d_model(), options.layer_norm_eps()));
+  norm2 = register_module(names::kNorm2, layer_norm(options.d_model(), options.layer_norm_eps()));
+  norm3 = register_module(names::kNorm3, layer_norm(options.d_model(), options.layer_norm_eps()));
 }
 
 void DecoderLayerImpl::pretty_print(std::ostream& stream) const {

@@ -1,4 +1,5 @@
 #include "mtx/model/transformer.h"
+#include "mtx/model/param_names.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
@@ -28,6 +29,10 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
       .positions(c.positions)
       .activation(c.activation)
       .layer_norm_eps(c.layer_norm_eps)
+      .scale_embeddings(c.scale_embeddings)
+      .embedding_norm(c.embedding_norm)
+      .position_offset(c.position_offset)
+      .share_positions(c.share_positions)
       .kaiming_init(c.init == config::Init::kaiming)
       .uniform_embeddings(c.init == config::Init::uniform)
       .decoder_only(task == config::Task::lm)
@@ -110,10 +115,13 @@ void TransformerImpl::reset() {
   src_embed = nullptr;
   tgt_embed = nullptr;
   positions = nullptr;
+  tgt_positions = nullptr;
   encoder = nullptr;
   decoder = nullptr;
   encoder_norm = nullptr;
   decoder_norm = nullptr;
+  encoder_embed_norm = nullptr;
+  decoder_embed_norm = nullptr;
   output = nullptr;
   output_bias = torch::Tensor();
   int8_ = false;
@@ -122,11 +130,11 @@ void TransformerImpl::reset() {
   tied_output_fp32_ = fp32::TrackedLinear();
   if (o.decoder_only()) {
     tgt_embed = register_module(
-        "tgt_embed",
+        names::kTgtEmbed,
         torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
   } else {
     src_embed = register_module(
-        "src_embed",
+        names::kSrcEmbed,
         torch::nn::Embedding(torch::nn::EmbeddingOptions(o.src_vocab(), o.d_model()).padding_idx(o.pad_id())));
   }
   if (o.decoder_only()) {
@@ -135,10 +143,22 @@ void TransformerImpl::reset() {
     tgt_embed = src_embed;  // registered once: its parameters appear once in parameters()
   } else {
     tgt_embed = register_module(
-        "tgt_embed",
+        names::kTgtEmbed,
         torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
   }
-  positions = register_module("positions", PositionalEncoding(o.max_len(), o.d_model(), o.positions()));
+  positions = register_module(names::kPositions,
+                              PositionalEncoding(o.max_len(), o.d_model(), o.positions(), o.position_offset()));
+  if (!o.share_positions() && !o.decoder_only()) {
+    tgt_positions = register_module(names::kTgtPositions,
+                                    PositionalEncoding(o.max_len(), o.d_model(), o.positions(), o.position_offset()));
+  }
+  if (o.embedding_norm()) {
+    const auto norm = [&] {
+      return torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps()));
+    };
+    if (!o.decoder_only()) encoder_embed_norm = register_module(names::kEncoderEmbedNorm, norm());
+    decoder_embed_norm = register_module(names::kDecoderEmbedNorm, norm());
+  }
   const LayerOptions lo = LayerOptions(o.d_model(), o.heads(), o.ffn_dim())
                               .dropout(o.dropout())
                               .attention_dropout(o.attention_dropout())
@@ -147,20 +167,22 @@ void TransformerImpl::reset() {
                               .activation(o.activation())
                               .layer_norm_eps(o.layer_norm_eps())
                               .use_sdpa(o.use_sdpa());
-  encoder = register_module("encoder", torch::nn::ModuleList());
+  encoder = register_module(names::kEncoder, torch::nn::ModuleList());
   for (int64_t i = 0; i < o.encoder_layers(); ++i) encoder->push_back(EncoderLayer(lo));
-  decoder = register_module("decoder", torch::nn::ModuleList());
+  decoder = register_module(names::kDecoder, torch::nn::ModuleList());
   for (int64_t i = 0; i < (o.decoder_only() ? 0 : o.decoder_layers()); ++i) decoder->push_back(DecoderLayer(lo));
   if (o.pre_norm()) {
     encoder_norm = register_module(
-        "encoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
+        names::kEncoderNorm, torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
     if (!o.decoder_only()) {
-      decoder_norm = register_module(
-          "decoder_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
+      decoder_norm =
+          register_module(names::kDecoderNorm,
+                          torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
     }
   }
-  if (!o.tie_output()) output = register_module("output", Linear(o.d_model(), o.tgt_vocab()));
-  if (o.tie_output() && o.output_bias()) output_bias = register_parameter("output_bias", torch::zeros({o.tgt_vocab()}));
+  if (!o.tie_output()) output = register_module(names::kOutput, Linear(o.d_model(), o.tgt_vocab()));
+  if (o.tie_output() && o.output_bias())
+    output_bias = register_parameter(names::kOutputBias, torch::zeros({o.tgt_vocab()}));
   reset_parameters();
 }
 
@@ -187,6 +209,8 @@ void TransformerImpl::pretty_print(std::ostream& stream) const {
          << ", decoder_layers=" << o.decoder_layers() << ", ffn_dim=" << o.ffn_dim() << ", dropout=" << o.dropout()
          << ", attention_dropout=" << o.attention_dropout() << ", activation_dropout=" << o.activation_dropout()
          << ", max_len=" << o.max_len() << ", pre_norm=" << flag(o.pre_norm())
+         << ", scale_embeddings=" << flag(o.scale_embeddings()) << ", embedding_norm=" << flag(o.embedding_norm())
+         << ", position_offset=" << o.position_offset() << ", share_positions=" << flag(o.share_positions())
          << ", positions=" << config::to_string(o.positions()) << ", activation=" << config::to_string(o.activation())
          << ", kaiming_init=" << flag(o.kaiming_init()) << ", uniform_embeddings=" << flag(o.uniform_embeddings())
          << ", decoder_only=" << flag(o.decoder_only()) << ", tie_output=" << flag(o.tie_output())
@@ -221,8 +245,14 @@ void TransformerImpl::reset_parameters() {
 
 torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
                                      const torch::Tensor& row_positions) {
-  torch::Tensor x = table->forward(tokens) * std::sqrt(double(options.d_model()));  // [b, t, d]
-  x = row_positions.defined() ? positions->forward_rows(x, row_positions) : positions->forward(x, offset);
+  torch::Tensor x = table->forward(tokens);  // [b, t, d]
+  if (options.scale_embeddings()) x = x * std::sqrt(double(options.d_model()));
+  // The source table's stack has the encoder's positions and norm; the target's (a language model's too) the
+  // decoder's.
+  const bool source = &table == &src_embed;
+  PositionalEncoding& where = source || !tgt_positions ? positions : tgt_positions;
+  x = row_positions.defined() ? where->forward_rows(x, row_positions) : where->forward(x, offset);
+  if (options.embedding_norm()) x = (source ? encoder_embed_norm : decoder_embed_norm)->forward(x);
   return model::dropout(x, options.dropout(), is_training());
 }
 

@@ -119,7 +119,7 @@ Tokenizer Tokenizer::train(const config::TokenizerConfig& settings, std::vector<
 }
 
 Tokenizer Tokenizer::from_bytes(std::string src_bytes, std::string tgt_bytes) {
-  auto load = [](std::string bytes) -> std::shared_ptr<const Model> {
+  auto load = [](std::string&& bytes) -> std::shared_ptr<const Model> {
     if (WordModel::is_word_model(bytes)) return WordModel::from_bytes(std::move(bytes));
     if (VocabModel::is_vocab_model(bytes)) return VocabModel::from_bytes(std::move(bytes));
     return SpmModel::from_bytes(std::move(bytes));

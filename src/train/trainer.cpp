@@ -75,7 +75,11 @@ void check_ranks_agree(dist::Group& group, model::Transformer& model, const toke
   const std::vector<double> mine = {fingerprint(weights_sha256(model)), fingerprint(tok.hash()),
                                     fingerprint(sha256_hex(config::to_json(cfg).dump()))};
   std::vector<double> seen;
-  for (const double h : mine) seen.insert(seen.end(), {h, -h});
+  seen.reserve(2 * mine.size());
+  for (const double h : mine) {
+    seen.push_back(h);
+    seen.push_back(-h);
+  }
   group.max(seen);
   const char* what[] = {"model weights", "tokenizer", "config"};
   for (size_t i = 0; i < mine.size(); ++i) {

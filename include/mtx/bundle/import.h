@@ -40,6 +40,9 @@ struct ImportOptions {
 // decoder widths, separate source and target vocabularies).
 Imported import_hf(const std::filesystem::path& dir, const ImportOptions& options = {});
 
+// The config.json model_types import_hf takes (marian, m2m_100, mbart).
+std::vector<std::string> hf_model_types();
+
 // A Marian model (OPUS-MT's): its .npz parameters with their options ("special:model.yml"), and decoder.yml,
 // whose 'vocabs' name the vocabulary (Marian's .yml, or a sentencepiece model) of each side; with .yml
 // vocabularies, source.spm and target.spm beside decoder.yml cut the text. The model is Marian's transformer

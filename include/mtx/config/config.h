@@ -75,6 +75,15 @@ struct ModelConfig {
                                  // projection always has one
   bool share_embeddings = true;  // one source/target embedding when the vocabulary is joint
   double layer_norm_eps = 1e-5;  // every LayerNorm's epsilon (LibTorch's and Hugging Face's 1e-5; Marian's 1e-6)
+  bool scale_embeddings = true;  // token embeddings times sqrt(d_model) (Vaswani; M2M100's and NLLB's
+                                 // scale_embedding); false: as they are (mBART-50's)
+  bool embedding_norm = false;   // a LayerNorm over embeddings plus positions, before dropout, in each stack
+                                 // (mBART's layernorm_embedding)
+  bool share_positions = true;   // one position table for both stacks; false: the decoder has its own (mBART's
+                                 // learned tables)
+  int position_offset = 0;       // position p reads row p + offset of the position table, which has max_len + offset
+                                 // rows (fairseq's: M2M100's and NLLB's sinusoid count from pad id + 1, mBART's
+                                 // learned table from row 2)
 };
 
 struct TrainConfig {

@@ -36,10 +36,11 @@ struct LayerOptions {
 // Each module below is Cloneable, as LibTorch's are: reset() builds its parameters, buffers and submodules
 // (what the constructor does, drawing the same random numbers), so that clone() is a deep copy.
 
-// Adds position information to [b, t, d] embeddings starting at position `offset`.
+// Adds position information to [b, t, d] embeddings starting at position `offset`. Position p reads row
+// p + row_offset of a table of max_len + row_offset rows (model.position_offset).
 class PositionalEncodingImpl : public torch::nn::Cloneable<PositionalEncodingImpl> {
  public:
-  PositionalEncodingImpl(int64_t max_len, int64_t d_model, config::Positions kind);
+  PositionalEncodingImpl(int64_t max_len, int64_t d_model, config::Positions kind, int64_t row_offset = 0);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
   torch::Tensor forward(const torch::Tensor& x, int64_t offset = 0);
@@ -48,8 +49,9 @@ class PositionalEncodingImpl : public torch::nn::Cloneable<PositionalEncodingImp
   int64_t max_len;
   int64_t d_model;
   config::Positions kind;
-  torch::Tensor table;                      // sinusoidal: [max_len, d] buffer
-  torch::nn::Embedding embedding{nullptr};  // learned: [max_len, d]
+  int64_t row_offset = 0;
+  torch::Tensor table;                      // sinusoidal: [max_len + row_offset, d] buffer
+  torch::nn::Embedding embedding{nullptr};  // learned: [max_len + row_offset, d]
 };
 TORCH_MODULE(PositionalEncoding);
 

@@ -45,6 +45,10 @@ struct TransformerOptions {
   TORCH_ARG(config::Positions, positions) = config::ModelConfig{}.positions;
   TORCH_ARG(config::Activation, activation) = config::ModelConfig{}.activation;
   TORCH_ARG(double, layer_norm_eps) = config::ModelConfig{}.layer_norm_eps;
+  TORCH_ARG(bool, scale_embeddings) = config::ModelConfig{}.scale_embeddings;
+  TORCH_ARG(bool, embedding_norm) = config::ModelConfig{}.embedding_norm;
+  TORCH_ARG(int64_t, position_offset) = config::ModelConfig{}.position_offset;
+  TORCH_ARG(bool, share_positions) = config::ModelConfig{}.share_positions;
   // false: xavier-uniform (or uniform_embeddings)
   TORCH_ARG(bool, kaiming_init) = config::ModelConfig{}.init == config::Init::kaiming;
   // embeddings and output U(-0.1, 0.1), output bias 0, the other matrices xavier (LM tutorial)
@@ -155,12 +159,15 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   torch::nn::Embedding tgt_embed{nullptr};  // the same module as src_embed when share_embeddings; the LM's
                                             // only embedding (src_embed is then null)
   PositionalEncoding positions{nullptr};
-  torch::nn::ModuleList encoder{nullptr};      // decoder-only: the causal layers
-  torch::nn::ModuleList decoder{nullptr};      // empty when decoder-only
-  torch::nn::LayerNorm encoder_norm{nullptr};  // pre-norm only
-  torch::nn::LayerNorm decoder_norm{nullptr};  // pre-norm only
-  Linear output{nullptr};                      // untied output projection only
-  torch::Tensor output_bias;                   // tied projection with options.output_bias only: [tgt_vocab]
+  PositionalEncoding tgt_positions{nullptr};         // the decoder's own (share_positions false)
+  torch::nn::ModuleList encoder{nullptr};            // decoder-only: the causal layers
+  torch::nn::ModuleList decoder{nullptr};            // empty when decoder-only
+  torch::nn::LayerNorm encoder_norm{nullptr};        // pre-norm only
+  torch::nn::LayerNorm decoder_norm{nullptr};        // pre-norm only
+  torch::nn::LayerNorm encoder_embed_norm{nullptr};  // embedding_norm only
+  torch::nn::LayerNorm decoder_embed_norm{nullptr};  // embedding_norm only (a language model's too)
+  Linear output{nullptr};                            // untied output projection only
+  torch::Tensor output_bias;                         // tied projection with options.output_bias only: [tgt_vocab]
 
   // CPU inference with int8 weights (model/linear.h) for every Linear of the layers and, with
   // include_output, the output projection (the tied one too: the target embedding then holds its

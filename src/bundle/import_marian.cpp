@@ -1,0 +1,327 @@
+// import_marian: a Marian .npz model as an mtx bundle (bundle/import.h).
+#include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "checkpoint.h"
+#include "mtx/bundle/import.h"
+#include "mtx/model/param_names.h"
+#include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+
+namespace mtx::bundle {
+
+using namespace detail;
+
+namespace {
+
+// The logit bias of the pieces mtx adds to a Marian vocabulary (<pad> and the decoder start, both with zero
+// embeddings): far below any real logit, so Marian's log-probabilities hold to float precision, and finite, so
+// label smoothing stays finite when the model is fine-tuned.
+constexpr double kAddedPieceBias = -100;
+
+YAML::Node read_yaml(const fs::path& path, const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw DataError(path.string() + ": not YAML (" + std::string(e.what()).substr(0, 120) + ")");
+  }
+}
+
+// Marian's model.yml (stored in the .npz as "special:model.yml") or decoder.yml: values named in errors.
+class MarianYaml {
+ public:
+  MarianYaml(std::string where, YAML::Node node) : where_(std::move(where)), node_(std::move(node)) {
+    if (!node_.IsMap()) throw DataError(where_ + ": not a YAML map of options");
+  }
+  // A key set to null (`key:` or `key: ~`) is absent, as in Marian's own option parsing.
+  bool has(const char* key) const { return node_[key] && !node_[key].IsNull(); }
+  template <class T>
+  T get(const char* key, T fallback) const {
+    if (!has(key)) return fallback;
+    try {
+      return node_[key].as<T>();
+    } catch (const YAML::Exception&) {
+      std::string shown = YAML::Dump(node_[key]);
+      std::replace(shown.begin(), shown.end(), '\n', ' ');
+      if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+      throw DataError(where_ + ": '" + key + "' must be " + json_type_name<T>() + ", not " + shown);
+    }
+  }
+  std::vector<std::string> list(const char* key) const {
+    if (!has(key)) return {};
+    try {
+      return node_[key].as<std::vector<std::string>>();
+    } catch (const YAML::Exception&) {
+      throw DataError(where_ + ": '" + key + "' is not a list");
+    }
+  }
+  [[noreturn]] void refuse(const std::string& what) const { throw DataError(where_ + ": " + what); }
+
+ private:
+  std::string where_;
+  YAML::Node node_;
+};
+
+// Why a Marian parameter has no place in mtx's Transformer, from its name.
+std::string marian_architecture(const std::string& name) {
+  if (name.find("_rnn_") != std::string::npos) return "an RNN/SSRU decoder layer (transformer-decoder-autoreg: rnn)";
+  if (name.find("_aan_") != std::string::npos) return "an average-attention decoder layer";
+  if (name.find("Wpos") != std::string::npos) return "learned positions";
+  if (name.find("_emb_ln") != std::string::npos) return "a layer norm on the embeddings";
+  if (name.find("_top_ln") != std::string::npos || name.find("_pre") != std::string::npos) return "a pre-norm layer";
+  if (name.find("factor") != std::string::npos || name.find("lemma") != std::string::npos) return "factored vocabulary";
+  return "a layer of an architecture mtx cannot run";
+}
+
+config::Activation marian_activation(const MarianYaml& y) {
+  const auto name = y.get<std::string>("transformer-ffn-activation", "swish");
+  if (name == "swish") return config::Activation::swish;
+  if (name == "relu") return config::Activation::relu;
+  if (name == "gelu") return config::Activation::gelu_sigmoid;  // Marian's gelu: x sigmoid(1.702 x)
+  y.refuse("transformer-ffn-activation '" + name + "' is not one mtx has (swish, relu, gelu)");
+}
+
+// The model's settings from model.yml; refuses what mtx's Transformer does not compute.
+config::Config marian_config(const MarianYaml& y) {
+  if (y.get<std::string>("type", "transformer") != "transformer") {
+    y.refuse("type '" + y.get<std::string>("type", "") + "' is not 'transformer'");
+  }
+  const auto autoreg = y.get<std::string>("transformer-decoder-autoreg", "self-attention");
+  if (autoreg != "self-attention") {
+    y.refuse("transformer-decoder-autoreg '" + autoreg + "': mtx's decoder is self-attention only" +
+             (autoreg == "rnn" ? " (not an SSRU/RNN decoder)" : ""));
+  }
+  if (y.get<std::string>("transformer-preprocess", "") != "" ||
+      y.get<std::string>("transformer-postprocess", "dan") != "dan") {
+    y.refuse("transformer-preprocess '" + y.get<std::string>("transformer-preprocess", "") +
+             "' / transformer-postprocess '" + y.get<std::string>("transformer-postprocess", "dan") +
+             "': mtx imports Marian's post-norm ('' / 'dan') only");
+  }
+  const auto emb = y.get<std::string>("transformer-postprocess-emb", "d");
+  if (emb != "d" && !emb.empty())
+    y.refuse("transformer-postprocess-emb '" + emb + "': mtx has no embedding layer norm");
+  if (!y.get<std::string>("transformer-postprocess-top", "").empty()) y.refuse("transformer-postprocess-top is set");
+  if (y.get<int>("transformer-ffn-depth", 2) != 2 || y.get<int>("transformer-decoder-ffn-depth", 0) > 2 ||
+      y.get<int>("transformer-decoder-ffn-depth", 0) == 1) {
+    y.refuse("transformer-ffn-depth other than 2: mtx's feed-forward blocks have two layers");
+  }
+  if (y.get<bool>("right-left", false)) y.refuse("right-left: a right-to-left model");
+  if (y.get<int>("lemma-dim-emb", 0) != 0) y.refuse("lemma-dim-emb: factored vocabularies are not supported");
+  if (y.get<bool>("transformer-no-projection", false)) y.refuse("transformer-no-projection is set");
+  if (!y.list("transformer-tied-layers").empty()) y.refuse("transformer-tied-layers: tied layers are not supported");
+  config::Config c;
+  config::ModelConfig& m = c.model;
+  m.d_model = y.get<int>("dim-emb", 512);
+  m.heads = y.get<int>("transformer-heads", 8);
+  m.encoder_layers = y.get<int>("enc-depth", 6);
+  m.decoder_layers = y.get<int>("dec-depth", 6);
+  m.ffn_dim = y.get<int>("transformer-dim-ffn", 2048);
+  const int dec_ffn = y.get<int>("transformer-decoder-dim-ffn", 0);
+  if (dec_ffn != 0 && dec_ffn != m.ffn_dim) y.refuse("transformer-decoder-dim-ffn differs from transformer-dim-ffn");
+  m.dropout = y.get<double>("transformer-dropout", 0.1);
+  m.attention_dropout = y.get<double>("transformer-dropout-attention", 0.0);
+  m.activation_dropout = y.get<double>("transformer-dropout-ffn", 0.0);
+  m.max_len = 512;
+  m.norm = config::Norm::post;
+  m.positions = config::Positions::sinusoidal_marian;
+  m.activation = marian_activation(y);
+  m.layer_norm_eps = 1e-6;
+  const bool all = y.get<bool>("tied-embeddings-all", false);
+  m.share_embeddings = all || y.get<bool>("tied-embeddings-src", false);
+  m.tie_output = all || y.get<bool>("tied-embeddings", false);
+  m.output_bias = m.tie_output;
+  c.tokenizer.joint = false;
+  c.decode.allow_unk = false;  // Marian never generates <unk> unless --allow-unk
+  return c;
+}
+
+// Marian's names: layer i of a stack is "encoder_l<i + 1>" / "decoder_l<i + 1>"; its matrices are [in, out]
+// (y = x W + b), its biases and norms [1, n].
+class MarianLayout : public Layout {
+ public:
+  std::pair<torch::Tensor, torch::Tensor> dense(Weights& w, bool decoder, int64_t i, Dense part, int64_t out,
+                                                int64_t in) const override {
+    const std::string at = (decoder ? "decoder_l" : "encoder_l") + std::to_string(i + 1);
+    std::string block, suffix;
+    switch (part) {
+      case Dense::self_q:
+        block = "_self", suffix = "q";
+        break;
+      case Dense::self_k:
+        block = "_self", suffix = "k";
+        break;
+      case Dense::self_v:
+        block = "_self", suffix = "v";
+        break;
+      case Dense::self_out:
+        block = "_self", suffix = "o";
+        break;
+      case Dense::cross_q:
+        block = "_context", suffix = "q";
+        break;
+      case Dense::cross_k:
+        block = "_context", suffix = "k";
+        break;
+      case Dense::cross_v:
+        block = "_context", suffix = "v";
+        break;
+      case Dense::cross_out:
+        block = "_context", suffix = "o";
+        break;
+      case Dense::fc1:
+        block = "_ffn", suffix = "1";
+        break;
+      case Dense::fc2:
+        block = "_ffn", suffix = "2";
+        break;
+    }
+    return {w.take(at + block + "_W" + suffix, {in, out}).t(),
+            w.take(at + block + "_b" + suffix, {1, out}).view({out})};
+  }
+  std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Norm part,
+                                               int64_t d) const override {
+    const std::string at = (decoder ? "decoder_l" : "encoder_l") + std::to_string(i + 1);
+    const std::string name = at + (part == Norm::self ? "_self_Wo" : part == Norm::cross ? "_context_Wo" : "_ffn_ffn");
+    return {w.take(name + "_ln_scale", {1, d}).view({d}), w.take(name + "_ln_bias", {1, d}).view({d})};
+  }
+};
+
+// A vocabulary file named in decoder.yml: Marian's .yml (piece: id) or a sentencepiece model (its pieces).
+std::vector<std::string> marian_vocabulary(const fs::path& path) {
+  const std::string text = read_file(path);
+  const std::string ext = path.extension().string();
+  if (ext == ".spm" || ext == ".model") {
+    auto spm = tokenizer::SpmModel::from_bytes(text);
+    std::vector<std::string> pieces;
+    for (int32_t i = 0; i < spm->vocab_size(); ++i) pieces.push_back(spm->piece(i));
+    return pieces;
+  }
+  const YAML::Node node = read_yaml(path, text);
+  if (!node.IsMap()) throw DataError(path.string() + ": not a YAML map of pieces to ids");
+  std::vector<std::string> pieces(node.size());
+  std::vector<bool> seen(node.size(), false);
+  for (const auto& entry : node) {
+    std::string piece;
+    int64_t id = -1;
+    try {
+      piece = entry.first.as<std::string>();
+      id = entry.second.as<int64_t>();
+    } catch (const YAML::Exception&) {
+      throw DataError(path.string() + ": an entry is not 'piece: id'");
+    }
+    if (id < 0 || id >= int64_t(pieces.size()) || seen[size_t(id)]) {
+      throw DataError(path.string() + ": '" + piece + "' has id " + std::to_string(id) + " (ids must be 0.." +
+                      std::to_string(pieces.size() - 1) + ", each once)");
+    }
+    seen[size_t(id)] = true;
+    pieces[size_t(id)] = piece;
+  }
+  return pieces;
+}
+
+}  // namespace
+
+Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
+  const fs::path dir = decoder_yml.parent_path();
+  const MarianYaml decoder(decoder_yml.string(), read_yaml(decoder_yml, read_file(decoder_yml)));
+  Weights w("model.yml");
+  w.add_npz(npz);
+  if (!w.has("special:model.yml")) {
+    throw DataError(npz.string() + ": no 'special:model.yml' (not a Marian model, or one saved without its options)");
+  }
+  const torch::Tensor yml = w.take_raw("special:model.yml");
+  std::string yml_text(reinterpret_cast<const char*>(yml.data_ptr()), size_t(yml.numel()) * yml.element_size());
+  yml_text = yml_text.substr(0, yml_text.find('\0'));
+  const MarianYaml model_yml(npz.string() + ": special:model.yml", read_yaml(npz, yml_text));
+
+  // Vocabularies: one map for both sides; source.spm and target.spm beside decoder.yml cut the text.
+  const auto vocab_files = decoder.list("vocabs");
+  if (vocab_files.size() != 2) decoder.refuse("'vocabs' must name the source and target vocabularies");
+  auto resolve = [&](const std::string& name) { return fs::path(name).is_absolute() ? fs::path(name) : dir / name; };
+  std::vector<std::string> pieces = marian_vocabulary(resolve(vocab_files[0]));
+  if (resolve(vocab_files[1]) != resolve(vocab_files[0]) && marian_vocabulary(resolve(vocab_files[1])) != pieces) {
+    decoder.refuse("the source and target vocabularies differ: separate vocabularies are not supported");
+  }
+  const auto rows = int64_t(pieces.size());
+  auto index_of = [&](const std::string& piece, const fs::path& where) {
+    const auto it = std::find(pieces.begin(), pieces.end(), piece);
+    if (it == pieces.end()) throw DataError(where.string() + ": no '" + piece + "' piece");
+    return int32_t(it - pieces.begin());
+  };
+  tokenizer::SpecialIds ids;
+  ids.eos = index_of("</s>", resolve(vocab_files[0]));
+  ids.unk = index_of("<unk>", resolve(vocab_files[0]));
+  ids.pad = int32_t(rows);
+  ids.bos = int32_t(rows + 1);
+  for (const char* piece : {"<pad>", "<s>"}) {
+    const bool taken = std::find(pieces.begin(), pieces.end(), piece) != pieces.end();
+    pieces.push_back(taken ? std::string("<mtx-") + (piece[1] == 'p' ? "pad>" : "start>") : piece);
+  }
+  auto spm_for = [&](const std::string& vocab, const char* fallback) {
+    const fs::path v = resolve(vocab);
+    const std::string ext = v.extension().string();
+    return (ext == ".spm" || ext == ".model") ? v : dir / fallback;
+  };
+  auto side = [&](const fs::path& spm) {
+    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(read_file(spm)), pieces, ids);
+  };
+
+  Imported out;
+  Bundle& b = out.bundle;
+  b.config = marian_config(model_yml);
+  b.config.tokenizer.vocab_size = int(rows + 2);
+  b.config.decode.beam = std::max(1, decoder.get<int>("beam-size", b.config.decode.beam));
+  b.config.decode.allow_unk = decoder.get<bool>("allow-unk", false);
+  config::validate(b.config);
+  b.tokenizer = tokenizer::Tokenizer::from_bytes(side(spm_for(vocab_files[0], "source.spm"))->bytes(),
+                                                 side(spm_for(vocab_files[1], "target.spm"))->bytes());
+  b.model = build_model(b.config, *b.tokenizer);
+  b.model->eval();
+
+  const config::ModelConfig& m = b.config.model;
+  const int64_t d = m.d_model;
+  Filler target(b.model);
+  torch::NoGradGuard no_grad;
+  fill_layers(w, target, MarianLayout(), m);
+  auto matrix = [&](const std::string& name, int64_t in, int64_t out_dim) { return w.take(name, {in, out_dim}).t(); };
+  auto vector = [&](const std::string& name, int64_t n) { return w.take(name, {1, n}).view({n}); };
+  // Embeddings with zero rows for <pad> and the decoder start (Marian starts from a zero vector).
+  auto with_added_rows = [&](const torch::Tensor& table) {
+    return torch::cat({table, torch::zeros({2, table.size(1)})}, 0);  // [rows + 2, d]
+  };
+  const torch::Tensor src_embed = w.take(m.share_embeddings ? "Wemb" : "encoder_Wemb", {rows, d});  // [rows, d]
+  target.put(model::names::join(model::names::kSrcEmbed, "weight"), with_added_rows(src_embed));
+  torch::Tensor tgt_embed = src_embed;
+  if (!m.share_embeddings) {
+    tgt_embed = w.take("decoder_Wemb", {rows, d});  // [rows, d]
+    target.put(model::names::join(model::names::kTgtEmbed, "weight"), with_added_rows(tgt_embed));
+  }
+  torch::Tensor bias = w.has("decoder_ff_logit_out_b") ? vector("decoder_ff_logit_out_b", rows) : torch::zeros({rows});
+  bias = torch::cat({bias, torch::full({2}, kAddedPieceBias)});  // [rows + 2]
+  if (m.tie_output) {
+    target.put(model::names::kOutputBias, bias);
+  } else {
+    const torch::Tensor out_w = w.has("decoder_ff_logit_out_W") ? matrix("decoder_ff_logit_out_W", d, rows)  // legacy
+                                                                : w.take("decoder_ff_logit_out_Wt", {rows, d});
+    target.put(model::names::join(model::names::kOutput, "weight"), with_added_rows(out_w));
+    target.put(model::names::join(model::names::kOutput, "bias"), bias);
+  }
+  w.check_all_used(marian_architecture);
+  target.check_all_filled();
+  b.weights_sha256 = weights_sha256(b.model);
+  b.path = npz;
+  out.notes.push_back("the vocabulary gains '" + pieces[size_t(rows)] + "' and '" + pieces[size_t(rows + 1)] +
+                      "' (ids " + std::to_string(rows) + ", " + std::to_string(rows + 1) +
+                      "): mtx's padding and Marian's zero-vector decoder start");
+  if (decoder.has("normalize")) {
+    out.notes.push_back("decoder.yml's normalize (Marian's score / length^a) is not carried: mtx's alpha is GNMT's");
+  }
+  if (model_yml.has("transformer-guided-alignment-layer") || model_yml.has("guided-alignment")) {
+    out.notes.push_back("guided alignment trains an attention head; it adds no weights: translation is the same");
+  }
+  return out;
+}
+
+}  // namespace mtx::bundle
