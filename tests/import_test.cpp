@@ -480,8 +480,10 @@ void expect_fairseq_same_as_transformers(const fs::path& dir) {
     o.search.exact_stop = true;
     o.search.max_len_a = 0;
     o.search.max_len_b = expect.at("max_new_tokens").get<int>();
+    o.source_lang = expect.at("src_lang").get<std::string>();
+    o.target_lang = expect.at("tgt_lang").get<std::string>();
     decode::Translator translator(b.model, tok, o);
-    const auto out = translator.translate_ids(inputs, {}, {}, controls);
+    const auto out = translator.translate_ids(inputs, {}, {}, controls);  // ids as given: the codes in place
     int same = 0;
     for (size_t i = 0; i < sources.size(); ++i) {
       std::vector<int32_t> theirs = ids_of(t.at(kind + "." + std::to_string(i)));
@@ -520,6 +522,35 @@ TEST(ImportHf, NllbMatchesTransformers) {
   EXPECT_NE(e.find((bare / "sentencepiece.bpe.model").string() + " is missing"), std::string::npos) << e;
   EXPECT_NE(e.find("tokenizer.json alone"), std::string::npos) << e;
   EXPECT_NE(e.find("copy sentencepiece.bpe.model"), std::string::npos) << e;
+
+  // As a user translates with it: mtx translate names the languages; the text is transformers' (the codes never
+  // reach it); an unknown code is one line naming the closest ones; mtx info lists the languages.
+  const nlohmann::json expect = nlohmann::json::parse(read_file(tmp / "expect.json"));
+  std::string input;
+  for (const auto& line : expect.at("source")) input += line.get<std::string>() + "\n";
+  test::write_text(tmp / "src.de", input);
+  const std::string model = "'" + (tmp / "model.pt").string() + "'";
+  const std::string settings = " --beam 1 --alpha 0 --exact-stop --max-len-a 0 --max-len-b 40";
+  test::CommandResult r =
+      test::run_mtx("translate --ckpt " + model + " --source-lang deu_Latn --target-lang eng_Latn" + settings +
+                    " --input '" + (tmp / "src.de").string() + "' --output '" + (tmp / "out.en").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<std::string> lines;
+  std::istringstream out(read_file(tmp / "out.en"));
+  for (std::string line; std::getline(out, line);) lines.push_back(line);
+  EXPECT_EQ(lines, expect.at("greedy").get<std::vector<std::string>>());
+  r = test::run_mtx("translate --ckpt " + model + " --source-lang deu_Latn --target-lang eng_latn" + settings +
+                    " --input '" + (tmp / "src.de").string() + "'");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--target-lang 'eng_latn' is not one of this model's 202 languages; the closest: eng_Latn"),
+            std::string::npos)
+      << r.output;
+  r = test::run_mtx("translate --ckpt " + model + settings + " --input '" + (tmp / "src.de").string() + "'");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("name them with --source-lang and --target-lang"), std::string::npos) << r.output;
+  r = test::run_mtx("info --ckpt " + model);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("deu_Latn"), std::string::npos) << r.output;
 }
 
 TEST(ImportHf, M2M100MatchesTransformers) {

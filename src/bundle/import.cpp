@@ -70,6 +70,7 @@ struct Vocabulary {
   std::vector<std::string> pieces;
   tokenizer::SpecialIds ids;
   std::string source_spm, target_spm;  // the models' bytes
+  tokenizer::Languages languages;      // a multilingual model's codes and their tokens' ids
   std::vector<std::string> notes;
 };
 
@@ -296,7 +297,10 @@ std::vector<std::string> m2m100_codes(const JsonFile& tokenizer_config) {
 // The fairseq families' tokenizers. NLLB's and mBART-50's: fairseq's <s> <pad> </s> <unk> at 0-3, sentencepiece
 // piece k (k >= 3) at k + 1, the language codes after the pieces, <mask> last. M2M100's: vocab.json's ids, the
 // codes (__de__) after them. A tokenizer.json, where present, gives every id as transformers reads them.
-Vocabulary fairseq_vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows, bool vocab_json) {
+// `code`: a language code piece's pattern, its first group the code users name (NLLB's deu_Latn, M2M100's __de__ ->
+// de, mBART-50's de_DE).
+Vocabulary fairseq_vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows, bool vocab_json,
+                              const std::regex& code) {
   Vocabulary v;
   v.pieces.resize(size_t(rows));
   std::vector<bool> seen(size_t(rows), false);
@@ -347,6 +351,14 @@ Vocabulary fairseq_vocabulary(const fs::path& dir, const HfConfig& hf, int64_t r
     }
   }
   fill_gaps(v.pieces, seen);
+  std::smatch match;
+  for (size_t i = 0; i < v.pieces.size(); ++i) {
+    if (std::regex_match(v.pieces[i], match, code)) v.languages.emplace_back(match[1].str(), int32_t(i));
+  }
+  if (v.languages.empty()) {
+    throw DataError(dir.string() + ": no language codes among the tokenizer's pieces (a multilingual model's, " +
+                    "such as deu_Latn, __de__ or de_DE)");
+  }
   v.ids.unk = id_of(v.pieces, "<unk>", spm_path);
   v.ids.pad = hf.id("pad_token_id");
   v.ids.eos = hf.id("eos_token_id");
@@ -365,7 +377,9 @@ class M2M100 : public HfArchitecture {
     m.scale_embeddings = hf.get<bool>("scale_embedding", true);
   }
   Vocabulary vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows) const override {
-    return fairseq_vocabulary(dir, hf, rows, fs::exists(dir / "vocab.json"));
+    const bool m2m100 = fs::exists(dir / "vocab.json");  // NLLB's tokenizer has none
+    static const std::regex kNllb("([a-z]{3}_[A-Z][a-z]{3})"), kM2M100("__([a-z]{2,3})__");
+    return fairseq_vocabulary(dir, hf, rows, m2m100, m2m100 ? kM2M100 : kNllb);
   }
   void positions(Weights& w, Filler&, model::Transformer&, const config::ModelConfig&) const override {
     for (const char* table : {"model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights"}) {
@@ -387,7 +401,8 @@ class MBart : public HfArchitecture {
     m.scale_embeddings = hf.get<bool>("scale_embedding", false);
   }
   Vocabulary vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows) const override {
-    return fairseq_vocabulary(dir, hf, rows, false);
+    static const std::regex kMBart50("([a-z]{2}_[A-Z]{2})");
+    return fairseq_vocabulary(dir, hf, rows, false, kMBart50);
   }
   void positions(Weights& w, Filler& target, model::Transformer&, const config::ModelConfig& m) const override {
     const int64_t rows = m.max_len + m.position_offset;
@@ -448,7 +463,7 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
   if (start < 0 || start >= rows)
     hf.refuse("decoder_start_token_id " + std::to_string(start) + " is outside the vocabulary");
   auto side = [&](const std::string& spm) {
-    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(spm), pieces, ids);
+    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(spm), pieces, ids, vocabulary.languages);
   };
   b.tokenizer =
       tokenizer::Tokenizer::from_bytes(side(vocabulary.source_spm)->bytes(), side(vocabulary.target_spm)->bytes());
@@ -518,6 +533,10 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
                       "): mtx's decoder start, " + arch.name() + "'s id " + std::to_string(start) +
                       " in all but its name");
   for (const std::string& note : vocabulary.notes) out.notes.push_back(note);
+  if (!vocabulary.languages.empty()) {
+    out.notes.push_back(std::to_string(vocabulary.languages.size()) +
+                        " languages (mtx info --ckpt lists them): translate with --source-lang and --target-lang");
+  }
   return out;
 }
 

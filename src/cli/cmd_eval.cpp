@@ -75,6 +75,10 @@ Command add_eval(CLI::App& app) {
             a->o.int8 = a->quantize.int8();
             a->o.float_output = a->quantize.float_output;
             a->o.decode = [a](const config::DecodeConfig& d) { return a->decode.apply(d); };
+            decode::TranslateOptions languages;
+            a->controls.apply(languages);
+            a->o.source_lang = languages.source_lang;
+            a->o.target_lang = languages.target_lang;
             a->o.controls = [a](const std::vector<std::string>& src) {
               decode::StreamOptions files;
               a->controls.open(files);

@@ -84,6 +84,7 @@ int run_translate(const TranslateArgs& args) {
             options.workers == 1  ? ", one search on every thread"
             : options.workers > 1 ? ", " + std::to_string(options.workers) + " searches at once"
                                   : ", one search per thread");
+  args.controls->apply(options);
   decode::Translator translator(loaded.models, *first.tokenizer, options);
   decode::StreamOptions stream;
   stream.chunk_lines = args.chunk_lines;

@@ -74,8 +74,11 @@ class ControlFlags {
   // Opens the files (DataError naming an unreadable one) into `stream`'s control files and glossary; they stay
   // open as long as this object.
   void open(decode::StreamOptions& stream);
+  // The languages named (--source-lang, --target-lang) into the translator's options.
+  void apply(decode::TranslateOptions& options) const;
 
  private:
+  std::string source_lang_, target_lang_;
   std::string prefix_path_, constraints_path_, glossary_path_;
   std::ifstream prefix_file_, constraints_file_;
   std::unique_ptr<decode::LineSource> prefixes_, constraints_;

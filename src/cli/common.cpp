@@ -32,6 +32,12 @@ void add_quantize_flags(CLI::App& cmd, QuantizeArgs& args) {
 }
 
 void ControlFlags::add(CLI::App& cmd, const std::string& note) {
+  cmd.add_option("--source-lang", source_lang_,
+                 "A multilingual model's source language code (NLLB's deu_Latn, M2M100's de, mBART-50's de_DE; "
+                 "mtx info --ckpt lists them)" +
+                     note);
+  cmd.add_option("--target-lang", target_lang_,
+                 "A multilingual model's target language code: each translation starts with its token" + note);
   cmd.add_option("--target-prefix", prefix_path_,
                  "Line-aligned target prefixes: each translation starts with its line of FILE (empty: none); the "
                  "search continues after it" +
@@ -47,6 +53,11 @@ void ControlFlags::add(CLI::App& cmd, const std::string& note) {
                  "words, its target term is a constraint of the translation" +
                      note)
       ->check(CLI::ExistingFile);
+}
+
+void ControlFlags::apply(decode::TranslateOptions& options) const {
+  options.source_lang = source_lang_;
+  options.target_lang = target_lang_;
 }
 
 void ControlFlags::open(decode::StreamOptions& stream) {

@@ -126,6 +126,8 @@ eval::System translate_source(const EvalOptions& o, const std::vector<std::strin
   TranslateOptions to = options_from_config(o.decode ? o.decode(ckpt.config.decode) : ckpt.config.decode);
   to.workers = o.workers;
   to.search.nbest = 1;  // one translation per line is scored
+  to.source_lang = o.source_lang;
+  to.target_lang = o.target_lang;
   Translator translator(models, *ckpt.tokenizer, to);
   eval::System system{join(o.ckpts, " + "), {}};
   const auto start = std::chrono::steady_clock::now();

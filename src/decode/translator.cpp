@@ -1,4 +1,5 @@
 #include "mtx/decode/translator.h"
+#include "mtx/util/strings.h"
 
 #include <torch/torch.h>
 
@@ -125,12 +126,38 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
                       std::to_string(2 * options_.search.beam) + " pieces; this model has " + std::to_string(vocab) +
                       ": use a beam of at most " + std::to_string(vocab / 2));
   }
+  const tokenizer::Languages languages = tokenizer_.languages();
+  if (languages.empty() && (!options_.source_lang.empty() || !options_.target_lang.empty())) {
+    throw ConfigError("--source-lang/--target-lang: this model has no language codes (it translates one pair)");
+  }
+  if (!languages.empty()) {
+    if (options_.source_lang.empty() || options_.target_lang.empty()) {
+      throw ConfigError("this model translates between " + std::to_string(languages.size()) +
+                        " languages: name them with --source-lang and --target-lang (e.g. " + languages.front().first +
+                        "; mtx info --ckpt lists them)");
+    }
+    source_code_ = language_id(languages, options_.source_lang, "--source-lang");
+    target_code_ = language_id(languages, options_.target_lang, "--target-lang");
+  }
   max_len_ = models_.front()->options.max_len();
   for (auto& model : models_) {
     max_len_ = std::min(max_len_, model->options.max_len());
     model->eval();
     model->pack_fp32();  // mtx's float kernel on weights packed once, where the CPU runs it
   }
+}
+
+int32_t language_id(const tokenizer::Languages& languages, const std::string& code, const std::string& flag) {
+  for (const auto& [name, id] : languages) {
+    if (name == code) return id;
+  }
+  std::vector<std::pair<size_t, std::string>> near;
+  for (const auto& [name, id] : languages) near.emplace_back(edit_distance(code, name), name);
+  std::sort(near.begin(), near.end());
+  std::string closest;
+  for (size_t i = 0; i < std::min<size_t>(3, near.size()); ++i) closest += (i ? ", " : "") + near[i].second;
+  throw ConfigError(flag + " '" + code + "' is not one of this model's " + std::to_string(languages.size()) +
+                    " languages; the closest: " + closest);
 }
 
 int64_t Translator::max_source_tokens() const {
@@ -368,7 +395,10 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
 
 TargetControls Translator::target_controls(const LineControls& controls, int64_t line) const {
   TargetControls out;
-  if (!controls.prefix.empty()) out.prefix = tokenizer_.tgt().encode(controls.prefix);
+  if (target_code_ >= 0) out.prefix.push_back(target_code_);  // the target language's token first
+  if (!controls.prefix.empty()) {
+    for (const int32_t id : tokenizer_.tgt().encode(controls.prefix)) out.prefix.push_back(id);
+  }
   // The model writes at most max_len - 1 tokens and EOS.
   const int64_t room = max_len_ - 1;
   if (int64_t(out.prefix.size()) > room) {
@@ -406,7 +436,10 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       sources.pop_back();
       continue;
     }
-    if (!controls.empty()) control_ids.push_back(target_controls(controls[i], int64_t(i) + 1));
+    if (source_code_ >= 0) sources.back().insert(sources.back().begin(), source_code_);
+    if (!controls.empty() || target_code_ >= 0) {
+      control_ids.push_back(target_controls(controls.empty() ? LineControls{} : controls[i], int64_t(i) + 1));
+    }
     out[i].truncated = int64_t(sources.back().size()) > max_source_tokens();
     where.push_back(i);
   }

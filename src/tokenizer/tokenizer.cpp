@@ -168,6 +168,11 @@ Tokenizer Tokenizer::load(const fs::path& dir) {
   return tok;
 }
 
+Languages Tokenizer::languages() const {
+  const auto* vocab = dynamic_cast<const VocabModel*>(src_.get());
+  return vocab ? vocab->languages() : Languages{};
+}
+
 std::string Tokenizer::hash() const {
   const SpecialIds ids = special_ids();
   Sha256 h;
@@ -179,12 +184,19 @@ std::string Tokenizer::hash() const {
 
 json Tokenizer::describe() const {
   const SpecialIds ids = special_ids();
-  return json{{"kind", src_->kind()},
-              {"joint", joint()},
-              {"src_vocab_size", src_->vocab_size()},
-              {"tgt_vocab_size", tgt_->vocab_size()},
-              {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
-              {"sha256", hash()}};
+  json out{{"kind", src_->kind()},
+           {"joint", joint()},
+           {"src_vocab_size", src_->vocab_size()},
+           {"tgt_vocab_size", tgt_->vocab_size()},
+           {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
+           {"sha256", hash()}};
+  const Languages langs = languages();
+  if (!langs.empty()) {
+    json codes = json::array();
+    for (const auto& [code, id] : langs) codes.push_back(code);
+    out["languages"] = codes;
+  }
+  return out;
 }
 
 }  // namespace mtx::tokenizer

@@ -10,13 +10,15 @@ namespace mtx::tokenizer {
 namespace {
 
 constexpr std::string_view kMagic = "mtx-spm-vocab 1\n";
+constexpr int32_t kNoText = -1;  // to_spm_ of a language token: it decodes to nothing
 
 }  // namespace
 
 bool VocabModel::is_vocab_model(std::string_view bytes) { return bytes.substr(0, kMagic.size()) == kMagic; }
 
 std::shared_ptr<const VocabModel> VocabModel::create(std::shared_ptr<const SpmModel> spm,
-                                                     std::vector<std::string> pieces, SpecialIds special) {
+                                                     std::vector<std::string> pieces, SpecialIds special,
+                                                     Languages languages) {
   const auto n = int32_t(pieces.size());
   for (const auto& [name, id] : {std::pair<const char*, int32_t>{"pad", special.pad},
                                  {"unk", special.unk},
@@ -27,12 +29,19 @@ std::shared_ptr<const VocabModel> VocabModel::create(std::shared_ptr<const SpmMo
                       std::to_string(n) + " pieces");
     }
   }
-  const nlohmann::json header = {
+  for (const auto& [code, id] : languages) {
+    if (id < 0 || id >= n) {
+      throw DataError("vocabulary: the language " + code + "'s id " + std::to_string(id) + " is outside its " +
+                      std::to_string(n) + " pieces");
+    }
+  }
+  nlohmann::json header = {
       {"pieces", pieces},
       {"special", {{"pad", special.pad}, {"unk", special.unk}, {"bos", special.bos}, {"eos", special.eos}}}};
+  if (!languages.empty()) header["languages"] = languages;  // absent otherwise: older models' bytes stay the same
   std::string bytes = std::string(kMagic) + header.dump() + "\n" + spm->bytes();
   return std::shared_ptr<const VocabModel>(
-      new VocabModel(std::move(spm), std::move(pieces), special, std::move(bytes)));
+      new VocabModel(std::move(spm), std::move(pieces), special, std::move(languages), std::move(bytes)));
 }
 
 std::shared_ptr<const VocabModel> VocabModel::from_bytes(std::string bytes) {
@@ -41,23 +50,25 @@ std::shared_ptr<const VocabModel> VocabModel::from_bytes(std::string bytes) {
   if (end == std::string::npos) throw DataError("vocabulary model: truncated header");
   std::vector<std::string> pieces;
   SpecialIds special;
+  Languages languages;
   try {
     const nlohmann::json header = nlohmann::json::parse(bytes.substr(kMagic.size(), end - kMagic.size()));
     const auto& s = header.at("special");
     special = {s.at("pad").get<int32_t>(), s.at("unk").get<int32_t>(), s.at("bos").get<int32_t>(),
                s.at("eos").get<int32_t>()};
     pieces = header.at("pieces").get<std::vector<std::string>>();
+    if (header.contains("languages")) languages = header.at("languages").get<Languages>();
   } catch (const nlohmann::json::exception& e) {
     throw DataError(std::string("vocabulary model: bad header: ") + e.what());
   }
-  auto model = create(SpmModel::from_bytes(bytes.substr(end + 1)), std::move(pieces), special);
+  auto model = create(SpmModel::from_bytes(bytes.substr(end + 1)), std::move(pieces), special, std::move(languages));
   if (model->bytes() != bytes) throw DataError("vocabulary model: not in its canonical form");
   return model;
 }
 
 VocabModel::VocabModel(std::shared_ptr<const SpmModel> spm, std::vector<std::string> pieces, SpecialIds special,
-                       std::string bytes)
-    : Model(std::move(bytes)), spm_(std::move(spm)), pieces_(std::move(pieces)) {
+                       Languages languages, std::string bytes)
+    : Model(std::move(bytes)), languages_(std::move(languages)), spm_(std::move(spm)), pieces_(std::move(pieces)) {
   vocab_size_ = int32_t(pieces_.size());
   special_ = special;
   std::unordered_map<std::string, int32_t> index;
@@ -81,6 +92,7 @@ VocabModel::VocabModel(std::shared_ptr<const SpmModel> spm, std::vector<std::str
     const auto it = spm_index.find(pieces_[i]);
     to_spm_[i] = it == spm_index.end() ? spm_unk : it->second;
   }
+  for (const auto& [code, id] : languages_) to_spm_[size_t(id)] = kNoText;
 }
 
 void VocabModel::encode(std::string_view text, std::vector<int32_t>& ids) const {
@@ -94,7 +106,7 @@ std::string VocabModel::decode(const int32_t* ids, size_t n) const {
   for (size_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= vocab_size_)
       throw Error("vocabulary id " + std::to_string(ids[i]) + " is out of range");
-    spm_ids.push_back(to_spm_[size_t(ids[i])]);
+    if (to_spm_[size_t(ids[i])] != kNoText) spm_ids.push_back(to_spm_[size_t(ids[i])]);
   }
   return spm_->decode(spm_ids);
 }

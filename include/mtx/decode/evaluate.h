@@ -25,7 +25,8 @@ struct EvalOptions {
   // Translate src with ckpts, then score the translations (instead of hyps).
   std::vector<std::string> ckpts;  // several: an ensemble
   std::string src;
-  std::string output;  // also write the translations here
+  std::string output;                    // also write the translations here
+  std::string source_lang, target_lang;  // a multilingual model's languages (TranslateOptions)
   // The decoding options: the first checkpoint's decode section in, the options to translate with out (the
   // command's flags applied). Empty: the section as it is.
   std::function<config::DecodeConfig(const config::DecodeConfig&)> decode;

@@ -23,6 +23,10 @@ struct TranslateOptions {
   // has the throughput of both); a single sentence still gets every thread.
   // 1: one search uses every thread. The translations are the same either way.
   int workers = 0;
+  // A multilingual model's languages (tokenizer::Languages: NLLB's deu_Latn, M2M100's de, mBART-50's de_DE): each
+  // source starts with its language's token and each translation with the target's, forced (transformers'
+  // forced_bos_token_id); the code never reaches the text. Both are needed for such a model and refused for others.
+  std::string source_lang, target_lang;
 };
 
 TranslateOptions options_from_config(const config::DecodeConfig& decode);
@@ -117,7 +121,11 @@ class Translator {
   std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;
   TranslateOptions options_;
-  int64_t max_len_ = 0;  // positions the models allow (the least of them)
+  int64_t max_len_ = 0;                          // positions the models allow (the least of them)
+  int32_t source_code_ = -1, target_code_ = -1;  // language tokens (-1: none)
 };
+
+// The id of `code` among `languages`; ConfigError naming `flag`, the code and the closest codes otherwise.
+int32_t language_id(const tokenizer::Languages& languages, const std::string& code, const std::string& flag);
 
 }  // namespace mtx::decode

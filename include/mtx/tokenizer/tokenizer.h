@@ -31,6 +31,9 @@ struct SpecialIds {
 };
 bool operator==(const SpecialIds& a, const SpecialIds& b);
 
+// A multilingual model's languages: each code and the id of its token, in the model's order.
+using Languages = std::vector<std::pair<std::string, int32_t>>;
+
 // One side's text <-> ids model: a sentencepiece model (SpmModel) or the LM tutorial's word vocabulary
 // (WordModel). Encode/decode are thread-safe; bytes() serialises the model (checkpoints embed them).
 class Model {
@@ -118,9 +121,11 @@ class WordModel : public Model {
 // model lacks decode as its unknown piece). Special ids are the vocabulary's, as given.
 class VocabModel : public Model {
  public:
+  // `languages`: a multilingual model's language codes (NLLB's deu_Latn, M2M100's de, mBART-50's de_DE) and the
+  // ids of their tokens, which never decode to text.
   // Throws DataError naming what is wrong: a special id outside the vocabulary, a repeated piece.
   static std::shared_ptr<const VocabModel> create(std::shared_ptr<const SpmModel> spm, std::vector<std::string> pieces,
-                                                  SpecialIds special);
+                                                  SpecialIds special, Languages languages = {});
   // From bytes(): "mtx-spm-vocab 1\n", one line of JSON (pieces, special ids), "\n", the sentencepiece model.
   static std::shared_ptr<const VocabModel> from_bytes(std::string bytes);
   static bool is_vocab_model(std::string_view bytes);
@@ -132,10 +137,12 @@ class VocabModel : public Model {
   std::string piece(int32_t id) const override;
   std::string kind() const override { return "sentencepiece+vocabulary"; }
   const SpmModel& spm() const { return *spm_; }
+  const Languages& languages() const { return languages_; }
 
  private:
   VocabModel(std::shared_ptr<const SpmModel> spm, std::vector<std::string> pieces, SpecialIds special,
-             std::string bytes);
+             Languages languages, std::string bytes);
+  Languages languages_;
   std::shared_ptr<const SpmModel> spm_;
   std::vector<std::string> pieces_;
   std::vector<int32_t> from_spm_;  // sentencepiece id -> vocabulary id (unk where the vocabulary lacks the piece)
@@ -161,6 +168,8 @@ class Tokenizer {
   const Model& tgt() const { return *tgt_; }
   bool joint() const { return src_ == tgt_; }
   SpecialIds special_ids() const { return src_->special_ids(); }
+  // The source side's language codes (a multilingual model's; empty otherwise).
+  Languages languages() const;
   // Identity of the tokenizer: sha256 over the model bytes and the special ids.
   std::string hash() const;
   // Summary for logs and `mtx info`: type, sizes, ids, hash.
