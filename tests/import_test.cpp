@@ -2,19 +2,26 @@
 // Multi30k, random output bias, swish) with transformers and records what transformers computes with it; mtx
 // imports the directory with `mtx import` and must compute the same.
 #include <gtest/gtest.h>
+
 #include <torch/torch.h>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/bundle/export.h"
 #include "mtx/bundle/import.h"
 #include "mtx/decode/translator.h"
+#include "mtx/serve/server.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
@@ -399,6 +406,8 @@ TEST(ImportHf, SharedEmbeddingsMatchTransformersAndBadInputsAreNamed) {
 
 namespace {
 
+std::string sources0(const nlohmann::json& expect) { return expect.at("source").at(0).get<std::string>(); }
+
 // Runs tests/oracles/hf_fairseq.py for `family` (nllb, m2m100, mbart50) into dir.
 void make_fairseq_oracle(const std::string& py, const fs::path& dir, const std::string& family) {
   const std::string cmd = "'" + py + "' '" + (fs::path(MTX_SOURCE_DIR) / "tests/oracles/hf_fairseq.py").string() +
@@ -551,6 +560,62 @@ TEST(ImportHf, NllbMatchesTransformers) {
   r = test::run_mtx("info --ckpt " + model);
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("deu_Latn"), std::string::npos) << r.output;
+
+  // Served: /v1/translate's "source" and "target", LibreTranslate's /translate and /languages.
+  serve::ServerOptions options;
+  options.port = 0;
+  options.batching.max_wait_ms = 1;
+  std::vector<serve::ServedModel> served;
+  bundle::Bundle b = bundle::load_bundle(tmp / "model.pt");
+  b.config.decode.beam = 1;
+  b.config.decode.alpha = 0;
+  b.config.decode.exact_stop = true;
+  b.config.decode.max_len_a = 0;
+  b.config.decode.max_len_b = 40;
+  served.push_back({"nllb", std::move(b), "none"});
+  serve::Server server(std::move(served), options);
+  std::promise<int> bound;
+  std::thread running([&] { server.run([&](int p) { bound.set_value(p); }); });
+  const int port = bound.get_future().get();
+  auto post = [&](const std::string& path, const nlohmann::json& body) {
+    namespace beast = boost::beast;
+    namespace http = beast::http;
+    boost::asio::io_context ioc;
+    beast::tcp_stream stream(ioc);
+    stream.connect(
+        boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+    http::request<http::string_body> req{body.is_null() ? http::verb::get : http::verb::post, path, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    if (!body.is_null()) req.body() = body.dump();
+    req.prepare_payload();
+    http::write(stream, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(stream, buffer, res);
+    return std::make_pair(int(res.result_int()), nlohmann::json::parse(res.body(), nullptr, false));
+  };
+  const auto greedy = expect.at("greedy").get<std::vector<std::string>>();
+  auto [status, answer] =
+      post("/v1/translate", {{"text", sources0(expect)}, {"source", "deu_Latn"}, {"target", "eng_Latn"}});
+  EXPECT_EQ(status, 200) << answer.dump();
+  EXPECT_EQ(answer["translations"][0]["text"], greedy[0]) << answer.dump();
+  std::tie(status, answer) = post("/v1/translate", {{"text", sources0(expect)}});
+  EXPECT_EQ(status, 400) << answer.dump();
+  EXPECT_NE(answer.dump().find("translates between 202 languages"), std::string::npos) << answer.dump();
+  std::tie(status, answer) =
+      post("/v1/translate", {{"text", sources0(expect)}, {"source", "deu_Latn"}, {"target", "eng_latn"}});
+  EXPECT_EQ(status, 400) << answer.dump();
+  EXPECT_NE(answer.dump().find("the closest: eng_Latn"), std::string::npos) << answer.dump();
+  std::tie(status, answer) =
+      post("/translate", {{"q", sources0(expect)}, {"source", "deu_Latn"}, {"target", "eng_Latn"}});
+  EXPECT_EQ(status, 200) << answer.dump();
+  EXPECT_EQ(answer["translatedText"], greedy[0]) << answer.dump();
+  std::tie(status, answer) = post("/languages", nullptr);
+  EXPECT_EQ(status, 200) << answer.dump();
+  EXPECT_EQ(answer.size(), 202u);
+  server.stop();
+  running.join();
 }
 
 TEST(ImportHf, M2M100MatchesTransformers) {

@@ -130,15 +130,8 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
   if (languages.empty() && (!options_.source_lang.empty() || !options_.target_lang.empty())) {
     throw ConfigError("--source-lang/--target-lang: this model has no language codes (it translates one pair)");
   }
-  if (!languages.empty()) {
-    if (options_.source_lang.empty() || options_.target_lang.empty()) {
-      throw ConfigError("this model translates between " + std::to_string(languages.size()) +
-                        " languages: name them with --source-lang and --target-lang (e.g. " + languages.front().first +
-                        "; mtx info --ckpt lists them)");
-    }
-    source_code_ = language_id(languages, options_.source_lang, "--source-lang");
-    target_code_ = language_id(languages, options_.target_lang, "--target-lang");
-  }
+  if (!options_.source_lang.empty()) source_code_ = language_id(languages, options_.source_lang, "--source-lang");
+  if (!options_.target_lang.empty()) target_code_ = language_id(languages, options_.target_lang, "--target-lang");
   max_len_ = models_.front()->options.max_len();
   for (auto& model : models_) {
     max_len_ = std::min(max_len_, model->options.max_len());
@@ -425,6 +418,12 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
                                                const std::vector<LineControls>& controls) {
   TORCH_CHECK(controls.empty() || controls.size() == lines.size(), "translate: ", controls.size(),
               " target controls for ", lines.size(), " lines");
+  if (const tokenizer::Languages languages = tokenizer_.languages();
+      !languages.empty() && (source_code_ < 0 || target_code_ < 0)) {
+    throw ConfigError("this model translates between " + std::to_string(languages.size()) +
+                      " languages: name them with --source-lang and --target-lang (e.g. " + languages.front().first +
+                      "; mtx info --ckpt lists them)");
+  }
   std::vector<Translation> out(lines.size());
   std::vector<std::vector<int32_t>> sources;
   std::vector<TargetControls> control_ids;

@@ -40,6 +40,11 @@ struct Refusal {
 
 Refusal bad(const std::string& reason) { return {400, reason}; }
 
+// A multilingual model's language tokens for a request (-1: none).
+struct LanguagePair {
+  int32_t source = -1, target = -1;
+};
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return s;
@@ -435,7 +440,18 @@ struct Api::Impl {
   // The languages a client may name: each served direction's source, with its targets (LibreTranslate's shape).
   Routed languages(const HttpRequest&, const json&) const {
     std::map<std::string, std::set<std::string>> targets;
-    for (const auto& m : models) targets[m.bundle.config.data.src_lang].insert(m.bundle.config.data.tgt_lang);
+    for (const auto& m : models) {
+      const tokenizer::Languages languages = m.bundle.tokenizer->languages();
+      if (languages.empty()) {
+        targets[m.bundle.config.data.src_lang].insert(m.bundle.config.data.tgt_lang);
+        continue;
+      }
+      for (const auto& [from, from_id] : languages) {  // a multilingual model: every code to every other
+        for (const auto& [to, to_id] : languages) {
+          if (to != from) targets[from].insert(to);
+        }
+      }
+    }
     json list = json::array();
     for (const auto& [code, to] : targets) {
       list.push_back({{"code", code}, {"name", language_name(code)}, {"targets", json(to)}});
@@ -446,8 +462,33 @@ struct Api::Impl {
   // ---- translation --------------------------------------------------------------------------------------------
 
   // Lines -> a job for `model` with `key`, each line checked and tokenized; `where(i)` names line i in errors.
+  // The tokens of `source` and `target` (codes of the model's languages) for `model`: 400s naming the field and
+  // the closest codes; a multilingual model needs both, a one-pair model takes neither.
+  static LanguagePair language_pair(const ServedModel& model, const std::string& source, const std::string& target,
+                                    const char* source_field, const char* target_field) {
+    const tokenizer::Languages languages = model.bundle.tokenizer->languages();
+    if (languages.empty()) {
+      if (!source.empty() || !target.empty()) {
+        throw bad(std::string(source_field) + "/" + target_field + ": the model " + model.name +
+                  " has no language codes (it translates one pair)");
+      }
+      return {};
+    }
+    if (source.empty() || target.empty()) {
+      throw bad("the model " + model.name + " translates between " + std::to_string(languages.size()) +
+                " languages: " + source_field + " and " + target_field + " name them (GET /languages lists them)");
+    }
+    try {
+      return {decode::language_id(languages, source, source_field),
+              decode::language_id(languages, target, target_field)};
+    } catch (const ConfigError& e) {
+      throw bad(e.what());
+    }
+  }
+
   std::shared_ptr<Job> job_of(const ServedModel& model, BatchKey key, const std::vector<std::string>& lines,
-                              const std::function<std::string(size_t)>& where, int64_t timeout_ms) const {
+                              const std::function<std::string(size_t)>& where, int64_t timeout_ms,
+                              LanguagePair languages = {}) const {
     if (int64_t(lines.size()) > options.max_request_sentences) {
       throw Refusal{413, std::to_string(lines.size()) + " sentences; a request takes at most " +
                              std::to_string(options.max_request_sentences) + " (--max-request-sentences)"};
@@ -469,9 +510,11 @@ struct Api::Impl {
         throw bad(where(i) + " has " + std::to_string(ids.size()) + " pieces; the model takes at most " +
                   std::to_string(longest));
       }
+      if (languages.source >= 0) ids.insert(ids.begin(), languages.source);
       tokens += int64_t(ids.size()) + 1;
       job->sources.push_back(std::move(ids));
     }
+    if (languages.target >= 0) job->controls.assign(lines.size(), decode::TargetControls{{languages.target}});
     if (tokens > options.max_request_tokens) {
       throw Refusal{413, std::to_string(tokens) + " source tokens; a request takes at most " +
                              std::to_string(options.max_request_tokens) + " (--max-request-tokens)"};
@@ -541,8 +584,8 @@ struct Api::Impl {
 
   Routed translate(const HttpRequest&, const json& doc) const {
     // The request's own fields, then every decoding option a request may set (config::decode_options()).
-    std::vector<std::string> known = {"text",   "target_prefix", "constraints", "model",
-                                      "scores", "alignment",     "timeout_ms"};
+    std::vector<std::string> known = {"text",      "target_prefix", "constraints", "model", "scores",
+                                      "alignment", "timeout_ms",    "source",      "target"};
     for (const auto& o : config::decode_options()) {
       if (o.request) known.emplace_back(o.key);
     }
@@ -577,11 +620,18 @@ struct Api::Impl {
     if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
     bool single = false;
     const std::vector<std::string> lines = string_or_list(doc["text"], "\"text\"", single);
+    auto language_field = [&](const char* field) -> std::string {
+      if (!doc.contains(field)) return "";
+      if (!doc[field].is_string()) throw bad(std::string("\"") + field + "\" must be a string (a language code)");
+      return doc[field].get<std::string>();
+    };
+    const LanguagePair languages =
+        language_pair(*model, language_field("source"), language_field("target"), "\"source\"", "\"target\"");
     Routed out;
     out.job = job_of(
         *model, key, lines,
         [single](size_t i) { return single ? std::string("\"text\"") : "\"text\"[" + std::to_string(i) + "]"; },
-        timeout_ms);
+        timeout_ms, languages);
     // Target controls, as text per line, then as tokens.
     std::vector<decode::LineControls> controls(lines.size());
     const auto where_of = [single](const std::string& field, size_t i) {
@@ -630,9 +680,14 @@ struct Api::Impl {
     }
     const auto& tok = *model->bundle.tokenizer;
     const int64_t room = model->bundle.model->options.max_len() - 1;
-    for (size_t i = 0; i < controls.size() && (doc.contains("target_prefix") || doc.contains("constraints")); ++i) {
+    const bool steered = doc.contains("target_prefix") || doc.contains("constraints");
+    if (steered) out.job->controls.clear();  // rebuilt below, the target language's token first
+    for (size_t i = 0; i < controls.size() && steered; ++i) {
       decode::TargetControls ids;
-      if (!controls[i].prefix.empty()) ids.prefix = tok.tgt().encode(controls[i].prefix);
+      if (languages.target >= 0) ids.prefix.push_back(languages.target);
+      if (!controls[i].prefix.empty()) {
+        for (const int32_t id : tok.tgt().encode(controls[i].prefix)) ids.prefix.push_back(id);
+      }
       auto used = int64_t(ids.prefix.size());
       for (const std::string& phrase : controls[i].constraints) {
         ids.constraints.push_back(tok.tgt().encode(phrase));
@@ -785,9 +840,13 @@ struct Api::Impl {
                   "]");
       }
     }
-    // The model of the direction asked for.
+    // The model of the direction asked for: a one-pair model's, else a multilingual model that has both codes.
     std::set<std::string> sources;
-    for (const auto& m : models) sources.insert(m.bundle.config.data.src_lang);
+    for (const auto& m : models) {
+      const tokenizer::Languages languages = m.bundle.tokenizer->languages();
+      if (languages.empty()) sources.insert(m.bundle.config.data.src_lang);
+      for (const auto& [code, id] : languages) sources.insert(code);
+    }
     std::string from = source;
     const bool detect = source == "auto";
     if (detect) {
@@ -799,9 +858,19 @@ struct Api::Impl {
     }
     if (!sources.count(from)) throw bad(from + " is not supported");
     const ServedModel* model = nullptr;
+    LanguagePair languages;
     for (const auto& m : models) {
-      if (m.bundle.config.data.src_lang == from && m.bundle.config.data.tgt_lang == target) {
+      const tokenizer::Languages codes = m.bundle.tokenizer->languages();
+      const auto has = [&](const std::string& c) {
+        return std::any_of(codes.begin(), codes.end(), [&](const auto& l) { return l.first == c; });
+      };
+      if (codes.empty() && m.bundle.config.data.src_lang == from && m.bundle.config.data.tgt_lang == target) {
         model = &m;
+        break;
+      }
+      if (!codes.empty() && has(from) && has(target) && from != target) {
+        model = &m;
+        languages = language_pair(m, from, target, "source", "target");
         break;
       }
     }
@@ -858,7 +927,7 @@ struct Api::Impl {
       return answer(200, dump(a));
     }
     out.job = job_of(
-        *model, key, lines, [](size_t i) { return "q's sentence " + std::to_string(i + 1); }, 0);
+        *model, key, lines, [](size_t i) { return "q's sentence " + std::to_string(i + 1); }, 0, languages);
     auto shared = std::make_shared<std::vector<Piece>>(std::move(pieces));
     auto originals = std::make_shared<std::vector<std::string>>(std::move(texts));
     auto sources_copy = std::make_shared<const std::vector<std::vector<int32_t>>>(out.job->sources);

@@ -25,7 +25,8 @@ struct TranslateOptions {
   int workers = 0;
   // A multilingual model's languages (tokenizer::Languages: NLLB's deu_Latn, M2M100's de, mBART-50's de_DE): each
   // source starts with its language's token and each translation with the target's, forced (transformers'
-  // forced_bos_token_id); the code never reaches the text. Both are needed for such a model and refused for others.
+  // forced_bos_token_id); the code never reaches the text. translate() needs both for such a model; others refuse
+  // them. (translate_ids and translate_continuously take ids as given, codes in place.)
   std::string source_lang, target_lang;
 };
 
