@@ -510,6 +510,52 @@ void expect_fairseq_same_as_transformers(const fs::path& dir) {
     }
     std::cout << kind << ": " << same << " of " << sources.size() << " outputs identical to transformers'\n";
   }
+
+  // An ordinary bundle: exported to CTranslate2 (positions from the offset on, the embedding norm, the model's own
+  // scale), it translates as transformers does when given the codes as CTranslate2's users give them.
+  const std::string ct2_py = test::venv_python("ctranslate2, safetensors, numpy");
+  if (ct2_py.empty()) return;
+  const test::CommandResult e = test::run_mtx("export --format ct2 --python '" + ct2_py + "' --ckpt '" +
+                                              (dir / "model.pt").string() + "' --out '" + (dir / "ct2").string() + "'");
+  ASSERT_EQ(e.code, 0) << e.output;
+  nlohmann::json requests = nlohmann::json::array();
+  for (const auto& input : inputs) {
+    nlohmann::json pieces = nlohmann::json::array();
+    for (const int32_t id : input) pieces.push_back(tok.src().piece(id));  // the code first; CT2 appends </s>
+    requests.push_back(pieces);
+  }
+  test::write_text(dir / "ct2_req.json", requests.dump());
+  test::write_text(dir / "ct2_translate.py", R"PY(
+import json, sys, ctranslate2
+src = json.load(open(sys.argv[2]))
+tr = ctranslate2.Translator(sys.argv[1], device="cpu", intra_threads=1)
+res = tr.translate_batch(src, target_prefix=[[sys.argv[3]]] * len(src), beam_size=1, length_penalty=0.0,
+                         max_decoding_length=int(sys.argv[4]))
+print(json.dumps([r.hypotheses[0] for r in res]))
+)PY");
+  const std::string cmd = "'" + ct2_py + "' '" + (dir / "ct2_translate.py").string() + "' '" + (dir / "ct2").string() +
+                          "' '" + (dir / "ct2_req.json").string() + "' '" + tok.tgt().piece(tgt_code) + "' " +
+                          std::to_string(expect.at("max_new_tokens").get<int>()) + " > '" +
+                          (dir / "ct2_out.json").string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const nlohmann::json got = nlohmann::json::parse(read_file(dir / "ct2_out.json"));
+  int same = 0, compared = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    std::vector<int32_t> theirs = ids_of(t.at("greedy." + std::to_string(i)));
+    // An output that ran to the length limit (transformers then forces </s>) is left out: the limits count
+    // differently.
+    if (theirs.empty() || theirs.back() != ids.eos ||
+        int64_t(theirs.size()) >= expect.at("max_new_tokens").get<int64_t>())
+      continue;
+    theirs.pop_back();
+    std::vector<std::string> pieces;
+    for (const int32_t id : theirs) pieces.push_back(tok.tgt().piece(id));
+    EXPECT_EQ(got.at(i).get<std::vector<std::string>>(), pieces) << "CTranslate2, sentence " << i;
+    same += got.at(i).get<std::vector<std::string>>() == pieces;
+    ++compared;
+  }
+  std::cout << "exported to CTranslate2: greedy " << same << " of " << compared
+            << " ended outputs identical to transformers'\n";
 }
 
 }  // namespace
@@ -560,6 +606,14 @@ TEST(ImportHf, NllbMatchesTransformers) {
   r = test::run_mtx("info --ckpt " + model);
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("deu_Latn"), std::string::npos) << r.output;
+  // Languages per line (--language-columns): the same translations, line for line.
+  std::string columns;
+  for (const auto& line : expect.at("source")) columns += "deu_Latn\teng_Latn\t" + line.get<std::string>() + "\n";
+  test::write_text(tmp / "src.tsv", columns);
+  r = test::run_mtx("translate --ckpt " + model + " --language-columns" + settings + " --input '" +
+                    (tmp / "src.tsv").string() + "' --output '" + (tmp / "out.tsv.en").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_file(tmp / "out.tsv.en"), read_file(tmp / "out.en"));
 
   // Served: /v1/translate's "source" and "target", LibreTranslate's /translate and /languages.
   serve::ServerOptions options;

@@ -29,6 +29,7 @@ struct TranslateArgs {
   DecodeFlags decode;              // unset: the checkpoint's decode section decides
   int workers = 0;
   bool scores = false;
+  bool language_columns = false;
   std::string align;  // "" | "hard" | "soft"
   int align_layer = -1;
   std::string device = "auto";
@@ -91,6 +92,7 @@ int run_translate(const TranslateArgs& args) {
   stream.nbest_format = args.scores || options.search.nbest > 1;
   stream.align = args.align;
   stream.align_layer = args.align_layer;
+  stream.language_columns = args.language_columns;
   args.controls->open(stream);
   // Developer aid, as in training: MTX_PROFILE=FILE records the run with torch's profiler.
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
@@ -141,6 +143,8 @@ Command add_translate(CLI::App& app) {
   cmd->add_option("--align-layer", args->align_layer,
                   "Decoder layer the alignments come from (negative: from the last; default -1, the last)");
   cmd->add_flag("--scores", args->scores, "Write `index ||| hypothesis ||| score` lines even for one hypothesis");
+  cmd->add_flag("--language-columns", args->language_columns,
+                "Each input line is SOURCE_LANG<TAB>TARGET_LANG<TAB>text: a multilingual model's languages per line");
   cmd->add_option("--device", args->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = one per core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", args->workers,

@@ -210,7 +210,21 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       chunk.push_back(std::move(line));
     }
     if (chunk.empty()) break;
-    const std::vector<LineControls> controls = read_controls(chunk, stats.lines + 1, options);
+    std::vector<LineControls> controls = read_controls(chunk, stats.lines + 1, options);
+    if (options.language_columns) {
+      if (controls.empty()) controls.resize(chunk.size());
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        const size_t a = chunk[i].find('\t'), b = a == std::string::npos ? a : chunk[i].find('\t', a + 1);
+        if (b == std::string::npos) {
+          if (chunk[i].find_first_not_of(" \t\r") == std::string::npos) continue;  // blank: left empty
+          throw DataError("input line " + std::to_string(stats.lines + int64_t(i) + 1) +
+                          ": --language-columns takes SOURCE_LANG<TAB>TARGET_LANG<TAB>text");
+        }
+        controls[i].source_lang = chunk[i].substr(0, a);
+        controls[i].target_lang = chunk[i].substr(a + 1, b - a - 1);
+        chunk[i].erase(0, b + 1);
+      }
+    }
     valid.assign(chunk.size(), std::string());
     for (size_t i = 0; i < chunk.size(); ++i) {
       const int64_t number = stats.lines + int64_t(i) + 1;

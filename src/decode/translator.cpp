@@ -388,7 +388,11 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
 
 TargetControls Translator::target_controls(const LineControls& controls, int64_t line) const {
   TargetControls out;
-  if (target_code_ >= 0) out.prefix.push_back(target_code_);  // the target language's token first
+  const int32_t target = controls.target_lang.empty()
+                             ? target_code_
+                             : language_id(tokenizer_.languages(), controls.target_lang,
+                                           "line " + std::to_string(line) + "'s target language");
+  if (target >= 0) out.prefix.push_back(target);  // the target language's token first
   if (!controls.prefix.empty()) {
     for (const int32_t id : tokenizer_.tgt().encode(controls.prefix)) out.prefix.push_back(id);
   }
@@ -418,11 +422,16 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
                                                const std::vector<LineControls>& controls) {
   TORCH_CHECK(controls.empty() || controls.size() == lines.size(), "translate: ", controls.size(),
               " target controls for ", lines.size(), " lines");
-  if (const tokenizer::Languages languages = tokenizer_.languages();
-      !languages.empty() && (source_code_ < 0 || target_code_ < 0)) {
+  const tokenizer::Languages languages = tokenizer_.languages();
+  const auto named = [&](std::string LineControls::*field, int32_t fallback) {
+    return fallback >= 0 || (!controls.empty() && std::all_of(controls.begin(), controls.end(),
+                                                              [&](const auto& c) { return !(c.*field).empty(); }));
+  };
+  if (!languages.empty() &&
+      (!named(&LineControls::source_lang, source_code_) || !named(&LineControls::target_lang, target_code_))) {
     throw ConfigError("this model translates between " + std::to_string(languages.size()) +
                       " languages: name them with --source-lang and --target-lang (e.g. " + languages.front().first +
-                      "; mtx info --ckpt lists them)");
+                      "; mtx info --ckpt lists them), or per line with --language-columns");
   }
   std::vector<Translation> out(lines.size());
   std::vector<std::vector<int32_t>> sources;
@@ -435,7 +444,11 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
       sources.pop_back();
       continue;
     }
-    if (source_code_ >= 0) sources.back().insert(sources.back().begin(), source_code_);
+    const std::string& line_source = controls.empty() ? std::string() : controls[i].source_lang;
+    const int32_t source = line_source.empty() ? source_code_
+                                               : language_id(languages, line_source,
+                                                             "line " + std::to_string(i + 1) + "'s source language");
+    if (source >= 0) sources.back().insert(sources.back().begin(), source);
     if (!controls.empty() || target_code_ >= 0) {
       control_ids.push_back(target_controls(controls.empty() ? LineControls{} : controls[i], int64_t(i) + 1));
     }

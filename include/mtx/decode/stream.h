@@ -54,6 +54,9 @@ struct StreamOptions {
   // A glossary (--glossary FILE): the target term of each entry whose source term occurs in a line is one more of
   // its constraints.
   const Glossary* glossary = nullptr;
+  // mtx translate --language-columns: each input line is SOURCE_LANG<TAB>TARGET_LANG<TAB>text, a multilingual
+  // model's codes for that line (LineControls::source_lang, target_lang); the text alone is translated.
+  bool language_columns = false;
   int max_truncation_warnings = 100;  // input lines cut named one by one, then only counted
 };
 

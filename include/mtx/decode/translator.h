@@ -34,11 +34,12 @@ TranslateOptions options_from_config(const config::DecodeConfig& decode);
 // Throws ConfigError naming the offending option.
 void validate(const TranslateOptions& options);
 
-// What steers a line's translation, as text: a target prefix it starts with ("" for none) and target phrases
-// (constraints) it must hold.
+// What steers a line's translation, as text: a target prefix it starts with ("" for none), target phrases
+// (constraints) it must hold, and a multilingual model's languages for this line ("": the translator's).
 struct LineControls {
   std::string prefix;
   std::vector<std::string> constraints;
+  std::string source_lang = {}, target_lang = {};
 };
 
 struct Translation {
