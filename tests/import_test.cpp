@@ -558,6 +558,12 @@ print(json.dumps([r.hypotheses[0] for r in res]))
             << " ended outputs identical to transformers'\n";
 }
 
+// The oracle of `family` built into dir, and mtx's import of it against transformers.
+void fairseq_family_matches(const std::string& py, const fs::path& dir, const std::string& family) {
+  ASSERT_NO_FATAL_FAILURE(make_fairseq_oracle(py, dir, family));
+  ASSERT_NO_FATAL_FAILURE(expect_fairseq_same_as_transformers(dir));
+}
+
 }  // namespace
 
 // NLLB-200's layout (M2M100Config, NllbTokenizer as transformers 5 saves it: tokenizer.json), mBART-50's
@@ -566,8 +572,7 @@ TEST(ImportHf, NllbMatchesTransformers) {
   const std::string py = oracle_python();
   MTX_REQUIRE_ORACLE(py);
   test::TempDir tmp;
-  ASSERT_NO_FATAL_FAILURE(make_fairseq_oracle(py, tmp.path(), "nllb"));
-  ASSERT_NO_FATAL_FAILURE(expect_fairseq_same_as_transformers(tmp.path()));
+  ASSERT_NO_FATAL_FAILURE(fairseq_family_matches(py, tmp.path(), "nllb"));
   // A directory as transformers 5 saves it, without the Hub's sentencepiece model: one line naming what is
   // missing and how to add it.
   const fs::path bare = tmp / "bare";
@@ -676,16 +681,14 @@ TEST(ImportHf, M2M100MatchesTransformers) {
   const std::string py = oracle_python();
   MTX_REQUIRE_ORACLE(py);
   test::TempDir tmp;
-  ASSERT_NO_FATAL_FAILURE(make_fairseq_oracle(py, tmp.path(), "m2m100"));
-  ASSERT_NO_FATAL_FAILURE(expect_fairseq_same_as_transformers(tmp.path()));
+  ASSERT_NO_FATAL_FAILURE(fairseq_family_matches(py, tmp.path(), "m2m100"));
 }
 
 TEST(ImportHf, MBart50MatchesTransformers) {
   const std::string py = oracle_python();
   MTX_REQUIRE_ORACLE(py);
   test::TempDir tmp;
-  ASSERT_NO_FATAL_FAILURE(make_fairseq_oracle(py, tmp.path(), "mbart50"));
-  ASSERT_NO_FATAL_FAILURE(expect_fairseq_same_as_transformers(tmp.path()));
+  ASSERT_NO_FATAL_FAILURE(fairseq_family_matches(py, tmp.path(), "mbart50"));
 }
 
 TEST(ImportHf, UntiedEmbeddingsFromPytorchModelBinMatchTransformers) {

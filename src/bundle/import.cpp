@@ -219,17 +219,17 @@ class MarianMT : public HfArchitecture {
 // A tokenizer.json (the tokenizers library's file; transformers 5 saves it alone): its model's vocabulary
 // (BPE: piece -> id; Unigram: [piece, score] in id order) and its added tokens.
 void tokenizer_json_pieces(const fs::path& path, std::vector<std::string>& pieces, std::vector<bool>& seen) {
-  const JsonFile file(path);
   const json doc = read_json(path);
+  const auto refuse = [&](const std::string& what) { throw DataError(path.string() + ": " + what); };
   if (!doc.contains("model") || !doc.at("model").is_object() || !doc.at("model").contains("vocab")) {
-    file.refuse("no 'model.vocab'");
+    refuse("no 'model.vocab'");
   }
   const json& vocab = doc.at("model").at("vocab");
   if (vocab.is_array()) {  // Unigram
     json as_object = json::object();
     for (size_t i = 0; i < vocab.size(); ++i) {
       if (!vocab[i].is_array() || vocab[i].empty() || !vocab[i][0].is_string()) {
-        file.refuse("'model.vocab' entry " + std::to_string(i) + " is not [piece, score]");
+        refuse("'model.vocab' entry " + std::to_string(i) + " is not [piece, score]");
       }
       as_object[vocab[i][0].get<std::string>()] = i;
     }
@@ -241,12 +241,12 @@ void tokenizer_json_pieces(const fs::path& path, std::vector<std::string>& piece
     for (const json& t : doc.at("added_tokens")) {
       if (!t.is_object() || !t.contains("id") || !t.at("id").is_number_integer() || !t.contains("content") ||
           !t.at("content").is_string()) {
-        file.refuse("an 'added_tokens' entry lacks an integer 'id' or a string 'content'");
+        refuse("an 'added_tokens' entry lacks an integer 'id' or a string 'content'");
       }
       const auto id = t.at("id").get<int64_t>();
       if (id < 0 || id >= int64_t(pieces.size())) {
-        file.refuse("added token '" + t.at("content").get<std::string>() + "' has id " + std::to_string(id) +
-                    ", outside the model's " + std::to_string(pieces.size()) + " embedding rows");
+        refuse("added token '" + t.at("content").get<std::string>() + "' has id " + std::to_string(id) +
+               ", outside the model's " + std::to_string(pieces.size()) + " embedding rows");
       }
       pieces[size_t(id)] = t.at("content").get<std::string>();  // an added token wins over the model's piece
       seen[size_t(id)] = true;
@@ -342,8 +342,7 @@ Vocabulary fairseq_vocabulary(const fs::path& dir, const HfConfig& hf, int64_t r
       }
       next = spm->vocab_size() + 1;
     }
-    codes.push_back("<mask>");
-    if (vocab_json) codes.pop_back();
+    if (!vocab_json) codes.push_back("<mask>");  // fairseq's last piece (M2M100's vocab.json has its own)
     for (const std::string& code : codes) {
       if (next >= rows) throw DataError(hf.path().string() + ": vocab_size has no room for the language codes");
       v.pieces[size_t(next)] = code;

@@ -126,7 +126,7 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
                       std::to_string(2 * options_.search.beam) + " pieces; this model has " + std::to_string(vocab) +
                       ": use a beam of at most " + std::to_string(vocab / 2));
   }
-  const tokenizer::Languages languages = tokenizer_.languages();
+  const tokenizer::Languages& languages = tokenizer_.languages();
   if (languages.empty() && (!options_.source_lang.empty() || !options_.target_lang.empty())) {
     throw ConfigError("--source-lang/--target-lang: this model has no language codes (it translates one pair)");
   }
@@ -422,7 +422,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
                                                const std::vector<LineControls>& controls) {
   TORCH_CHECK(controls.empty() || controls.size() == lines.size(), "translate: ", controls.size(),
               " target controls for ", lines.size(), " lines");
-  const tokenizer::Languages languages = tokenizer_.languages();
+  const tokenizer::Languages& languages = tokenizer_.languages();
   const auto named = [&](std::string LineControls::*field, int32_t fallback) {
     return fallback >= 0 || (!controls.empty() && std::all_of(controls.begin(), controls.end(),
                                                               [&](const auto& c) { return !(c.*field).empty(); }));

@@ -441,7 +441,7 @@ struct Api::Impl {
   Routed languages(const HttpRequest&, const json&) const {
     std::map<std::string, std::set<std::string>> targets;
     for (const auto& m : models) {
-      const tokenizer::Languages languages = m.bundle.tokenizer->languages();
+      const tokenizer::Languages& languages = m.bundle.tokenizer->languages();
       if (languages.empty()) {
         targets[m.bundle.config.data.src_lang].insert(m.bundle.config.data.tgt_lang);
         continue;
@@ -466,7 +466,7 @@ struct Api::Impl {
   // the closest codes; a multilingual model needs both, a one-pair model takes neither.
   static LanguagePair language_pair(const ServedModel& model, const std::string& source, const std::string& target,
                                     const char* source_field, const char* target_field) {
-    const tokenizer::Languages languages = model.bundle.tokenizer->languages();
+    const tokenizer::Languages& languages = model.bundle.tokenizer->languages();
     if (languages.empty()) {
       if (!source.empty() || !target.empty()) {
         throw bad(std::string(source_field) + "/" + target_field + ": the model " + model.name +
@@ -843,7 +843,7 @@ struct Api::Impl {
     // The model of the direction asked for: a one-pair model's, else a multilingual model that has both codes.
     std::set<std::string> sources;
     for (const auto& m : models) {
-      const tokenizer::Languages languages = m.bundle.tokenizer->languages();
+      const tokenizer::Languages& languages = m.bundle.tokenizer->languages();
       if (languages.empty()) sources.insert(m.bundle.config.data.src_lang);
       for (const auto& [code, id] : languages) sources.insert(code);
     }
@@ -860,7 +860,7 @@ struct Api::Impl {
     const ServedModel* model = nullptr;
     LanguagePair languages;
     for (const auto& m : models) {
-      const tokenizer::Languages codes = m.bundle.tokenizer->languages();
+      const tokenizer::Languages& codes = m.bundle.tokenizer->languages();
       const auto has = [&](const std::string& c) {
         return std::any_of(codes.begin(), codes.end(), [&](const auto& l) { return l.first == c; });
       };

@@ -168,9 +168,10 @@ Tokenizer Tokenizer::load(const fs::path& dir) {
   return tok;
 }
 
-Languages Tokenizer::languages() const {
+const Languages& Tokenizer::languages() const {
+  static const Languages kNone;
   const auto* vocab = dynamic_cast<const VocabModel*>(src_.get());
-  return vocab ? vocab->languages() : Languages{};
+  return vocab ? vocab->languages() : kNone;
 }
 
 std::string Tokenizer::hash() const {
@@ -190,7 +191,7 @@ json Tokenizer::describe() const {
            {"tgt_vocab_size", tgt_->vocab_size()},
            {"special_ids", {{"pad", ids.pad}, {"unk", ids.unk}, {"bos", ids.bos}, {"eos", ids.eos}}},
            {"sha256", hash()}};
-  const Languages langs = languages();
+  const Languages& langs = languages();
   if (!langs.empty()) {
     json codes = json::array();
     for (const auto& [code, id] : langs) codes.push_back(code);

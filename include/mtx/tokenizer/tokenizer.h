@@ -169,7 +169,7 @@ class Tokenizer {
   bool joint() const { return src_ == tgt_; }
   SpecialIds special_ids() const { return src_->special_ids(); }
   // The source side's language codes (a multilingual model's; empty otherwise).
-  Languages languages() const;
+  const Languages& languages() const;
   // Identity of the tokenizer: sha256 over the model bytes and the special ids.
   std::string hash() const;
   // Summary for logs and `mtx info`: type, sizes, ids, hash.
