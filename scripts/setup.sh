@@ -27,6 +27,7 @@ packages=(
   libtcmalloc-minimal4   # linked into mtx: reuses freed tensor memory instead of page-faulting it back in
   libsentencepiece-dev sentencepiece
   libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev zlib1g-dev
+  libssl-dev        # OpenSSL's libcrypto: SHA-256 of checkpoints, tokenizers and caches
   libutf8proc-dev   # Unicode categories and case mapping for sacreBLEU-exact tokenisation
   libminizip-dev libyaml-cpp-dev   # Marian's .npz models and .yml files (mtx import --from marian)
   libboost-dev      # Boost.Beast/Asio, headers only: mtx serve's HTTP

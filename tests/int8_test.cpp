@@ -439,3 +439,94 @@ TEST(Int8, Int8BundleOnAnotherDeviceIsRefusedWithAMessage) {
       test::boundary_error<ConfigError>([&] { bundle::load_bundle(toy.tmp / "q.pt", torch::Device(torch::kCUDA)); });
   EXPECT_NE(msg.find("runs on the CPU"), std::string::npos) << msg;
 }
+
+namespace {
+
+// What a model holds in float parameter storage (a released weight's placeholder holds one element).
+int64_t float_bytes(model::Transformer& m) {
+  int64_t n = 0;
+  for (const auto& p : m->parameters()) n += int64_t(p.storage().nbytes());
+  return n;
+}
+
+}  // namespace
+
+TEST(Int8, InferenceLoadingKeepsOneCopyAndChangesNoNumber) {
+  // load_for_inference drops every float weight a pack duplicates (int8 layers, the tied output projection's
+  // embedding, and float layers packed for mtx's kernels): the numbers must be exactly load_bundle's.
+  for (const bool tied : {true, false}) {
+    for (const bool int8 : {false, true}) {
+      if (int8 && !have_engine()) continue;
+      Int8Toy toy(tied);
+      const auto path = toy.tmp / "model.pt";
+      bundle::save_bundle(path, toy.config, *toy.tok, toy.model);
+      bundle::Bundle full = bundle::load_bundle(path);
+      if (int8) bundle::quantize_int8(full);
+      const auto int8_path = toy.tmp / "int8.pt";
+      if (int8) bundle::save_bundle(int8_path, full.config, *full.tokenizer, full.model);
+      const std::string what = std::string(tied ? "tied" : "untied") + (int8 ? " int8" : " float");
+      std::vector<bundle::Bundle> lean = bundle::load_for_inference({int8 ? int8_path : path});
+      ASSERT_EQ(lean.size(), 1u);
+      model::Transformer m = lean[0].model;
+      full.model->eval();
+      full.model->pack_fp32();
+      // The hash is over the same values, rebuilt from the packs.
+      EXPECT_EQ(bundle::weights_sha256(m), full.weights_sha256) << what;
+      EXPECT_EQ(m->parameter_count(), full.model->parameter_count()) << what;
+      const bool packs = int8 || model::fp32::PackedLinear::available();
+      if (packs) {
+        EXPECT_LT(float_bytes(m) * 3, float_bytes(full.model)) << what << ": float weights were not released";
+      }
+      EXPECT_EQ(m->embedding_released(), tied && packs && (!int8 || full.model->tied_output_int8().defined())) << what;
+      const torch::Tensor src = torch::tensor({{5, 9, 14, 22, 3}, {7, 8, 3, 1, 1}}, torch::kLong);
+      const torch::Tensor tgt = torch::tensor({{2, 7, 11, 30}, {2, 6, 1, 1}}, torch::kLong);
+      {
+        torch::NoGradGuard no_grad;
+        EXPECT_TRUE(torch::equal(m->forward(src, tgt), full.model->forward(src, tgt))) << what;
+      }
+      decode::TranslateOptions o;
+      o.search.beam = 3;
+      const auto a = decode::Translator(m, *lean[0].tokenizer, o).translate(kInt8Lines);
+      const auto b = decode::Translator(full.model, *full.tokenizer, o).translate(kInt8Lines);
+      for (size_t i = 0; i < kInt8Lines.size(); ++i) {
+        EXPECT_EQ(a[i].hypotheses[0].tokens, b[i].hypotheses[0].tokens) << what << ": " << kInt8Lines[i];
+        EXPECT_EQ(a[i].hypotheses[0].score, b[i].hypotheses[0].score) << what << ": " << kInt8Lines[i];
+      }
+      if (!packs) continue;
+      // At the generic level (no float kernel) a released float layer runs on its rebuilt weight: the same
+      // numbers as the unreleased model there.
+      {
+        cpu::ScopedIsa generic(cpu::Isa::generic);
+        torch::NoGradGuard no_grad;
+        EXPECT_TRUE(torch::allclose(m->forward(src, tgt), full.model->forward(src, tgt), 1e-5, 1e-5)) << what;
+      }
+      // Inference only: it cannot be saved (or cloned) as if its weights were there.
+      try {
+        bundle::save_bundle(toy.tmp / "again.pt", lean[0].config, *lean[0].tokenizer, m);
+        ADD_FAILURE() << what << ": an inference-only model was saved";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("for inference only"), std::string::npos) << e.what();
+      }
+      EXPECT_THROW(m->clone(), c10::Error) << what;
+    }
+  }
+}
+
+TEST(Int8, AnInt8BundleDoesNotStoreTheEmbeddingItsTiedOutputHolds) {
+  MTX_REQUIRE_INT8_ENGINE();
+  Int8Toy toy(/*tie_output=*/true);
+  const auto path = toy.tmp / "int8.pt";
+  toy.model->quantize_int8(/*include_output=*/true);
+  bundle::save_bundle(path, toy.config, *toy.tok, toy.model);
+  const int64_t embedding = toy.model->tgt_embed->weight.numel() * 4;
+  bundle::Bundle back = bundle::load_bundle(path);
+  EXPECT_TRUE(torch::equal(back.model->tgt_embed->weight, toy.model->tgt_embed->weight));
+  // Saved again, the file is no larger: the embedding (float, 4 bytes an element) is not in it.
+  const auto again = toy.tmp / "again.pt";
+  bundle::save_bundle(again, back.config, *back.tokenizer, back.model);
+  EXPECT_EQ(std::filesystem::file_size(again), std::filesystem::file_size(path));
+  Int8Toy float_toy(/*tie_output=*/true);
+  bundle::save_bundle(toy.tmp / "float.pt", float_toy.config, *float_toy.tok, float_toy.model);
+  EXPECT_LT(int64_t(std::filesystem::file_size(path)) + embedding / 2,
+            int64_t(std::filesystem::file_size(toy.tmp / "float.pt")));
+}

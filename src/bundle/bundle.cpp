@@ -12,6 +12,7 @@
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
+#include "mtx/util/system.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -73,9 +74,12 @@ bool is_extra(const std::string& name) {
 
 // An int8 model's weights: Module::save's layout, except that each int8 Linear stores "weight" as its int8
 // values and "weight_scale" as their per-row scales, and a tied int8 output projection its own pair at the top.
-void save_int8_weights(const torch::nn::Module& m, torch::serialize::OutputArchive& a) {
+// `tied` is the target embedding when it holds a tied int8 output projection's dequantized values: its weight
+// is not written (the projection's int8 values are).
+void save_int8_weights(const torch::nn::Module& m, torch::serialize::OutputArchive& a, const torch::nn::Module* tied) {
   const auto* linear = dynamic_cast<const model::LinearImpl*>(&m);
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
+    if (&m == tied && p.key() == "weight") continue;
     if (linear && linear->is_int8() && p.key() == "weight") {
       a.write("weight", linear->int8().weight().values);
       a.write("weight_scale", linear->int8().weight().scales);
@@ -86,17 +90,22 @@ void save_int8_weights(const torch::nn::Module& m, torch::serialize::OutputArchi
   for (const auto& b : m.named_buffers(/*recurse=*/false)) a.write(b.key(), b.value(), /*is_buffer=*/true);
   for (const auto& child : m.named_children()) {
     torch::serialize::OutputArchive sub(a.compilation_unit());
-    save_int8_weights(*child.value(), sub);
+    save_int8_weights(*child.value(), sub, tied);
     a.write(child.key(), sub);
   }
 }
 
 // Reads what save_int8_weights wrote; the int8 layers are packed once every parameter (their biases
-// included) has been read.
+// included) has been read. `tied`'s weight may be absent (it is rebuilt from the tied int8 projection).
 void load_int8_weights(torch::nn::Module& m, torch::serialize::InputArchive& a,
-                       std::vector<std::pair<model::LinearImpl*, model::int8::Weight>>& int8_layers) {
+                       std::vector<std::pair<model::LinearImpl*, model::int8::Weight>>& int8_layers,
+                       const torch::nn::Module* tied) {
   auto* linear = dynamic_cast<model::LinearImpl*>(&m);
   for (auto& p : m.named_parameters(/*recurse=*/false)) {
+    if (&m == tied && p.key() == "weight") {
+      a.try_read(p.key(), p.value());  // written before mtx left it out
+      continue;
+    }
     if (linear && p.key() == "weight") {
       if (torch::Tensor scales; a.try_read("weight_scale", scales)) {
         torch::Tensor values;
@@ -111,7 +120,7 @@ void load_int8_weights(torch::nn::Module& m, torch::serialize::InputArchive& a,
   for (const auto& child : m.named_children()) {
     torch::serialize::InputArchive sub;
     a.read(child.key(), sub);
-    load_int8_weights(*child.value(), sub, int8_layers);
+    load_int8_weights(*child.value(), sub, int8_layers, tied);
   }
 }
 
@@ -124,24 +133,26 @@ std::string short_what(const std::exception& e) {
   return what.substr(0, what.find('\n')).substr(0, 200);
 }
 
-model::Transformer build_model(const config::Config& config, const tokenizer::Tokenizer& tok) {
-  return model::Transformer(model::options_from_config(config.model, tok.src().vocab_size(), tok.tgt().vocab_size(),
-                                                       tok.special_ids().pad, config.task));
+model::Transformer build_model(const config::Config& config, const tokenizer::Tokenizer& tok, bool filled) {
+  const model::TransformerOptions options = model::options_from_config(
+      config.model, tok.src().vocab_size(), tok.tgt().vocab_size(), tok.special_ids().pad, config.task);
+  if (filled) return model::Transformer(options);
+  return model::Transformer(std::make_shared<model::TransformerImpl>(options, model::TransformerImpl::Unfilled{}));
 }
 
 std::string weights_sha256(model::Transformer& model) {
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (const auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
-  for (const auto& b : model->named_buffers()) named.emplace_back(b.key(), b.value());
-  std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   Sha256 h;
-  for (const auto& [name, t] : named) {
-    const torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
-    std::ostringstream shape;
-    shape << name << c.sizes() << "\n";
-    h.update(shape.str());
+  std::string last;
+  model->visit_weights([&](const std::string& name, c10::IntArrayRef sizes, const torch::Tensor& rows) {
+    if (name != last || last.empty()) {  // a weight's first block: its name and shape
+      std::ostringstream shape;
+      shape << name << sizes << "\n";
+      h.update(shape.str());
+      last = name;
+    }
+    const torch::Tensor c = rows.detach().to(torch::kCPU, torch::kFloat).contiguous();
     h.update(c.data_ptr<float>(), size_t(c.numel()) * sizeof(float));
-  }
+  });
   return h.hex();
 }
 
@@ -155,6 +166,14 @@ bool weights_finite(model::Transformer& model) {
 
 void save_bundle(const fs::path& path, const config::Config& config, const tokenizer::Tokenizer& tok,
                  model::Transformer& model, const std::map<std::string, std::string>& extra) {
+  const auto modules = model->modules();
+  if (model->embedding_released() || std::any_of(modules.begin(), modules.end(), [](const auto& m) {
+        const auto* linear = m->template as<model::LinearImpl>();
+        return linear && linear->released();
+      })) {
+    throw Error("refusing to write " + path.string() +
+                ": the model was loaded for inference only (bundle::load_for_inference)");
+  }
   if (!weights_finite(model)) {
     throw Error("refusing to write " + path.string() + ": the model has non-finite weights");
   }
@@ -178,7 +197,7 @@ void save_bundle(const fs::path& path, const config::Config& config, const token
   write_string(archive, "mtx_sha256", parts_sha256(parts));
   torch::serialize::OutputArchive weights;
   if (model->is_int8()) {
-    save_int8_weights(*model, weights);
+    save_int8_weights(*model, weights, model->tied_output_int8().defined() ? model->tgt_embed.get() : nullptr);
     if (model->tied_output_int8().defined()) {
       weights.write("tied_output_weight", model->tied_output_int8().weight().values);
       weights.write("tied_output_weight_scale", model->tied_output_int8().weight().scales);
@@ -197,14 +216,73 @@ void save_bundle(const fs::path& path, const config::Config& config, const token
   });
 }
 
-Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts* extra) {
-  if (!fs::exists(path)) throw DataError("checkpoint '" + path.string() + "' not found");
-  auto archive = std::make_shared<torch::serialize::InputArchive>();
-  try {
-    archive->load_from(path.string(), torch::Device(torch::kCPU));
-  } catch (const std::exception& e) {  // c10::Error from the zip reader, jit::ErrorReport from its code/ part
-    throw DataError(path.string() + ": not a readable checkpoint (" + short_what(e) + ")");
+namespace {
+
+// Empties every parameter's storage (each keeps its shape: model::placeholder) before the file's tensors
+// replace them, so loading never holds the freshly initialised weights beside the file's. Returns the shapes
+// the config builds, by name.
+std::map<std::string, std::vector<int64_t>> empty_parameters(model::Transformer& model) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (auto& p : model->named_parameters()) {
+    shapes.emplace(p.key(), p.value().sizes().vec());
+    p.value().set_(model::placeholder(p.value()));
   }
+  return shapes;
+}
+
+// After a load: every parameter has the shape the config builds and holds the file's values (not a
+// placeholder), except the released ones.
+void check_loaded(model::Transformer& model, const std::map<std::string, std::vector<int64_t>>& shapes,
+                  const fs::path& path) {
+  std::map<const void*, bool> released;
+  for (const auto& m : model->modules(/*include_self=*/false)) {
+    if (const auto* linear = m->as<model::LinearImpl>(); linear && linear->released()) {
+      released[linear->weight.unsafeGetTensorImpl()] = true;
+    }
+  }
+  if (model->tgt_embed && model->embedding_released()) released[model->tgt_embed->weight.unsafeGetTensorImpl()] = true;
+  for (const auto& p : model->named_parameters()) {
+    const torch::Tensor& t = p.value();
+    if (t.sizes().vec() != shapes.at(p.key())) {
+      std::ostringstream msg;
+      msg << path.string() << ": weight '" << p.key() << "' has shape " << t.sizes() << ", its config builds "
+          << c10::IntArrayRef(shapes.at(p.key())) << " (a file from another model?)";
+      throw DataError(msg.str());
+    }
+    const bool placeholder =
+        t.numel() > 1 && std::all_of(t.strides().begin(), t.strides().end(), [](int64_t s) { return s == 0; });
+    if (placeholder && !released.count(t.unsafeGetTensorImpl())) {
+      throw DataError(path.string() + ": weight '" + p.key() + "' is missing");
+    }
+  }
+}
+
+Bundle load_bundle_impl(const fs::path& path, const torch::Device& device, ExtraParts* extra, bool lean);
+
+}  // namespace
+
+Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts* extra) {
+  return load_bundle_impl(path, device, extra, /*lean=*/false);
+}
+
+namespace {
+
+// lean: for inference only -- an int8 bundle's layers never build their float weights (load_for_inference).
+Bundle load_bundle_impl(const fs::path& path, const torch::Device& device, ExtraParts* extra, bool lean) {
+  if (!fs::exists(path)) throw DataError("checkpoint '" + path.string() + "' not found");
+  const auto open = [&path] {
+    auto archive = std::make_shared<torch::serialize::InputArchive>();
+    try {
+      archive->load_from(path.string(), torch::Device(torch::kCPU));
+    } catch (const std::exception& e) {  // c10::Error from the zip reader, jit::ErrorReport from its code/ part
+      throw DataError(path.string() + ": not a readable checkpoint (" + short_what(e) + ")");
+    }
+    return archive;
+  };
+  // The file is read twice: for its parts, then (once the model is built and its fresh weights emptied) for
+  // its weights, so the model's initial weights and the file's are never in memory together.
+  auto archive = open();
   Bundle b;
   b.path = path;
   // Past the zip container every part is checked: a damaged file is one DataError naming it, never a crash
@@ -230,24 +308,32 @@ Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts
     if (b.tokenizer->hash() != read_string(*archive, "mtx_tokenizer_sha256", path)) {
       throw DataError(path.string() + ": embedded tokenizer does not match its recorded hash (corrupt file?)");
     }
-    b.model = build_model(b.config, *b.tokenizer);
+    archive.reset();
+    release_free_memory();  // (tensors of other sizes follow: the freed pages go back rather than pile up)
+    b.model = build_model(b.config, *b.tokenizer, /*filled=*/false);
+    const auto shapes = empty_parameters(b.model);
+    archive = open();
     torch::serialize::InputArchive weights;
     if (!archive->try_read("model", weights)) throw DataError(path.string() + ": checkpoint has no weights");
     if (parts.count("mtx_int8")) {
       const bool output = json::parse(parts.at("mtx_int8")).at("output").get<bool>();
+      const bool keep_float = !lean || !device.is_cpu();
+      torch::Tensor tied_scales;
+      const bool tied = weights.try_read("tied_output_weight_scale", tied_scales);
       std::vector<std::pair<model::LinearImpl*, model::int8::Weight>> int8_layers;
-      load_int8_weights(*b.model, weights, int8_layers);
+      load_int8_weights(*b.model, weights, int8_layers, tied ? b.model->tgt_embed.get() : nullptr);
       b.model->eval();
-      for (auto& [linear, w] : int8_layers) linear->load_int8(w);
-      if (torch::Tensor scales; weights.try_read("tied_output_weight_scale", scales)) {
+      for (auto& [linear, w] : int8_layers) linear->load_int8(w, keep_float);
+      if (tied) {
         torch::Tensor values;
         weights.read("tied_output_weight", values);
-        b.model->load_tied_output_int8({values, scales});
+        b.model->load_tied_output_int8({values, tied_scales}, keep_float);
       }
       b.model->mark_int8(output);
     } else {
       b.model->load(weights);
     }
+    check_loaded(b.model, shapes, path);
     b.weights_sha256 = read_string(*archive, "mtx_weights_sha256", path);
     if (weights_sha256(b.model) != b.weights_sha256) {
       throw DataError(path.string() + ": weights do not match their recorded sha256 (corrupt file?)");
@@ -278,17 +364,39 @@ Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts
   return b;
 }
 
-std::vector<Bundle> load_ensemble(const std::vector<fs::path>& paths, const torch::Device& device) {
+}  // namespace
+
+namespace {
+
+std::vector<Bundle> load_ensemble_impl(const std::vector<fs::path>& paths, const torch::Device& device, bool lean) {
   if (paths.empty()) throw ConfigError("an ensemble needs at least one checkpoint");
   std::vector<Bundle> bundles;
   for (const auto& path : paths) {
-    Bundle b = load_bundle(path, device);
+    Bundle b = load_bundle_impl(path, device, nullptr, lean);
     if (!bundles.empty() && b.tokenizer->hash() != bundles.front().tokenizer->hash()) {
       throw ConfigError("'" + path.string() + "' has another tokenizer than '" + bundles.front().path.string() +
                         "': an ensemble's models must share one (train them on one prepared corpus)");
     }
     bundles.push_back(std::move(b));
   }
+  return bundles;
+}
+
+}  // namespace
+
+std::vector<Bundle> load_ensemble(const std::vector<fs::path>& paths, const torch::Device& device) {
+  return load_ensemble_impl(paths, device, /*lean=*/false);
+}
+
+std::vector<Bundle> load_for_inference(const std::vector<fs::path>& paths, const torch::Device& device,
+                                       const std::optional<Int8Options>& int8) {
+  std::vector<Bundle> bundles = load_ensemble_impl(paths, device, /*lean=*/true);
+  for (auto& b : bundles) {
+    if (int8) quantize_int8(b, *int8);
+    b.model->eval();
+    if (device.is_cpu()) b.model->release_float();
+  }
+  release_free_memory();  // what loading and packing freed
   return bundles;
 }
 

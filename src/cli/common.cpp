@@ -128,13 +128,10 @@ TranslationModels load_translation_models(const std::vector<std::string>& paths,
                                           const QuantizeArgs& quantize) {
   if (quantize.float_output && !quantize.int8()) throw ConfigError("--float-output goes with --quantize int8");
   TranslationModels out;
-  out.bundles = bundle::load_ensemble({paths.begin(), paths.end()}, device);
-  bundle::Int8Options options;
-  options.output = !quantize.float_output;
-  for (auto& b : out.bundles) {
-    if (quantize.int8()) bundle::quantize_int8(b, options);
-    out.models.push_back(b.model);
-  }
+  std::optional<bundle::Int8Options> int8;
+  if (quantize.int8()) int8 = bundle::Int8Options{!quantize.float_output};
+  out.bundles = bundle::load_for_inference({paths.begin(), paths.end()}, device, int8);
+  for (auto& b : out.bundles) out.models.push_back(b.model);
   return out;
 }
 

@@ -89,12 +89,9 @@ void lm_perplexity(const EvalOptions& o, std::ostream& out) {
 
 // The checkpoints on `device` (one tokenizer among them), quantized when asked.
 std::vector<bundle::Bundle> load_checkpoints(const EvalOptions& o, const torch::Device& device) {
-  std::vector<bundle::Bundle> bundles = bundle::load_ensemble({o.ckpts.begin(), o.ckpts.end()}, device);
-  bundle::Int8Options int8;
-  int8.output = !o.float_output;
-  if (o.int8)
-    for (auto& b : bundles) bundle::quantize_int8(b, int8);
-  return bundles;
+  std::optional<bundle::Int8Options> int8;
+  if (o.int8) int8 = bundle::Int8Options{!o.float_output};
+  return bundle::load_for_inference({o.ckpts.begin(), o.ckpts.end()}, device, int8);
 }
 
 // The teacher-forced loss of the reference given the source (the tutorial's "Test Loss / Test PPL").

@@ -69,11 +69,32 @@ PackedLinear::PackedLinear(const torch::Tensor& w_in, const torch::Tensor& bias)
   in_ = w_in.size(1);
   out_pad_ = round_up(out_, kPanel);
   const int64_t panels = out_pad_ / kPanel;
-  torch::Tensor w = torch::zeros({out_pad_, in_}, torch::kFloat);  // [out_pad, in]
-  w.narrow(0, 0, out_).copy_(w_in.detach().to(torch::kCPU, torch::kFloat));
-  packed_ = w.view({panels, kPanel, in_}).transpose(1, 2).contiguous();  // [panels, in, 32]
+  const torch::Tensor w = w_in.detach().to(torch::kCPU, torch::kFloat);  // [out, in]
+  // Straight into the panels (no padded copy of the whole weight: the pack is the only new memory).
+  packed_ = torch::empty({panels, in_, kPanel}, torch::kFloat);  // [panels, in, 32]
+  const int64_t full = out_ / kPanel;
+  if (full > 0)
+    packed_.narrow(0, 0, full).copy_(w.narrow(0, 0, full * kPanel).view({full, kPanel, in_}).transpose(1, 2));
+  if (full < panels) {                             // the last panel: its rows past `out` are zeros
+    torch::Tensor last = packed_.select(0, full);  // [in, 32]
+    last.zero_();
+    const int64_t n = out_ - full * kPanel;
+    last.narrow(1, 0, n).copy_(w.narrow(0, full * kPanel, n).t());
+  }
   bias_ = torch::zeros({out_pad_}, torch::kFloat);
   if (bias.defined()) bias_.narrow(0, 0, out_).copy_(bias.detach().to(torch::kCPU, torch::kFloat));
+}
+
+torch::Tensor PackedLinear::unpack() const {
+  TORCH_CHECK(defined(), "fp32::PackedLinear: not packed");
+  return packed_.transpose(1, 2).reshape({out_pad_, in_}).narrow(0, 0, out_).clone();  // [out, in]
+}
+
+torch::Tensor PackedLinear::rows(const torch::Tensor& ids) const {
+  TORCH_CHECK(defined(), "fp32::PackedLinear: not packed");
+  const torch::Tensor i = ids.to(torch::kLong);
+  using torch::indexing::Slice;
+  return packed_.index({torch::div(i, kPanel, "floor"), Slice(), torch::remainder(i, kPanel)});  // [n, in]
 }
 
 torch::Tensor PackedLinear::forward(const torch::Tensor& x, bool mostly_zeros) const {

@@ -154,7 +154,8 @@ KernelLinear::KernelLinear(const Weight& weight, const torch::Tensor& bias, int 
   }
   columns_ = std::make_shared<Columns>();
   has_minus_128_ = (w == -128).any().item<bool>();
-  if (kernels::onednn_available()) weights_ = w.clone();  // [out, in], oneDNN's operand
+  // [out, in], oneDNN's operand: the weight's own values (never changed in place), not a copy of them.
+  if (kernels::onednn_available()) weights_ = w;
   scales_ = torch::zeros({out_pad_}, torch::kFloat);
   scales_.narrow(0, 0, out_).copy_(weight.scales.to(torch::kFloat));
   bias_ = torch::zeros({out_pad_}, torch::kFloat);

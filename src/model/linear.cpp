@@ -91,6 +91,10 @@ torch::Tensor dequantize(const Weight& w) {
   return w.values.to(torch::kFloat) * w.scales.unsqueeze(1);  // [out, in]
 }
 
+torch::Tensor dequantize_rows(const Weight& w, const torch::Tensor& ids) {
+  return w.values.index_select(0, ids).to(torch::kFloat) * w.scales.index_select(0, ids).unsqueeze(1);  // [n, in]
+}
+
 PackedLinear::PackedLinear(const Weight& weight, const torch::Tensor& bias) : weight_(weight) {
   if (KernelLinear::available()) {
     kernel_ = KernelLinear(weight, bias);
@@ -150,11 +154,18 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x, bool mostly_zeros) c
 
 }  // namespace int8
 
+torch::Tensor placeholder(const torch::Tensor& like) { return placeholder(like.sizes(), like.options()); }
+
+torch::Tensor placeholder(c10::IntArrayRef sizes, const torch::TensorOptions& options) {
+  return torch::full({1}, std::numeric_limits<float>::quiet_NaN(), options).expand(sizes);
+}
+
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features)
     : torch::nn::LinearImpl(torch::nn::LinearOptions(in_features, out_features)) {}
 
 std::shared_ptr<torch::nn::Module> LinearImpl::clone(const c10::optional<torch::Device>& device) const {
   TORCH_CHECK(!is_int8(), "clone: this Linear holds int8 weights; clone the float model, then quantize the clone");
+  TORCH_CHECK(!released_, "clone: this Linear released its float weight (inference only)");
   // torch::nn::LinearImpl's clone copies the parameters into a torch::nn::LinearImpl: moved into one of ours.
   auto base = std::dynamic_pointer_cast<torch::nn::LinearImpl>(torch::nn::LinearImpl::clone(device));
   auto copy = std::make_shared<LinearImpl>(*this);
@@ -167,6 +178,13 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return forward(x, fa
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x, bool mostly_zeros) {
   if (int8_.defined()) return int8_.forward(x, mostly_zeros);
+  if (released_) {
+    if (fp32::PackedLinear::available() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
+        !torch::GradMode::is_enabled()) {
+      return fp32_.packed().forward(x, mostly_zeros);  // [.., out]
+    }
+    return torch::nn::functional::linear(x, float_weight(), bias);  // a narrower ISA chosen since (tests)
+  }
   if (fp32_.runs(x, weight, bias)) return fp32_.packed().forward(x, mostly_zeros);  // [.., out]
   if (x.dim() > 2 && bias.defined() && !torch::GradMode::is_enabled() && x.is_contiguous()) {
     // Inference on [.., in]: one GEMM with the bias as its accumulator (LibTorch 1.13's linear does a
@@ -179,22 +197,52 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x, bool mostly_zeros) {
 }
 
 void LinearImpl::pack_fp32() {
-  if (int8_.defined() || !fp32::PackedLinear::available() || !weight.device().is_cpu() ||
+  if (int8_.defined() || released_ || !fp32::PackedLinear::available() || !weight.device().is_cpu() ||
       weight.scalar_type() != torch::kFloat) {
     return;
   }
   fp32_.pack(weight, bias);
 }
 
-void LinearImpl::quantize_int8() { load_int8(int8::quantize(weight)); }
+void LinearImpl::quantize_int8() {
+  TORCH_CHECK(!released_, "quantize_int8: this Linear's float weight was released");
+  load_int8(int8::quantize(weight));
+}
 
-void LinearImpl::load_int8(const int8::Weight& w) {
+void LinearImpl::load_int8(const int8::Weight& w, bool keep_float) {
   TORCH_CHECK(weight.device().is_cpu(), "int8 inference runs on the CPU (the model is on ", weight.device(), ")");
-  TORCH_CHECK(w.values.sizes() == weight.sizes(), "int8 weight ", w.values.sizes(), " does not fit a Linear ",
-              weight.sizes());
+  TORCH_CHECK(!released_, "load_int8: this Linear's float weight was released");
+  const std::vector<int64_t> sizes = {options.out_features(), options.in_features()};
+  TORCH_CHECK(w.values.sizes() == sizes, "int8 weight ", w.values.sizes(), " does not fit a Linear ", sizes);
   torch::NoGradGuard no_grad;
-  weight.copy_(int8::dequantize(w));
   int8_ = int8::PackedLinear(w, bias);
+  if (keep_float) {
+    weight.set_(int8::dequantize(w));  // (set_: the weight's storage may have been emptied before a load)
+  } else {
+    weight.set_(placeholder(weight));
+    released_ = true;
+  }
+}
+
+bool LinearImpl::release_float() {
+  if (released_) return true;
+  if (!int8_.defined() && !fp32_.current(weight, bias)) return false;
+  torch::NoGradGuard no_grad;
+  weight.set_(placeholder(weight));
+  released_ = true;
+  return true;
+}
+
+torch::Tensor LinearImpl::float_weight() const {
+  if (!released_) return weight;
+  if (int8_.defined()) return int8::dequantize(int8_.weight());
+  return fp32_.packed().unpack();
+}
+
+torch::Tensor LinearImpl::float_rows(int64_t begin, int64_t end) const {
+  if (!released_) return weight.narrow(0, begin, end - begin);
+  const torch::Tensor ids = torch::arange(begin, end, torch::kLong);
+  return int8_.defined() ? int8::dequantize_rows(int8_.weight(), ids) : fp32_.packed().rows(ids);
 }
 
 }  // namespace mtx::model

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <mutex>
 
 #include "mtx/model/dropout.h"
@@ -105,6 +106,21 @@ void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
 
 TransformerImpl::TransformerImpl(const TransformerOptions& o) : options(o) { reset(); }
 
+TransformerImpl::TransformerImpl(const TransformerOptions& o, Unfilled) : options(o), unfilled_(true) {
+  reset();
+  unfilled_ = false;  // (a clone of it is built and filled as usual)
+}
+
+namespace {
+
+// Unfilled models: a module's parameters become placeholders as soon as it is built, one module at a time.
+void empty_parameters(torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : m.parameters()) p.set_(placeholder(p));
+}
+
+}  // namespace
+
 void TransformerImpl::reset() {
   const TransformerOptions& o = options;
   TORCH_CHECK(o.d_model() % o.heads() == 0, "d_model ", o.d_model(), " not divisible by heads ", o.heads());
@@ -126,25 +142,25 @@ void TransformerImpl::reset() {
   output_bias = torch::Tensor();
   int8_ = false;
   int8_output_ = false;
+  embedding_released_ = false;
   tied_output_int8_ = int8::PackedLinear();
   tied_output_fp32_ = fp32::TrackedLinear();
+  const auto embedding_options = [&](int64_t rows) {
+    auto eo = torch::nn::EmbeddingOptions(rows, o.d_model()).padding_idx(o.pad_id());
+    if (unfilled_) eo._weight(placeholder({rows, o.d_model()}));
+    return eo;
+  };
   if (o.decoder_only()) {
-    tgt_embed = register_module(
-        names::kTgtEmbed,
-        torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
+    tgt_embed = register_module(names::kTgtEmbed, torch::nn::Embedding(embedding_options(o.tgt_vocab())));
   } else {
-    src_embed = register_module(
-        names::kSrcEmbed,
-        torch::nn::Embedding(torch::nn::EmbeddingOptions(o.src_vocab(), o.d_model()).padding_idx(o.pad_id())));
+    src_embed = register_module(names::kSrcEmbed, torch::nn::Embedding(embedding_options(o.src_vocab())));
   }
   if (o.decoder_only()) {
     // no source side
   } else if (o.share_embeddings()) {
     tgt_embed = src_embed;  // registered once: its parameters appear once in parameters()
   } else {
-    tgt_embed = register_module(
-        names::kTgtEmbed,
-        torch::nn::Embedding(torch::nn::EmbeddingOptions(o.tgt_vocab(), o.d_model()).padding_idx(o.pad_id())));
+    tgt_embed = register_module(names::kTgtEmbed, torch::nn::Embedding(embedding_options(o.tgt_vocab())));
   }
   positions = register_module(names::kPositions,
                               PositionalEncoding(o.max_len(), o.d_model(), o.positions(), o.position_offset()));
@@ -168,9 +184,15 @@ void TransformerImpl::reset() {
                               .layer_norm_eps(o.layer_norm_eps())
                               .use_sdpa(o.use_sdpa());
   encoder = register_module(names::kEncoder, torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.encoder_layers(); ++i) encoder->push_back(EncoderLayer(lo));
+  for (int64_t i = 0; i < o.encoder_layers(); ++i) {
+    encoder->push_back(EncoderLayer(lo));
+    if (unfilled_) empty_parameters(*encoder->ptr(i));
+  }
   decoder = register_module(names::kDecoder, torch::nn::ModuleList());
-  for (int64_t i = 0; i < (o.decoder_only() ? 0 : o.decoder_layers()); ++i) decoder->push_back(DecoderLayer(lo));
+  for (int64_t i = 0; i < (o.decoder_only() ? 0 : o.decoder_layers()); ++i) {
+    decoder->push_back(DecoderLayer(lo));
+    if (unfilled_) empty_parameters(*decoder->ptr(i));
+  }
   if (o.pre_norm()) {
     encoder_norm = register_module(
         names::kEncoderNorm, torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
@@ -180,14 +202,22 @@ void TransformerImpl::reset() {
                           torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps())));
     }
   }
-  if (!o.tie_output()) output = register_module(names::kOutput, Linear(o.d_model(), o.tgt_vocab()));
+  if (!o.tie_output()) {
+    output = register_module(names::kOutput, Linear(o.d_model(), o.tgt_vocab()));
+    if (unfilled_) empty_parameters(*output);
+  }
   if (o.tie_output() && o.output_bias())
     output_bias = register_parameter(names::kOutputBias, torch::zeros({o.tgt_vocab()}));
-  reset_parameters();
+  if (unfilled_) {
+    empty_parameters(*this);
+  } else {
+    reset_parameters();
+  }
 }
 
 std::shared_ptr<torch::nn::Module> TransformerImpl::clone(const c10::optional<torch::Device>& device) const {
   TORCH_CHECK(!int8_, "clone: this model holds int8 weights; clone the float model, then quantize the clone");
+  TORCH_CHECK(!embedding_released_, "clone: this model released its float weights (inference only)");
   // reset() initialises the copy before its weights are overwritten: the generator it drew from is put back.
   at::Generator cpu = at::detail::getDefaultCPUGenerator();
   torch::Tensor state;
@@ -245,7 +275,7 @@ void TransformerImpl::reset_parameters() {
 
 torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
                                      const torch::Tensor& row_positions) {
-  torch::Tensor x = table->forward(tokens);  // [b, t, d]
+  torch::Tensor x = lookup(table, tokens);  // [b, t, d]
   if (options.scale_embeddings()) x = x * std::sqrt(double(options.d_model()));
   // The source table's stack has the encoder's positions and norm; the target's (a language model's too) the
   // decoder's.
@@ -256,9 +286,26 @@ torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::T
   return model::dropout(x, options.dropout(), is_training());
 }
 
+torch::Tensor TransformerImpl::lookup(torch::nn::Embedding& table, const torch::Tensor& tokens) {
+  if (!embedding_released_ || table.get() != tgt_embed.get()) return table->forward(tokens);  // [.., d]
+  const torch::Tensor ids = tokens.reshape({-1}).to(torch::kLong);                            // [n]
+  std::vector<int64_t> shape = tokens.sizes().vec();
+  shape.push_back(options.d_model());
+  if (tied_output_int8_.defined()) {
+    return int8::dequantize_rows(tied_output_int8_.weight(), ids).view(shape);  // the weight the embedding held
+  }
+  return tied_output_fp32_.packed().rows(ids).view(shape);  // [.., d]
+}
+
 torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
   if (options.tie_output()) {
     if (tied_output_int8_.defined()) return tied_output_int8_.forward(hidden);  // [.., vocab]
+    if (embedding_released_) {
+      if (fp32::PackedLinear::available() && hidden.device().is_cpu() && !torch::GradMode::is_enabled()) {
+        return tied_output_fp32_.packed().forward(hidden);  // [.., vocab]
+      }
+      return torch::nn::functional::linear(hidden, tied_output_fp32_.packed().unpack(), output_bias);
+    }
     if (tied_output_fp32_.runs(hidden, tgt_embed->weight, output_bias)) {
       return tied_output_fp32_.packed().forward(hidden);  // [.., vocab]
     }
@@ -488,18 +535,23 @@ void TransformerImpl::pack_fp32() {
     if (auto* linear = m->as<LinearImpl>()) linear->pack_fp32();
   }
   const torch::Tensor& w = tgt_embed->weight;
-  if (options.tie_output() && !tied_output_int8_.defined() && w.device().is_cpu() && w.scalar_type() == torch::kFloat) {
+  if (options.tie_output() && !tied_output_int8_.defined() && !embedding_released_ && w.device().is_cpu() &&
+      w.scalar_type() == torch::kFloat) {
     tied_output_fp32_.pack(w, output_bias);
   }
 }
 
-void TransformerImpl::load_tied_output_int8(const int8::Weight& weight) {
+void TransformerImpl::load_tied_output_int8(const int8::Weight& weight, bool keep_float) {
   TORCH_CHECK(options.tie_output(), "load_tied_output_int8: this model's output projection is not tied");
-  TORCH_CHECK(weight.values.sizes() == tgt_embed->weight.sizes(), "tied int8 output ", weight.values.sizes(),
-              " does not fit the target embedding ", tgt_embed->weight.sizes());
+  TORCH_CHECK(!embedding_released_, "load_tied_output_int8: the target embedding was released");
+  const std::vector<int64_t> sizes = {options.tgt_vocab(), options.d_model()};
+  TORCH_CHECK(weight.values.sizes() == sizes, "tied int8 output ", weight.values.sizes(),
+              " does not fit the target embedding ", sizes);
   torch::NoGradGuard no_grad;
-  tgt_embed->weight.copy_(int8::dequantize(weight));
   tied_output_int8_ = int8::PackedLinear(weight, output_bias);
+  // (set_: the embedding's storage may have been emptied before a load)
+  tgt_embed->weight.set_(keep_float ? int8::dequantize(weight) : placeholder(tgt_embed->weight));
+  embedding_released_ = !keep_float;
 }
 
 void TransformerImpl::mark_int8(bool include_output) {
@@ -509,8 +561,74 @@ void TransformerImpl::mark_int8(bool include_output) {
 
 int64_t TransformerImpl::parameter_count() const {
   int64_t n = 0;
-  for (const auto& p : parameters()) n += p.numel();
+  for (const auto& p : parameters()) n += p.numel();  // (a released weight's placeholder keeps its shape)
   return n;
+}
+
+void TransformerImpl::release_float() {
+  TORCH_CHECK(!is_training(), "release_float: inference only (call eval() first)");
+  torch::NoGradGuard no_grad;
+  // The largest first: the tied output projection, packed, then the embedding it duplicates dropped.
+  if (options.tie_output() && !embedding_released_ && tgt_embed->weight.device().is_cpu()) {
+    if (!tied_output_int8_.defined() && fp32::PackedLinear::available() &&
+        tgt_embed->weight.scalar_type() == torch::kFloat) {
+      tied_output_fp32_.pack(tgt_embed->weight, output_bias);
+    }
+    if (tied_output_int8_.defined() || tied_output_fp32_.current(tgt_embed->weight, output_bias)) {
+      tgt_embed->weight.set_(placeholder(tgt_embed->weight));
+      embedding_released_ = true;
+    }
+  }
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (auto* linear = m->as<LinearImpl>()) {
+      if (!linear->weight.device().is_cpu()) continue;
+      linear->pack_fp32();
+      linear->release_float();
+    }
+  }
+}
+
+void TransformerImpl::visit_weights(const WeightVisitor& visit) const {
+  // name -> its shape and its rows [begin, end): the tensor's own, or rebuilt from a pack.
+  struct Source {
+    std::vector<int64_t> sizes;
+    std::function<torch::Tensor(int64_t, int64_t)> rows;
+  };
+  std::map<std::string, Source> all;
+  const auto own = [](const torch::Tensor& t) {
+    return Source{t.sizes().vec(),
+                  [t](int64_t begin, int64_t end) { return t.dim() == 0 ? t : t.narrow(0, begin, end - begin); }};
+  };
+  for (const auto& m : named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+    const std::string prefix = m.key().empty() ? "" : m.key() + ".";
+    const auto* linear = dynamic_cast<const LinearImpl*>(m.value().get());
+    for (const auto& p : m.value()->named_parameters(/*recurse=*/false)) {
+      const torch::Tensor t = p.value();
+      if (linear && linear->released() && p.key() == "weight") {
+        all.emplace(prefix + p.key(), Source{t.sizes().vec(), [linear](int64_t begin, int64_t end) {
+                                               return linear->float_rows(begin, end);
+                                             }});
+      } else if (embedding_released_ && m.value().get() == tgt_embed.get() && p.key() == "weight") {
+        all.emplace(prefix + p.key(), Source{t.sizes().vec(), [this](int64_t begin, int64_t end) {
+                                               const torch::Tensor ids = torch::arange(begin, end, torch::kLong);
+                                               return tied_output_int8_.defined()
+                                                          ? int8::dequantize_rows(tied_output_int8_.weight(), ids)
+                                                          : tied_output_fp32_.packed().rows(ids);
+                                             }});
+      } else {
+        all.emplace(prefix + p.key(), own(t));
+      }
+    }
+    for (const auto& b : m.value()->named_buffers(/*recurse=*/false)) all.emplace(prefix + b.key(), own(b.value()));
+  }
+  constexpr int64_t kBlock = 4096;  // rows rebuilt at a time
+  for (const auto& [name, source] : all) {
+    const int64_t rows = source.sizes.empty() ? 1 : source.sizes[0];
+    if (rows == 0) visit(name, source.sizes, source.rows(0, 0));
+    for (int64_t begin = 0; begin < rows; begin += kBlock) {
+      visit(name, source.sizes, source.rows(begin, std::min(rows, begin + kBlock)));
+    }
+  }
 }
 
 }  // namespace mtx::model

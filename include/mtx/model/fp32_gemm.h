@@ -31,6 +31,10 @@ class PackedLinear {
   // [.., in] float CPU -> [.., out] float. mostly_zeros (ReLU's outputs): the products with x's zeros are
   // skipped where many are (on AVX2), with the same numbers.
   torch::Tensor forward(const torch::Tensor& x, bool mostly_zeros = false) const;
+  // The weight it was packed from, bit for bit: [out, in] (a new tensor).
+  torch::Tensor unpack() const;
+  // Rows `ids` [n] (int64, each in [0, out)) of that weight: [n, in], as an embedding lookup of them.
+  torch::Tensor rows(const torch::Tensor& ids) const;
 
  private:
   int64_t out_ = 0, in_ = 0, out_pad_ = 0;

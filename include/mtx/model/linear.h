@@ -32,6 +32,8 @@ struct Weight {
 };
 Weight quantize(const torch::Tensor& w);    // w [out, in] float -> per-row symmetric int8
 torch::Tensor dequantize(const Weight& w);  // -> [out, in] float32: values * scales
+// dequantize(w)'s rows `ids` [n] (int64) alone -> [n, in], the same numbers.
+torch::Tensor dequantize_rows(const Weight& w, const torch::Tensor& ids);
 
 // A packed int8 weight (and a float bias) for one engine. forward(x [.., in]) -> [.., out] float32: each
 // row of x is scaled to max |x| = 1 and quantized on one fixed range, so its result is the same in any
@@ -55,6 +57,11 @@ class PackedLinear {
 
 }  // namespace int8
 
+// What a released float weight (LinearImpl::release_float) holds: a tensor of `like`'s shape, dtype and device
+// over one NaN element (all strides zero), so shapes and parameter counts stay and any read of it shows.
+torch::Tensor placeholder(const torch::Tensor& like);
+torch::Tensor placeholder(c10::IntArrayRef sizes, const torch::TensorOptions& options = {});
+
 // Cloneable through torch::nn::LinearImpl (a module holding one is cloned as LibTorch's are): clone() gives an
 // mtx::model::Linear with its own copy of the float weight and bias, not packed; an int8 layer refuses it.
 class LinearImpl : public torch::nn::LinearImpl {
@@ -73,14 +80,28 @@ class LinearImpl : public torch::nn::LinearImpl {
   // Quantizes the weight to int8 and packs it; the float weight becomes its dequantized value (so the
   // model's parameters, their hash and a stored int8 bundle all describe what runs). CPU only.
   void quantize_int8();
-  // Packs given int8 weights (a stored int8 bundle); the float weight becomes their dequantized value.
-  void load_int8(const int8::Weight& weight);
+  // Packs given int8 weights (a stored int8 bundle); the float weight becomes their dequantized value, or,
+  // with keep_float false, is released (release_float) without ever being built.
+  void load_int8(const int8::Weight& weight, bool keep_float = true);
   bool is_int8() const { return int8_.defined(); }
   const int8::PackedLinear& int8() const { return int8_; }
+
+  // Inference only from here: an int8 layer, or a float one packed by pack_fp32, drops the float weight that
+  // its kernel does not read (the `weight` parameter becomes empty), so the model holds one copy of each
+  // weight (it becomes a placeholder of its shape). Returns whether it did (an unpacked float layer keeps its
+  // weight). forward() gives the same numbers as before; training, clone() and Module::save are not for a
+  // released layer.
+  bool release_float();
+  bool released() const { return released_; }
+  // The float weight [out, in]: `weight` itself, or once released its value rebuilt from the pack (a new
+  // tensor, for hashing and inspection).
+  torch::Tensor float_weight() const;
+  torch::Tensor float_rows(int64_t begin, int64_t end) const;  // float_weight()'s rows [begin, end) alone
 
  private:
   int8::PackedLinear int8_;
   fp32::TrackedLinear fp32_;
+  bool released_ = false;
 };
 TORCH_MODULE(Linear);
 

@@ -7,8 +7,11 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
+
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
+#include <functional>
+#include <string>
 
 #include <memory>
 #include <ostream>
@@ -108,6 +111,10 @@ struct DecoderCache {
 class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
  public:
   explicit TransformerImpl(const TransformerOptions& options);
+  // A model to load weights into: the same modules, parameters and buffers, but every parameter a placeholder
+  // of its shape (model::placeholder) that nothing initialises, so building it takes next to no memory.
+  struct Unfilled {};
+  TransformerImpl(const TransformerOptions& options, Unfilled);
 
   // Builds the submodules from `options` and initialises them (reset_parameters), drawing the same random
   // numbers in the same order for the same options. Run by the constructor, and by clone() on a copy whose
@@ -178,20 +185,36 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // The tied output projection's int8 weight (undefined unless quantized with include_output), and
   // loading one stored in an int8 bundle.
   const int8::PackedLinear& tied_output_int8() const { return tied_output_int8_; }
-  void load_tied_output_int8(const int8::Weight& weight);
+  // The target embedding becomes its dequantized values, or with keep_float false is released (release_float).
+  void load_tied_output_int8(const int8::Weight& weight, bool keep_float = true);
   // After loading an int8 bundle's layers one by one: records what is quantized.
   void mark_int8(bool include_output);
   // Packs every float Linear and the tied output projection for mtx's AVX-512 float kernel (linear.h,
   // fp32_gemm.h), where the CPU runs it; inference uses each pack while its weight is unchanged. Cheap when
   // already packed; call it before translating, not while another thread runs the model.
   void pack_fp32();
+  // Inference only from here (eval mode, CPU): packs each float layer as pack_fp32 does and drops every float
+  // weight that a pack (float or int8) holds too -- the layers' (LinearImpl::release_float) and the tied target
+  // embedding's, whose lookups then read the output projection's pack -- one layer at a time, so the model
+  // never holds much more than one copy. Outputs stay bit for bit the same. Afterwards the model cannot be
+  // trained, cloned or saved; visit_weights() still gives every weight's value.
+  void release_float();
+  bool embedding_released() const { return embedding_released_; }
+  // Every parameter and buffer, by name in sorted order, in blocks of its leading dimension: visit(name, its
+  // full shape, the next rows of it), each weight's blocks in order. A released weight's rows are rebuilt a
+  // block at a time, so hashing a released model never holds a second copy of it.
+  using WeightVisitor = std::function<void(const std::string& name, c10::IntArrayRef sizes, const torch::Tensor& rows)>;
+  void visit_weights(const WeightVisitor& visit) const;
 
  private:
   // Scaled embeddings plus positions from `offset`, or, with `row_positions` [b] (tokens [b, 1]), each row's own.
   torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
                       const torch::Tensor& row_positions = torch::Tensor());
+  torch::Tensor lookup(torch::nn::Embedding& table, const torch::Tensor& tokens);  // [..] -> [.., d]
+  bool unfilled_ = false;  // reset() builds placeholders (the Unfilled constructor)
   bool int8_ = false;
   bool int8_output_ = false;
+  bool embedding_released_ = false;  // tgt_embed's weight: lookups read the tied output projection's pack
   int8::PackedLinear tied_output_int8_;
   fp32::TrackedLinear tied_output_fp32_;
 };

@@ -1,13 +1,17 @@
 // SHA-256 (FIPS 180-4) for content hashes: cache keys, tokenizer identity, checkpoint checksums.
-// Incremental (update/hex) or one-shot over a string or a file.
+// Incremental (update/hex) or one-shot over a string or a file. OpenSSL's libcrypto computes it (with the
+// CPU's SHA instructions where it has them).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX
 
 namespace mtx {
 
@@ -21,11 +25,7 @@ class Sha256 {
   std::string hex();
 
  private:
-  void compress(const uint8_t* block);
-  std::array<uint32_t, 8> state_;
-  std::array<uint8_t, 64> buffer_;
-  size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
+  std::unique_ptr<::evp_md_ctx_st, void (*)(::evp_md_ctx_st*)> ctx_;
 };
 
 std::string sha256_hex(std::string_view text);
