@@ -71,6 +71,7 @@ struct Vocabulary {
   tokenizer::SpecialIds ids;
   std::string source_spm, target_spm;  // the models' bytes
   tokenizer::Languages languages;      // a multilingual model's codes and their tokens' ids
+  bool code_after_eos = false;         // NLLB's legacy source layout (pieces </s> code)
   std::vector<std::string> notes;
 };
 
@@ -378,7 +379,12 @@ class M2M100 : public HfArchitecture {
   Vocabulary vocabulary(const fs::path& dir, const HfConfig& hf, int64_t rows) const override {
     const bool m2m100 = fs::exists(dir / "vocab.json");  // NLLB's tokenizer has none
     static const std::regex kNllb("([a-z]{3}_[A-Z][a-z]{3})"), kM2M100("__([a-z]{2,3})__");
-    return fairseq_vocabulary(dir, hf, rows, m2m100, m2m100 ? kM2M100 : kNllb);
+    Vocabulary v = fairseq_vocabulary(dir, hf, rows, m2m100, m2m100 ? kM2M100 : kNllb);
+    // NllbTokenizer(legacy_behaviour=True) puts the source's code after its </s>.
+    v.code_after_eos =
+        !m2m100 && JsonFile::optional(dir / "tokenizer_config.json").get<bool>("legacy_behaviour", false);
+    if (v.code_after_eos) v.notes.push_back("the legacy NLLB source layout (pieces </s> code: legacy_behaviour)");
+    return v;
   }
   void positions(Weights& w, Filler&, model::Transformer&, const config::ModelConfig&) const override {
     for (const char* table : {"model.encoder.embed_positions.weights", "model.decoder.embed_positions.weights"}) {
@@ -462,7 +468,8 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
   if (start < 0 || start >= rows)
     hf.refuse("decoder_start_token_id " + std::to_string(start) + " is outside the vocabulary");
   auto side = [&](const std::string& spm) {
-    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(spm), pieces, ids, vocabulary.languages);
+    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(spm), pieces, ids, vocabulary.languages,
+                                         vocabulary.code_after_eos);
   };
   b.tokenizer =
       tokenizer::Tokenizer::from_bytes(side(vocabulary.source_spm)->bytes(), side(vocabulary.target_spm)->bytes());

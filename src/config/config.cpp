@@ -99,6 +99,8 @@ void visit(DataConfig& c, V&& v) {
   v("dir", c.dir);
   v("src_lang", c.src_lang);
   v("tgt_lang", c.tgt_lang);
+  v("src_code", c.src_code);
+  v("tgt_code", c.tgt_code);
   v("train", c.train);
   v("valid", c.valid);
   v("test", c.test);

@@ -156,9 +156,38 @@ ParallelCorpus sample_pairs(const SplitFiles& train, const LengthFilter& filter,
 
 namespace {
 
+// A multilingual model's language-code tokens for the pair (data.src_code, data.tgt_code); -1 for none.
+struct Codes {
+  int32_t src = -1, tgt = -1;
+};
+
+Codes pair_codes(const config::DataConfig& d, const tokenizer::Tokenizer& tok) {
+  const tokenizer::Languages& languages = tok.languages();
+  if (languages.empty()) {
+    if (!d.src_code.empty() || !d.tgt_code.empty()) {
+      throw ConfigError(
+          "data.src_code/data.tgt_code: this tokenizer has no language codes (its model translates one "
+          "pair): leave them out");
+    }
+    return {};
+  }
+  if (d.src_code.empty() || d.tgt_code.empty()) {
+    throw ConfigError("this tokenizer's model translates between " + std::to_string(languages.size()) +
+                      " languages: name the pair's with data.src_code and data.tgt_code (e.g. --set data.src_code=" +
+                      languages.front().first + "; mtx info --ckpt lists them)");
+  }
+  if (tok.code_after_eos()) {
+    throw ConfigError(
+        "this tokenizer puts the source's language code after </s> (NLLB's legacy layout), which mtx "
+        "does not train: import the model with legacy_behaviour false in its tokenizer_config.json");
+  }
+  return {tokenizer::language_id(languages, d.src_code, "data.src_code"),
+          tokenizer::language_id(languages, d.tgt_code, "data.tgt_code")};
+}
+
 // Encodes pairs [0, n) of src/tgt with `threads` workers (contiguous ranges) and appends them to `out` in order,
-// each sequence cut to `limit` ids.
-void encode_into(const tokenizer::Tokenizer& tok, const std::vector<std::string>& src,
+// each sequence cut to `limit` ids; a pair's language codes (if any) go first on each side.
+void encode_into(const tokenizer::Tokenizer& tok, const Codes& codes, const std::vector<std::string>& src,
                  const std::vector<std::string>& tgt, size_t n, size_t limit, int threads, EncodedCorpus& out) {
   const size_t workers = std::min<size_t>(size_t(std::max(1, threads)), std::max<size_t>(1, n / 256));
   std::vector<EncodedCorpus> parts(workers);
@@ -170,6 +199,8 @@ void encode_into(const tokenizer::Tokenizer& tok, const std::vector<std::string>
       for (size_t i = n * w / workers; i < n * (w + 1) / workers; ++i) {
         tok.src().encode(src[i], s);
         tok.tgt().encode(tgt[i], t);
+        if (codes.src >= 0) s.insert(s.begin(), codes.src);
+        if (codes.tgt >= 0) t.insert(t.begin(), codes.tgt);
         if (s.size() > limit || t.size() > limit) ++part.truncated;
         part.src.push_back(s.data(), std::min(s.size(), limit));
         part.tgt.push_back(t.data(), std::min(t.size(), limit));
@@ -200,8 +231,9 @@ struct EncodedSplit {
 
 // Streams one split through the filter and the tokenizer into shard files <dir>/<name>.<k>.bin: a chunk is read
 // while the one before it is encoded, and memory holds one shard at most, however long the split.
-EncodedSplit encode_split(const tokenizer::Tokenizer& tok, const SplitFiles& files, const LengthFilter& filter,
-                          int max_len, int threads, const fs::path& dir, const std::string& name) {
+EncodedSplit encode_split(const tokenizer::Tokenizer& tok, const Codes& codes, const SplitFiles& files,
+                          const LengthFilter& filter, int max_len, int threads, const fs::path& dir,
+                          const std::string& name) {
   PairReader reader(files.src, files.tgt, filter);
   const size_t limit = size_t(std::max(1, max_len - 1));
   auto read_chunk = [&reader](std::vector<std::string>& s, std::vector<std::string>& t) {
@@ -225,7 +257,7 @@ EncodedSplit encode_split(const tokenizer::Tokenizer& tok, const SplitFiles& fil
     std::future<size_t> ahead =
         std::async(std::launch::async, read_chunk, std::ref(src[cur ^ 1]), std::ref(tgt[cur ^ 1]));
     try {
-      encode_into(tok, src[cur], tgt[cur], n, limit, threads, shard);
+      encode_into(tok, codes, src[cur], tgt[cur], n, limit, threads, shard);
     } catch (...) {
       ahead.wait();
       throw;
@@ -387,7 +419,8 @@ PreparedStreams prepare_streams(const config::Config& cfg, const PrepareOptions&
 
 EncodedCorpus encode_corpus(const tokenizer::Tokenizer& tok, const ParallelCorpus& text, int max_len, int threads) {
   EncodedCorpus out;
-  encode_into(tok, text.src, text.tgt, text.size(), size_t(std::max(1, max_len - 1)), resolve_threads(threads), out);
+  encode_into(tok, Codes{}, text.src, text.tgt, text.size(), size_t(std::max(1, max_len - 1)), resolve_threads(threads),
+              out);
   return out;
 }
 
@@ -403,13 +436,15 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
                                  ? *options.tokenizer
                                  : obtain_tokenizer(cfg, files.train, train_id, options.force, tok_dir, tok_reused);
 
-  const json key_doc = {{"version", kCacheVersion},
-                        {"tokenizer", tok.hash()},
-                        {"train", train_id},
-                        {"valid", files.valid ? file_identity(*files.valid, cache_dir, options.force) : json()},
-                        {"test", files.test ? file_identity(*files.test, cache_dir, options.force) : json()},
-                        {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}},
-                        {"max_len", cfg.model.max_len}};
+  json key_doc = {{"version", kCacheVersion},
+                  {"tokenizer", tok.hash()},
+                  {"train", train_id},
+                  {"valid", files.valid ? file_identity(*files.valid, cache_dir, options.force) : json()},
+                  {"test", files.test ? file_identity(*files.test, cache_dir, options.force) : json()},
+                  {"filter", {cfg.data.filter_min_tokens, cfg.data.filter_max_tokens, cfg.data.filter_max_ratio}},
+                  {"max_len", cfg.model.max_len}};
+  const Codes codes = pair_codes(cfg.data, tok);
+  if (codes.src >= 0) key_doc["codes"] = {codes.src, codes.tgt};  // (absent otherwise: older caches stay valid)
   const fs::path dir = cache_dir / ("corpus-" + sha256_hex(key_doc.dump()).substr(0, 16));
 
   PreparedData out{tok, tok_dir, dir, {}, std::nullopt, std::nullopt, {}, tok_reused, false};
@@ -442,16 +477,16 @@ PreparedData prepare_data(const config::Config& cfg, const PrepareOptions& optio
   fs::create_directories(tmp);
   json meta;
   try {
-    const EncodedSplit train = encode_split(tok, files.train, filter, cfg.model.max_len, threads, tmp, "train");
+    const EncodedSplit train = encode_split(tok, codes, files.train, filter, cfg.model.max_len, threads, tmp, "train");
     require_training_pairs(train.stats, files.train.src);
     json counts = {{"train", train.pairs}}, shards = {{"train", train.shards}};
     if (files.valid) {
-      const EncodedSplit valid = encode_split(tok, *files.valid, {}, cfg.model.max_len, threads, tmp, "valid");
+      const EncodedSplit valid = encode_split(tok, codes, *files.valid, {}, cfg.model.max_len, threads, tmp, "valid");
       counts["valid"] = valid.pairs;
       shards["valid"] = valid.shards;
     }
     if (files.test) {
-      const EncodedSplit test = encode_split(tok, *files.test, {}, cfg.model.max_len, threads, tmp, "test");
+      const EncodedSplit test = encode_split(tok, codes, *files.test, {}, cfg.model.max_len, threads, tmp, "test");
       counts["test"] = test.pairs;
       shards["test"] = test.shards;
     }

@@ -141,16 +141,7 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
 }
 
 int32_t language_id(const tokenizer::Languages& languages, const std::string& code, const std::string& flag) {
-  for (const auto& [name, id] : languages) {
-    if (name == code) return id;
-  }
-  std::vector<std::pair<size_t, std::string>> near;
-  for (const auto& [name, id] : languages) near.emplace_back(edit_distance(code, name), name);
-  std::sort(near.begin(), near.end());
-  std::string closest;
-  for (size_t i = 0; i < std::min<size_t>(3, near.size()); ++i) closest += (i ? ", " : "") + near[i].second;
-  throw ConfigError(flag + " '" + code + "' is not one of this model's " + std::to_string(languages.size()) +
-                    " languages; the closest: " + closest);
+  return tokenizer::language_id(languages, code, flag);
 }
 
 int64_t Translator::max_source_tokens() const {
@@ -195,11 +186,18 @@ const std::vector<uint8_t>& Translator::continues_word() const {
   return word_pieces_->continues;
 }
 
+bool Translator::complete_source(const std::vector<int32_t>& s) const {
+  if (!tokenizer_.code_after_eos() || s.size() < 2 || s[s.size() - 2] != tokenizer_.special_ids().eos) return false;
+  const tokenizer::Languages& languages = tokenizer_.languages();
+  return std::any_of(languages.begin(), languages.end(), [&](const auto& l) { return l.second == s.back(); });
+}
+
 Translator::Encoded Translator::prepare(const std::vector<const std::vector<int32_t>*>& sources) const {
   const auto ids = tokenizer_.special_ids();
   const auto n = int64_t(sources.size());
   int64_t longest = 0;
-  for (const auto* s : sources) longest = std::max<int64_t>(longest, int64_t(s->size()) + 1);
+  for (const auto* s : sources)
+    longest = std::max<int64_t>(longest, int64_t(s->size()) + (complete_source(*s) ? 0 : 1));
   Encoded out;
   out.src = torch::full({n, longest}, int64_t(ids.pad), torch::kLong);  // [batch, src_len]
   auto acc = out.src.accessor<int64_t, 2>();
@@ -207,7 +205,8 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
   for (int64_t i = 0; i < n; ++i) {
     const auto& s = *sources[size_t(i)];
     for (size_t j = 0; j < s.size(); ++j) acc[i][int64_t(j)] = s[j];
-    acc[i][int64_t(s.size())] = ids.eos;
+    // </s> ends each source, except one already whole in NLLB's legacy layout (pieces </s> code).
+    if (!complete_source(s)) acc[i][int64_t(s.size())] = ids.eos;
     // In double, clamped before the cast: a request may set a large max_len_a.
     const double limit = std::floor(options_.search.max_len_a * double(s.size()) + double(options_.search.max_len_b));
     out.max_lengths[size_t(i)] = int64_t(std::clamp(limit, 1.0, double(max_len_)));
@@ -448,7 +447,10 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     const int32_t source = line_source.empty() ? source_code_
                                                : language_id(languages, line_source,
                                                              "line " + std::to_string(i + 1) + "'s source language");
-    if (source >= 0) sources.back().insert(sources.back().begin(), source);
+    if (source >= 0) {
+      sources.back() = tokenizer_.encode_source(lines[i], source);
+      if (!tokenizer_.code_after_eos()) sources.back().pop_back();  // prepare() appends the </s>
+    }
     if (!controls.empty() || target_code_ >= 0) {
       control_ids.push_back(target_controls(controls.empty() ? LineControls{} : controls[i], int64_t(i) + 1));
     }

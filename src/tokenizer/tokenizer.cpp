@@ -2,12 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
 #include "mtx/util/logging.h"
+#include "mtx/util/strings.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -172,6 +174,32 @@ const Languages& Tokenizer::languages() const {
   static const Languages kNone;
   const auto* vocab = dynamic_cast<const VocabModel*>(src_.get());
   return vocab ? vocab->languages() : kNone;
+}
+
+int32_t language_id(const Languages& languages, const std::string& code, const std::string& flag) {
+  for (const auto& [name, id] : languages) {
+    if (name == code) return id;
+  }
+  std::vector<std::pair<size_t, std::string>> near;
+  for (const auto& [name, id] : languages) near.emplace_back(edit_distance(code, name), name);
+  std::sort(near.begin(), near.end());
+  std::string closest;
+  for (size_t i = 0; i < std::min<size_t>(3, near.size()); ++i) closest += (i ? ", " : "") + near[i].second;
+  throw ConfigError(flag + " '" + code + "' is not one of this model's " + std::to_string(languages.size()) +
+                    " languages; the closest: " + closest);
+}
+
+bool Tokenizer::code_after_eos() const {
+  const auto* vocab = dynamic_cast<const VocabModel*>(src_.get());
+  return vocab && vocab->code_after_eos();
+}
+
+std::vector<int32_t> Tokenizer::encode_source(std::string_view text, int32_t code) const {
+  std::vector<int32_t> ids = src_->encode(text);
+  if (!code_after_eos()) ids.insert(ids.begin(), code);
+  ids.push_back(special_ids().eos);
+  if (code_after_eos()) ids.push_back(code);
+  return ids;
 }
 
 std::string Tokenizer::hash() const {

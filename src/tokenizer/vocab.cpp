@@ -18,7 +18,7 @@ bool VocabModel::is_vocab_model(std::string_view bytes) { return bytes.substr(0,
 
 std::shared_ptr<const VocabModel> VocabModel::create(std::shared_ptr<const SpmModel> spm,
                                                      std::vector<std::string> pieces, SpecialIds special,
-                                                     Languages languages) {
+                                                     Languages languages, bool code_after_eos) {
   const auto n = int32_t(pieces.size());
   for (const auto& [name, id] : {std::pair<const char*, int32_t>{"pad", special.pad},
                                  {"unk", special.unk},
@@ -38,10 +38,11 @@ std::shared_ptr<const VocabModel> VocabModel::create(std::shared_ptr<const SpmMo
   nlohmann::json header = {
       {"pieces", pieces},
       {"special", {{"pad", special.pad}, {"unk", special.unk}, {"bos", special.bos}, {"eos", special.eos}}}};
-  if (!languages.empty()) header["languages"] = languages;  // absent otherwise: older models' bytes stay the same
+  if (!languages.empty()) header["languages"] = languages;     // absent otherwise: older models' bytes stay the same
+  if (code_after_eos) header["source_code_after_eos"] = true;  // likewise
   std::string bytes = std::string(kMagic) + header.dump() + "\n" + spm->bytes();
-  return std::shared_ptr<const VocabModel>(
-      new VocabModel(std::move(spm), std::move(pieces), special, std::move(languages), std::move(bytes)));
+  return std::shared_ptr<const VocabModel>(new VocabModel(std::move(spm), std::move(pieces), special,
+                                                          std::move(languages), code_after_eos, std::move(bytes)));
 }
 
 std::shared_ptr<const VocabModel> VocabModel::from_bytes(std::string bytes) {
@@ -51,6 +52,7 @@ std::shared_ptr<const VocabModel> VocabModel::from_bytes(std::string bytes) {
   std::vector<std::string> pieces;
   SpecialIds special;
   Languages languages;
+  bool code_after_eos = false;
   try {
     const nlohmann::json header = nlohmann::json::parse(bytes.substr(kMagic.size(), end - kMagic.size()));
     const auto& s = header.at("special");
@@ -58,17 +60,23 @@ std::shared_ptr<const VocabModel> VocabModel::from_bytes(std::string bytes) {
                s.at("eos").get<int32_t>()};
     pieces = header.at("pieces").get<std::vector<std::string>>();
     if (header.contains("languages")) languages = header.at("languages").get<Languages>();
+    code_after_eos = header.value("source_code_after_eos", false);
   } catch (const nlohmann::json::exception& e) {
     throw DataError(std::string("vocabulary model: bad header: ") + e.what());
   }
-  auto model = create(SpmModel::from_bytes(bytes.substr(end + 1)), std::move(pieces), special, std::move(languages));
+  auto model = create(SpmModel::from_bytes(bytes.substr(end + 1)), std::move(pieces), special, std::move(languages),
+                      code_after_eos);
   if (model->bytes() != bytes) throw DataError("vocabulary model: not in its canonical form");
   return model;
 }
 
 VocabModel::VocabModel(std::shared_ptr<const SpmModel> spm, std::vector<std::string> pieces, SpecialIds special,
-                       Languages languages, std::string bytes)
-    : Model(std::move(bytes)), languages_(std::move(languages)), spm_(std::move(spm)), pieces_(std::move(pieces)) {
+                       Languages languages, bool code_after_eos, std::string bytes)
+    : Model(std::move(bytes)),
+      languages_(std::move(languages)),
+      code_after_eos_(code_after_eos),
+      spm_(std::move(spm)),
+      pieces_(std::move(pieces)) {
   vocab_size_ = int32_t(pieces_.size());
   special_ = special;
   std::unordered_map<std::string, int32_t> index;

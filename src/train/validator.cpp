@@ -59,12 +59,18 @@ std::vector<std::string> Validator::translations(model::Transformer& model, int 
   decode::TranslateOptions o = decode::options_from_config(config_.decode);
   o.search.beam = beam;
   o.search.nbest = 1;
-  std::vector<std::vector<int32_t>> sources(corpus.size());
+  std::vector<std::vector<int32_t>> sources(corpus.size());  // a multilingual model's source code first
   for (size_t i = 0; i < corpus.size(); ++i) sources[i].assign(corpus.src[i].begin(), corpus.src[i].end());
+  // ... and its target code forced first, as translating does.
+  std::vector<decode::TargetControls> controls;
+  if (!config_.data.tgt_code.empty()) {
+    const int32_t code = tokenizer::language_id(tok.languages(), config_.data.tgt_code, "data.tgt_code");
+    controls.assign(sources.size(), decode::TargetControls{{code}});
+  }
   std::vector<std::vector<decode::Hypothesis>> hyps;
   {
     decode::Translator translator(model, tok, o);
-    hyps = translator.translate_ids(sources);
+    hyps = translator.translate_ids(sources, {}, {}, controls);
   }
   model->train();
   std::vector<std::string> out;

@@ -39,6 +39,7 @@ OTHER_SCRIPTS = [
 FAMILIES = {
     # family: (source code, target code, sentencepiece model type)
     "nllb": ("deu_Latn", "eng_Latn", "bpe"),
+    "nllb_legacy": ("deu_Latn", "eng_Latn", "bpe"),  # NllbTokenizer(legacy_behaviour=True): pieces </s> code
     "m2m100": ("de", "en", "bpe"),
     "mbart50": ("de_DE", "en_XX", "unigram"),
 }
@@ -91,11 +92,12 @@ def main():
         f.write(buf.getvalue())
     sp = spm.SentencePieceProcessor(model_file=spm_path)
 
-    if args.family == "nllb":
+    if args.family.startswith("nllb"):
         from transformers import NllbTokenizer
         from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
         tok = NllbTokenizer.from_pretrained(spm_dir, src_lang=src_lang, tgt_lang=tgt_lang,
-                                            extra_special_tokens=FAIRSEQ_LANGUAGE_CODES)
+                                            extra_special_tokens=FAIRSEQ_LANGUAGE_CODES,
+                                            legacy_behaviour=args.family == "nllb_legacy")
     elif args.family == "mbart50":
         from transformers import MBart50Tokenizer
         tok = MBart50Tokenizer.from_pretrained(spm_dir, src_lang=src_lang, tgt_lang=tgt_lang)
@@ -179,6 +181,7 @@ def main():
         json.dump({"family": args.family, "source": src_lines, "reference": ref_lines, "other_scripts": OTHER_SCRIPTS,
                    "vocab_size": n, "pad": pad, "eos": eos, "bos": bos, "unk": tok.unk_token_id,
                    "src_lang": src_lang, "tgt_lang": tgt_lang, "src_code": src_code, "tgt_code": tgt_code,
+                   "legacy": args.family == "nllb_legacy",
                    "src_code_piece": tok.convert_ids_to_tokens(src_code),
                    "tgt_code_piece": tok.convert_ids_to_tokens(tgt_code), "max_new_tokens": max_new,
                    "files": sorted(os.listdir(hf)), **texts}, f, ensure_ascii=False, indent=1)

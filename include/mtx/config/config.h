@@ -23,9 +23,14 @@ enum class Init { xavier, kaiming, uniform };
 enum class Task { translation, lm };
 
 struct DataConfig {
-  std::string dir = "data/multi30k";      // holds <prefix>.<lang>.gz (or plain) for every split
-  std::string src_lang = "de";            // source side; swap the two for en->de
-  std::string tgt_lang = "en";            // target side
+  std::string dir = "data/multi30k";  // holds <prefix>.<lang>.gz (or plain) for every split
+  std::string src_lang = "de";        // source side; swap the two for en->de
+  std::string tgt_lang = "en";        // target side
+  // A multilingual model's language codes for this pair (NLLB's deu_Latn/eng_Latn, M2M100's de/en, mBART-50's
+  // de_DE/en_XX): each training source starts with src_code's token and each target with tgt_code's, as the model
+  // was trained (fine-tuning an imported model with mtx train --init). Empty for a model without languages.
+  std::string src_code;
+  std::string tgt_code;
   std::string train = "train";            // file prefix of the training split
   std::string valid = "val";              // file prefix of the validation split
   std::string test = "test_2016_flickr";  // file prefix of the test split

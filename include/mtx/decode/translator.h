@@ -24,7 +24,8 @@ struct TranslateOptions {
   // 1: one search uses every thread. The translations are the same either way.
   int workers = 0;
   // A multilingual model's languages (tokenizer::Languages: NLLB's deu_Latn, M2M100's de, mBART-50's de_DE): each
-  // source starts with its language's token and each translation with the target's, forced (transformers'
+  // source starts with its language's token (NLLB's legacy layout: ends with it, after </s>) and each translation
+  // with the target's, forced (transformers'
   // forced_bos_token_id); the code never reaches the text. translate() needs both for such a model; others refuse
   // them. (translate_ids and translate_continuously take ids as given, codes in place.)
   std::string source_lang, target_lang;
@@ -105,6 +106,8 @@ class Translator {
     std::vector<int64_t> max_lengths;  // per sentence: the most tokens it may generate
   };
   Encoded prepare(const std::vector<const std::vector<int32_t>*>& sources) const;
+  // Whether a source is whole as given: NLLB's legacy layout (pieces </s> code), to which no </s> is appended.
+  bool complete_source(const std::vector<int32_t>& source) const;
   std::vector<std::vector<int32_t>> clip(std::vector<std::vector<int32_t>> sources) const;  // cut to the model
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
                                                     const std::vector<const TargetControls*>& controls,

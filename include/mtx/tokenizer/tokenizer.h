@@ -33,6 +33,8 @@ bool operator==(const SpecialIds& a, const SpecialIds& b);
 
 // A multilingual model's languages: each code and the id of its token, in the model's order.
 using Languages = std::vector<std::pair<std::string, int32_t>>;
+// The id of `code` among `languages`; ConfigError naming `what`, the code and the closest codes otherwise.
+int32_t language_id(const Languages& languages, const std::string& code, const std::string& what);
 
 // One side's text <-> ids model: a sentencepiece model (SpmModel) or the LM tutorial's word vocabulary
 // (WordModel). Encode/decode are thread-safe; bytes() serialises the model (checkpoints embed them).
@@ -122,10 +124,12 @@ class WordModel : public Model {
 class VocabModel : public Model {
  public:
   // `languages`: a multilingual model's language codes (NLLB's deu_Latn, M2M100's de, mBART-50's de_DE) and the
-  // ids of their tokens, which never decode to text.
+  // ids of their tokens, which never decode to text. `code_after_eos`: the source's code goes after its </s>
+  // (NLLB's legacy layout: pieces </s> code) rather than first (code pieces </s>).
   // Throws DataError naming what is wrong: a special id outside the vocabulary, a repeated piece.
   static std::shared_ptr<const VocabModel> create(std::shared_ptr<const SpmModel> spm, std::vector<std::string> pieces,
-                                                  SpecialIds special, Languages languages = {});
+                                                  SpecialIds special, Languages languages = {},
+                                                  bool code_after_eos = false);
   // From bytes(): "mtx-spm-vocab 1\n", one line of JSON (pieces, special ids), "\n", the sentencepiece model.
   static std::shared_ptr<const VocabModel> from_bytes(std::string bytes);
   static bool is_vocab_model(std::string_view bytes);
@@ -138,11 +142,13 @@ class VocabModel : public Model {
   std::string kind() const override { return "sentencepiece+vocabulary"; }
   const SpmModel& spm() const { return *spm_; }
   const Languages& languages() const { return languages_; }
+  bool code_after_eos() const { return code_after_eos_; }
 
  private:
   VocabModel(std::shared_ptr<const SpmModel> spm, std::vector<std::string> pieces, SpecialIds special,
-             Languages languages, std::string bytes);
+             Languages languages, bool code_after_eos, std::string bytes);
   Languages languages_;
+  bool code_after_eos_ = false;
   std::shared_ptr<const SpmModel> spm_;
   std::vector<std::string> pieces_;
   std::vector<int32_t> from_spm_;  // sentencepiece id -> vocabulary id (unk where the vocabulary lacks the piece)
@@ -170,6 +176,10 @@ class Tokenizer {
   SpecialIds special_ids() const { return src_->special_ids(); }
   // The source side's language codes (a multilingual model's; empty otherwise).
   const Languages& languages() const;
+  // A multilingual model's encoder input for `text` in the language whose code's token is `code`:
+  // code pieces </s>, or pieces </s> code in NLLB's legacy layout (VocabModel::code_after_eos).
+  std::vector<int32_t> encode_source(std::string_view text, int32_t code) const;
+  bool code_after_eos() const;
   // Identity of the tokenizer: sha256 over the model bytes and the special ids.
   std::string hash() const;
   // Summary for logs and `mtx info`: type, sizes, ids, hash.
