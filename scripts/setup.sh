@@ -75,6 +75,8 @@ if [ "$torch" = pip ] && [ "$pip" = 1 ]; then
   # The CUDA toolkit (nvcc, headers) must be there for torch's CMake package to configure a CUDA build.
   command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || \
     echo "setup: warning: no nvcc (CUDA toolkit) found; scripts/build.sh --torch pip needs one (CUDA 12.6 or newer)" >&2
-  scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}"
+  # pybind11 and scikit-build-core: the Python package (python/, built with the 2.x build: MTX_PYTHON);
+  # pytest and sacrebleu: its tests.
+  scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}" pybind11==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0 sacrebleu==2.6.0
   .venv/bin/python -c 'import torch; print("setup: PyTorch", torch.__version__, "in .venv (CUDA", torch.version.cuda, "compiled in)")'
 fi

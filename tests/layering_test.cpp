@@ -3,8 +3,10 @@
 // it includes), and the areas that include no LibTorch header.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -74,10 +76,10 @@ std::vector<std::pair<std::string, std::string>> closure(const fs::path& file) {
   return reached;
 }
 
-// The sources of an area: include/mtx/<area>/ and src/<area>/, recursively.
+// The sources of an area: include/mtx/<area>/ and src/<area>/, recursively (the Python package's: python/src/).
 std::vector<fs::path> area_files(const std::string& area) {
   std::vector<fs::path> files;
-  for (const fs::path& dir : {kRoot / "include" / "mtx" / area, kRoot / "src" / area}) {
+  for (const fs::path& dir : {kRoot / "include" / "mtx" / area, kRoot / "src" / area, kRoot / area / "src"}) {
     if (!fs::exists(dir)) continue;
     for (const auto& e : fs::recursive_directory_iterator(dir)) {
       if (e.is_regular_file()) files.push_back(e.path());
@@ -163,4 +165,18 @@ TEST(Layering, TheCheckSeesIncludesThroughHeaders) {
   for (const auto& [header, chain] : closure(kRoot / "src/cli/cmd_translate.cpp"))
     found |= header == "mtx/model/transformer.h";
   EXPECT_TRUE(found);
+}
+
+TEST(Layering, ThePythonPackageUsesTheLibraryAndNothingUsesIt) {
+  const auto rules = design_rules();
+  ASSERT_TRUE(rules.count("python")) << "docs/design.md's layers block has no python area";
+  EXPECT_FALSE(area_files("python").empty()) << "python/src holds the binding";
+  for (const auto& [area, allowed] : rules) {
+    EXPECT_EQ(std::count(allowed.begin(), allowed.end(), "python"), 0) << area << " may not use the Python package";
+  }
+  for (const auto& file : area_files("python")) {
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("src/cli/"), std::string::npos) << file << ": the package uses the library, not the CLI";
+  }
 }

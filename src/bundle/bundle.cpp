@@ -270,13 +270,13 @@ namespace {
 
 // lean: for inference only -- an int8 bundle's layers never build their float weights (load_for_inference).
 Bundle load_bundle_impl(const fs::path& path, const torch::Device& device, ExtraParts* extra, bool lean) {
-  if (!fs::exists(path)) throw DataError("checkpoint '" + path.string() + "' not found");
+  if (!fs::exists(path)) throw NotFoundError("checkpoint '" + path.string() + "' not found");
   const auto open = [&path] {
     auto archive = std::make_shared<torch::serialize::InputArchive>();
     try {
       archive->load_from(path.string(), torch::Device(torch::kCPU));
     } catch (const std::exception& e) {  // c10::Error from the zip reader, jit::ErrorReport from its code/ part
-      throw DataError(path.string() + ": not a readable checkpoint (" + short_what(e) + ")");
+      throw CheckpointError(path.string() + ": not a readable checkpoint (" + short_what(e) + ")");
     }
     return archive;
   };
@@ -346,12 +346,12 @@ Bundle load_bundle_impl(const fs::path& path, const torch::Device& device, Extra
       extra->archive = archive;
     }
   } catch (const DataError& e) {
-    if (std::string(e.what()).rfind(path.string(), 0) == 0) throw;
-    throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
+    if (std::string(e.what()).rfind(path.string(), 0) == 0) throw CheckpointError(e.what());
+    throw CheckpointError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
   } catch (const ConfigError&) {
     throw;  // a setting (an MTX_* variable read while the layers are built), not the file
   } catch (const std::exception& e) {
-    throw DataError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
+    throw CheckpointError(path.string() + ": damaged or not an mtx checkpoint (" + short_what(e) + ")");
   }
   if (b.model->is_int8()) {
     if (!device.is_cpu()) {

@@ -26,46 +26,9 @@ struct InfoArgs {
 
 namespace {
 
-// A model file without training state (mtx quantize's, mtx import's): what it holds.
-nlohmann::json bundle_info(const std::string& path) {
-  bundle::Bundle b = bundle::load_bundle(path);  // verifies the weights against their sha256
-  return {{"checkpoint", path},
-          {"params", b.model->parameter_count()},
-          {"int8", b.model->is_int8()},
-          {"training_state", nullptr},
-          {"weights_sha256", b.weights_sha256},
-          {"tokenizer", b.tokenizer->describe()},
-          {"config", config::to_json(b.config)}};
-}
-
-nlohmann::json checkpoint_info(const std::string& path) {
-  train::CheckpointContent c;
-  try {
-    c = train::load_checkpoint(path);  // verifies the weights against their sha256
-  } catch (const DataError& e) {
-    if (std::string(e.what()).find(": no training state") == std::string::npos) throw;
-    return bundle_info(path);
-  }
-  const std::string actual = c.weights_sha256;
-  const auto best = c.state.best_metric;
-  return {{"checkpoint", path},
-          {"params", c.model->parameter_count()},
-          {"int8", c.model->is_int8()},
-          {"step", c.state.step},
-          {"epoch", c.state.epoch},
-          {"tgt_tokens", c.state.tgt_tokens},
-          {"elapsed_s", c.state.elapsed_s},
-          {"best_metric", std::isfinite(best) ? nlohmann::json(best) : nlohmann::json()},
-          {"best_metric_name", c.config.train.best_metric == config::BestMetric::bleu ? "val_bleu" : "val_loss"},
-          {"best_step", c.state.best_step},
-          {"weights_sha256", actual},
-          {"tokenizer", c.tokenizer->describe()},
-          {"config", config::to_json(c.config)}};
-}
-
 int run_info(const InfoArgs& args) {
   if (!args.ckpt.empty()) {
-    std::cout << checkpoint_info(args.ckpt).dump(2) << std::endl;
+    std::cout << train::describe_checkpoint(args.ckpt).dump(2) << std::endl;
     return 0;
   }
   // The config and its data first: a broken one is one line, before any set-up.

@@ -135,7 +135,8 @@ Translator::Translator(std::vector<model::Transformer> models, tokenizer::Tokeni
   max_len_ = models_.front()->options.max_len();
   for (auto& model : models_) {
     max_len_ = std::min(max_len_, model->options.max_len());
-    model->eval();
+    // (only when needed: translators over one model may be made while others translate with it)
+    if (model->is_training()) model->eval();
     model->pack_fp32();  // mtx's float kernel on weights packed once, where the CPU runs it
   }
 }

@@ -31,9 +31,22 @@ struct ShimApi {
   std::string mode;
 };
 
+// The directory of the binary that holds mtx's code: the executable for the CLI, the extension module for the
+// Python package (whatever the CLI finds next to itself, the module finds next to itself).
+fs::path code_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&code_dir), &info) == 0 || !info.dli_fname || !*info.dli_fname) return {};
+  std::error_code ec;
+  const fs::path file = fs::canonical(info.dli_fname, ec);
+  return ec ? fs::path() : file.parent_path();
+}
+
 std::vector<fs::path> shim_candidates() {
   std::vector<fs::path> out;
   if (const char* env = std::getenv("MTX_SPM_SHIM"); env && *env) out.emplace_back(env);
+  if (const fs::path code = code_dir(); !code.empty() && code != executable_dir()) {
+    out.push_back(code / MTX_SPM_SHIM_NAME);
+  }
   const fs::path exe = executable_dir();
   out.push_back(exe / MTX_SPM_SHIM_NAME);
   out.push_back(exe / ".." / "lib" / "mtx" / MTX_SPM_SHIM_NAME);

@@ -238,4 +238,42 @@ void restore_rng(const CheckpointContent& content) {
   }
 }
 
+namespace {
+
+// A model file without training state (mtx quantize's, mtx import's): what it holds.
+nlohmann::json bundle_info(const std::filesystem::path& path) {
+  bundle::Bundle b = bundle::load_bundle(path);  // verifies the weights against their sha256
+  return {{"checkpoint", path.string()},        {"params", b.model->parameter_count()},
+          {"int8", b.model->is_int8()},         {"training_state", nullptr},
+          {"weights_sha256", b.weights_sha256}, {"tokenizer", b.tokenizer->describe()},
+          {"config", config::to_json(b.config)}};
+}
+
+}  // namespace
+
+nlohmann::json describe_checkpoint(const std::filesystem::path& path) {
+  train::CheckpointContent c;
+  try {
+    c = train::load_checkpoint(path);  // verifies the weights against their sha256
+  } catch (const DataError& e) {
+    if (std::string(e.what()).find(": no training state") == std::string::npos) throw;
+    return bundle_info(path);
+  }
+  const std::string actual = c.weights_sha256;
+  const auto best = c.state.best_metric;
+  return {{"checkpoint", path.string()},
+          {"params", c.model->parameter_count()},
+          {"int8", c.model->is_int8()},
+          {"step", c.state.step},
+          {"epoch", c.state.epoch},
+          {"tgt_tokens", c.state.tgt_tokens},
+          {"elapsed_s", c.state.elapsed_s},
+          {"best_metric", std::isfinite(best) ? nlohmann::json(best) : nlohmann::json()},
+          {"best_metric_name", c.config.train.best_metric == config::BestMetric::bleu ? "val_bleu" : "val_loss"},
+          {"best_step", c.state.best_step},
+          {"weights_sha256", actual},
+          {"tokenizer", c.tokenizer->describe()},
+          {"config", config::to_json(c.config)}};
+}
+
 }  // namespace mtx::train

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <memory>
+#include <mutex>
 
 #include "mtx/util/errors.h"
 
@@ -12,6 +14,8 @@ namespace {
 
 std::atomic<Level> g_level{Level::info};
 std::string g_prefix;
+std::mutex g_sink_mutex;
+std::shared_ptr<const Sink> g_sink;  // null: stderr
 
 spdlog::logger& logger() {
   static std::shared_ptr<spdlog::logger> instance = [] {
@@ -56,8 +60,22 @@ Level parse_level(std::string_view name) {
   throw ConfigError("--log-level: expected debug|info|warn|error|off, got '" + std::string(name) + "'");
 }
 
+void set_sink(Sink sink) {
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  g_sink = sink ? std::make_shared<const Sink>(std::move(sink)) : nullptr;
+}
+
 void write(Level level, std::string_view message) {
   if (level < g_level.load() || level == Level::off) return;
+  std::shared_ptr<const Sink> sink;
+  {
+    std::lock_guard<std::mutex> lock(g_sink_mutex);
+    sink = g_sink;
+  }
+  if (sink) {
+    (*sink)(level, g_prefix.empty() ? message : std::string_view(g_prefix + std::string(message)));
+    return;
+  }
   logger().log(to_spdlog(level), "{}{}", g_prefix, message);
   logger().flush();
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <torch/optim/optimizer.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <limits>
@@ -61,6 +62,10 @@ void save_checkpoint(const std::filesystem::path& path, const config::Config& co
 
 // Reads a checkpoint and rebuilds its model on `device` (weights loaded). Throws DataError naming
 // the file when it is missing or not an mtx checkpoint.
+// What `mtx info --ckpt` prints and mtx.load_info returns: parameters, training state (null for a model file
+// without it: mtx import's, mtx quantize's), weights sha256, tokenizer and config. Verifies the file as loading does.
+nlohmann::json describe_checkpoint(const std::filesystem::path& path);
+
 CheckpointContent load_checkpoint(const std::filesystem::path& path,
                                   const torch::Device& device = torch::Device(torch::kCPU));
 

@@ -37,4 +37,16 @@ class DataError : public Error {
   explicit DataError(const std::string& message) : Error(message, kExitUsage) {}
 };
 
+// The file named is not there (Python: FileNotFoundError).
+class NotFoundError : public DataError {
+ public:
+  explicit NotFoundError(const std::string& message) : DataError(message) {}
+};
+
+// A model file that is there but is not a readable, intact mtx checkpoint (Python: mtx.CheckpointError).
+class CheckpointError : public DataError {
+ public:
+  explicit CheckpointError(const std::string& message) : DataError(message) {}
+};
+
 }  // namespace mtx

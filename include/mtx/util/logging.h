@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,11 @@ void set_prefix(std::string prefix);
 const std::string& prefix();
 
 void write(Level level, std::string_view message);
+
+// Where messages go instead of stderr (e.g. the Python package's `logging`); called from any thread that logs,
+// with the message and its prefix. An empty function puts stderr back.
+using Sink = std::function<void(Level level, std::string_view message)>;
+void set_sink(Sink sink);
 
 template <class... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args) {
