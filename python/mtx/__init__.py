@@ -26,7 +26,10 @@ from ._mtx import corpus_bleu, corpus_chrf, corpus_ter, sentence_bleu, load_info
 
 __version__ = _mtx.__version__
 __all__ = ["Translator", "TranslationResult", "Hypothesis", "ScoreResult", "Score", "Error", "CheckpointError",
-           "corpus_bleu", "corpus_chrf", "corpus_ter", "sentence_bleu", "train", "load_info", "decode_options"]
+           "corpus_bleu", "corpus_chrf", "corpus_ter", "sentence_bleu", "train", "load_info", "decode_options",
+           "import_model", "quantize", "export_ct2", "average"]
+
+_PathLike = Union[str, "_os.PathLike[str]"]
 
 
 def _torch_release(version: str) -> str:
@@ -151,3 +154,30 @@ def train(config: Optional[Union[str, "_os.PathLike[str]"]] = None, *, overrides
     fs = lambda p: None if p is None else _os.fspath(p)  # noqa: E731
     return _mtx.train(fs(config), overrides=list(overrides), out=fs(out), resume=fs(resume), init=fs(init),
                       callback=callback)
+
+
+def import_model(input: _PathLike, out: _PathLike, *, source: str = "hf", config: Optional[_PathLike] = None,
+                 python: str = "python3") -> List[str]:
+    """Write an mtx model file of a model trained elsewhere (``mtx import``): ``source="hf"`` a Hugging Face
+    directory (MarianMT, NLLB-200, M2M100, mBART-50), ``"marian"`` a Marian ``.npz`` with ``config`` its
+    ``decoder.yml``. ``python``: an interpreter with torch for a ``pytorch_model.bin``. Returns the importer's notes."""
+    return _mtx.import_model(_os.fspath(input), _os.fspath(out), source=source,
+                             config=None if config is None else _os.fspath(config), python=python)
+
+
+def quantize(path: _PathLike, out: _PathLike, *, output: bool = True) -> None:
+    """Write an int8 model file of ``path`` (``mtx quantize``); ``output=False`` keeps the output projection float."""
+    _mtx.quantize(_os.fspath(path), _os.fspath(out), output=output)
+
+
+def export_ct2(path: _PathLike, out: _PathLike, *, quantization: Optional[str] = None, python: str = "python3",
+               force: bool = False) -> None:
+    """Write a CTranslate2 model directory of ``path`` (``mtx export --format ct2``); ``python`` names an
+    interpreter with ctranslate2, safetensors and numpy."""
+    _mtx.export_ct2(_os.fspath(path), _os.fspath(out), quantization=quantization, python=python, force=force)
+
+
+def average(inputs: Sequence[_PathLike], out: _PathLike) -> None:
+    """Write the average of several checkpoints of one run (``mtx average``)."""
+    _mtx.average([_os.fspath(p) for p in inputs], _os.fspath(out))
+

@@ -28,12 +28,15 @@
 #include <vector>
 
 #include "mtx/bundle/bundle.h"
+#include "mtx/bundle/export.h"
+#include "mtx/bundle/import.h"
 #include "mtx/config/config.h"
 #include "mtx/decode/align.h"
 #include "mtx/decode/scoring.h"
 #include "mtx/decode/stream.h"
 #include "mtx/decode/translator.h"
 #include "mtx/eval/metrics.h"
+#include "mtx/train/average.h"
 #include "mtx/train/checkpoint.h"
 #include "mtx/train/settings.h"
 #include "mtx/train/trainer.h"
@@ -723,6 +726,60 @@ PYBIND11_MODULE(_mtx, m) {
         return from_json(j);
       },
       py::arg("path"));
+  // The model-file commands, as mtx import / quantize / export / average run them.
+  m.def(
+      "import_model",
+      [](const std::string& input, const std::string& out, const std::string& source,
+         const std::optional<std::string>& config, const std::string& python) {
+        if (source != "hf" && source != "marian") {
+          throw ConfigError("source: expected 'hf' (a Hugging Face directory) or 'marian' (an .npz), not '" + source +
+                            "'");
+        }
+        if (source == "marian" && !config) {
+          throw ConfigError("import_model: source 'marian' needs config= (the model's decoder.yml)");
+        }
+        py::gil_scoped_release release;
+        bundle::ImportOptions options;
+        options.python = python;
+        bundle::Imported imported =
+            source == "hf" ? bundle::import_hf(input, options) : bundle::import_marian(input, *config);
+        bundle::save_bundle(out, imported.bundle.config, *imported.bundle.tokenizer, imported.bundle.model);
+        return imported.notes;
+      },
+      py::arg("input"), py::arg("out"), py::kw_only(), py::arg("source") = "hf", py::arg("config") = py::none(),
+      py::arg("python") = "python3");
+  m.def(
+      "quantize",
+      [](const std::string& path, const std::string& out, bool output) {
+        py::gil_scoped_release release;
+        bundle::Bundle b = bundle::load_bundle(path, torch::Device(torch::kCPU));
+        bundle::Int8Options options;
+        options.output = output;
+        bundle::quantize_int8(b, options);
+        bundle::save_bundle(out, b.config, *b.tokenizer, b.model);
+      },
+      py::arg("path"), py::arg("out"), py::kw_only(), py::arg("output") = true);
+  m.def(
+      "export_ct2",
+      [](const std::string& path, const std::string& out, const std::optional<std::string>& quantization,
+         const std::string& python, bool force) {
+        py::gil_scoped_release release;
+        bundle::Bundle b = bundle::load_bundle(path, torch::Device(torch::kCPU));
+        bundle::Ct2ExportOptions options;
+        options.python = python;
+        options.quantization = quantization.value_or("");
+        options.force = force;
+        bundle::export_ct2(b, out, options);
+      },
+      py::arg("path"), py::arg("out"), py::kw_only(), py::arg("quantization") = py::none(),
+      py::arg("python") = "python3", py::arg("force") = false);
+  m.def(
+      "average",
+      [](const std::vector<std::string>& inputs, const std::string& out) {
+        py::gil_scoped_release release;
+        train::average_checkpoints({inputs.begin(), inputs.end()}, out);
+      },
+      py::arg("inputs"), py::arg("out"));
   m.def("decode_options", [] {
     py::list out;
     for (const auto& o : config::decode_options()) {

@@ -436,6 +436,7 @@ std::vector<std::string> hf_model_types() {
 }
 
 Imported import_hf(const fs::path& dir, const ImportOptions& options) {
+  if (!fs::exists(dir)) throw NotFoundError(dir.string() + ": not found (a Hugging Face model's directory)");
   if (!fs::is_directory(dir)) throw DataError(dir.string() + ": not a directory (a Hugging Face model)");
   const HfConfig hf(dir / "config.json");
   const auto type = hf.get<std::string>("model_type", "");

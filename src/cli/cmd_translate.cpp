@@ -102,7 +102,7 @@ int run_translate(const TranslateArgs& args) {
   const decode::StreamStats s = decode::translate_stream(translator, *in, out, stream);
   profile.reset();
 
-  log::info("{} lines in {:.1f} s: {:.1f} sentences/s, {:.0f} generated tokens/s", s.lines, s.seconds,
+  log::info("{} lines in {:.2f} s: {:.1f} sentences/s, {:.0f} generated tokens/s", s.lines, s.seconds,
             s.seconds > 0 ? double(s.translated) / s.seconds : 0.0,
             s.seconds > 0 ? double(s.generated_tokens) / s.seconds : 0.0);
   if (s.chunk_seconds.size() >= 2) {

@@ -82,7 +82,11 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError("cannot read '" + path.string() + "': " + std::strerror(errno));
+  if (!in) {
+    const std::string message = "cannot read '" + path.string() + "': " + std::strerror(errno);
+    if (errno == ENOENT) throw NotFoundError(message);
+    throw DataError(message);
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw DataError("error while reading '" + path.string() + "'");
