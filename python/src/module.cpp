@@ -90,14 +90,7 @@ void set_option(config::DecodeConfig& d, const config::DecodeOption& o, const py
     if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) {
       throw ConfigError(key + ": expected an integer");
     }
-    const auto v = value.cast<int64_t>();
-    if (o.integer64) {
-      d.*o.integer64 = v;
-    } else {
-      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
-        throw ConfigError(key + ": " + std::to_string(v) + " is out of range");
-      d.*o.integer = int(v);
-    }
+    o.set_integer(d, value.cast<int64_t>(), key);
   } else if (o.number) {
     if (py::isinstance<py::bool_>(value) || !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
       throw ConfigError(key + ": expected a number");
@@ -360,7 +353,7 @@ class Translator {
       nbest_given = nbest_given || o->integer == &config::DecodeConfig::nbest;
       set_option(d, *o, v);
     }
-    if (!nbest_given && !config::sampling(d)) d.nbest = std::min(d.nbest, d.beam);
+    config::fit_nbest_to_beam(d, nbest_given);
     config::validate(d);
     decode::TranslateOptions o = decode::options_from_config(d);
     o.workers = workers_;

@@ -107,19 +107,10 @@ config::DecodeConfig DecodeFlags::apply(config::DecodeConfig d) const {
     if (slot.boolean) d.*o.boolean = *slot.boolean;
     if (slot.number) d.*o.number = *slot.number;
     if (slot.integer) {
-      const int64_t v = *slot.integer;
-      if (o.integer64) {
-        d.*o.integer64 = v;
-      } else {
-        if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
-          throw ConfigError(std::string(o.flags).substr(0, std::string(o.flags).find_first_of("{,")) + ": " +
-                            std::to_string(v) + " is out of range");
-        d.*o.integer = int(v);
-      }
+      o.set_integer(d, *slot.integer, std::string(o.flags).substr(0, std::string(o.flags).find_first_of("{,")));
     }
   }
-  // A beam below the checkpoint's nbest, nbest not given: as many hypotheses as the beam has.
-  if (!nbest_given && !config::sampling(d)) d.nbest = std::min(d.nbest, d.beam);
+  config::fit_nbest_to_beam(d, nbest_given);
   config::validate(d);
   return d;
 }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -465,6 +466,20 @@ const std::vector<DecodeOption>& decode_options() {
               "No N-gram of tokens occurs twice in a hypothesis (0: off)"),
   };
   return table;
+}
+
+void DecodeOption::set_integer(DecodeConfig& c, int64_t v, const std::string& name) const {
+  if (integer64) {
+    c.*integer64 = v;
+    return;
+  }
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    throw ConfigError(name + ": " + std::to_string(v) + " is out of range");
+  c.*integer = int(v);
+}
+
+void fit_nbest_to_beam(DecodeConfig& d, bool nbest_given) {
+  if (!nbest_given && !sampling(d)) d.nbest = std::min(d.nbest, d.beam);
 }
 
 std::string DecodeOption::text(const DecodeConfig& c) const {

@@ -190,8 +190,13 @@ struct DecodeOption {
   // The value as JSON-like text ("5", "0.6", "true") and as a double (booleans 0/1).
   std::string text(const DecodeConfig& c) const;
   double value(const DecodeConfig& c) const;
+  // Sets an integer option; ConfigError "<name>: N is out of range" where the field is an int and N is not.
+  void set_integer(DecodeConfig& c, int64_t v, const std::string& name) const;
 };
 const std::vector<DecodeOption>& decode_options();
+// After options are set over a decode section (flags, a request, keywords): unless nbest was given, as many
+// hypotheses as the beam has where the beam is below the section's nbest (sampling aside).
+void fit_nbest_to_beam(DecodeConfig& d, bool nbest_given);
 // Each option's range, then the rules between options (nbest within the beam, sampling with beam 1, ...).
 // Throws ConfigError naming the option as "decode.KEY (--FLAG)", or as "\"KEY\"" (a request's field) when
 // `as_fields`.
