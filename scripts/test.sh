@@ -39,3 +39,8 @@ fi
 # Tests run side by side, one per core: OpenMP threads that spin between parallel regions would take the cores
 # from each other's working threads (docs/environment_variables.md#omp_num_threads-omp_wait_policy).
 OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} ctest --test-dir "${MTX_BUILD_DIR:-$build}" --output-on-failure -j "$(nproc)" "${ctest_args[@]}"
+# The 2.x build holds the Python package's module: build its wheel from the same build directory and install it
+# as a user would, in a fresh virtual environment (scripts/check_wheel.sh; the library is not compiled again).
+if [ "$build" = build-torch2 ]; then
+  scripts/check_wheel.sh --build-dir "${MTX_BUILD_DIR:-$build}"
+fi
