@@ -3,6 +3,7 @@
 // exceptions with the CLI's one-line messages (mtx/util/errors.h: ConfigError -> ValueError, NotFoundError ->
 // FileNotFoundError, CheckpointError -> mtx.CheckpointError, other errors -> mtx.Error).
 #include <fcntl.h>
+#include <malloc.h>
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -150,6 +152,25 @@ std::vector<Source> read_sources(const py::handle& sources, const char* what) {
   return out;
 }
 
+// glibc's malloc (the interpreter's, where the CLI links tcmalloc) hands freed memory at the top of its heap back to
+// the kernel and serves large blocks from fresh mappings, so a search's per-step tensors would be paged in again at
+// every step. Before the first model is loaded or trained, the process's trim and mmap thresholds are raised so that
+// freed memory is kept for reuse (up to kKeptBytes), as tcmalloc keeps it. Nothing changes where GLIBC_TUNABLES sets
+// malloc's own (the user's choice), nor under another allocator (mallopt is then not glibc's). docs/python.md.
+void keep_freed_memory_for_reuse() {
+#ifdef __GLIBC__
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (tunables && std::strstr(tunables, "glibc.malloc.")) return;
+    constexpr int kKeptBytes = 256 << 20;
+    constexpr int kMappedFromBytes = 32 << 20;  // glibc's largest dynamic threshold on 64-bit systems
+    mallopt(M_TRIM_THRESHOLD, kKeptBytes);
+    mallopt(M_MMAP_THRESHOLD, kMappedFromBytes);
+  });
+#endif
+}
+
 // ---- Translator ----------------------------------------------------------------------------------------
 class Translator {
  public:
@@ -177,6 +198,7 @@ class Translator {
         throw ConfigError("quantize: expected None, 'int8' or 'int8_float_output', not '" + *quantize + "'");
       }
     }
+    keep_freed_memory_for_reuse();
     {
       py::gil_scoped_release release;
       const config::Device where = device == "cpu"    ? config::Device::cpu
@@ -482,6 +504,7 @@ py::dict run_training(const std::optional<std::string>& config, const std::vecto
   if (request.config_file.empty() && request.resume.empty()) {
     throw ConfigError("train: give a config (a new run) or resume= (a run directory to continue)");
   }
+  keep_freed_memory_for_reuse();
   // The trainer's messages, queued by its thread and handed to logging and the callback on this one.
   struct Shared {
     std::mutex mutex;
