@@ -33,6 +33,18 @@ def data_dir() -> pathlib.Path:
     return d
 
 
+def need(module: str):
+    """The module, or a skip where it is not installed -- but in CI (CI=true) and where MTX_REQUIRE_ORACLES=1
+    (scripts/test.sh installs the peers), a missing peer fails the test instead of skipping it."""
+    if os.environ.get("CI") == "true" or os.environ.get("MTX_REQUIRE_ORACLES") == "1":
+        import importlib
+        try:
+            return importlib.import_module(module)
+        except ImportError as e:
+            pytest.fail(f"{module} is not installed, and this run requires the tests' peers: {e}")
+    return pytest.importorskip(module)
+
+
 def tiny_overrides(data_dir: pathlib.Path, cache: pathlib.Path, steps: int) -> list:
     return [f"data.dir={data_dir}", f"data.cache_dir={cache}", f"train.max_steps={steps}",
             "train.validate_every=20", "train.threads=1", "train.max_tokens=1024", "train.warmup_steps=20",

@@ -8,7 +8,9 @@ import pytest
 import mtx
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sacrebleu = pytest.importorskip("sacrebleu")
+from conftest import need  # noqa: E402
+
+sacrebleu = need("sacrebleu")
 from sacrebleu.metrics import BLEU, CHRF, TER  # noqa: E402
 
 

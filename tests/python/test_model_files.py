@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import mtx
-from conftest import ROOT
+from conftest import ROOT, need
 
 
 def test_quantize_and_average(model, val_lines, tmp_path):
@@ -27,7 +27,7 @@ def test_quantize_and_average(model, val_lines, tmp_path):
 
 def test_export_ct2_gives_a_model_ctranslate2_runs(model, val_lines, tmp_path):
     # (the exported model's numbers against mtx's: Export.Ct2ScoresTargetsAsMtxDoes, in C++)
-    ctranslate2 = pytest.importorskip("ctranslate2")
+    ctranslate2 = need("ctranslate2")
     out = tmp_path / "ct2"
     mtx.export_ct2(model, out, python=sys.executable)
     assert (out / "model.bin").exists()
@@ -40,7 +40,7 @@ def test_export_ct2_gives_a_model_ctranslate2_runs(model, val_lines, tmp_path):
 
 
 def test_import_model_of_a_marianmt_directory(tmp_path, data_dir):
-    pytest.importorskip("transformers")
+    need("transformers")
     run = subprocess.run([sys.executable, str(ROOT / "tests" / "oracles" / "hf_marian.py"), "--data", str(data_dir),
                           "--out", str(tmp_path), "--steps", "20"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
