@@ -38,6 +38,15 @@ with zipfile.ZipFile(sys.argv[1]) as z:
     print(", ".join(l[len("Requires-Dist: "):] for l in z.read(meta).decode().splitlines() if l.startswith("Requires-Dist: ")))
 ' "$wheel")
 echo "check_wheel: built $(basename "$wheel") ($(du -h "$wheel" | cut -f1), requires $requires) in $(($(date +%s) - start)) s"
+# The fresh environment holds its own torch (PyPI's CUDA-enabled wheel: about 5.2 GB installed), so room for it is
+# checked first, rather than pip failing halfway with "No space left on device".
+need_gb=7
+free_gb=$(( $(df -Pk "$venv" | awk 'NR == 2 { print $4 }') / 1024 / 1024 ))
+if [ "$free_gb" -lt "$need_gb" ]; then
+  echo "check_wheel: $free_gb GB free under $(dirname "$venv"); a fresh environment with torch needs about $need_gb GB" \
+       "(set TMPDIR to a larger disk)" >&2
+  exit 1
+fi
 /usr/bin/python3 -m venv "$venv"
 "$venv/bin/pip" install -q "$wheel"  # and the torch release its metadata requires
 if [ -z "$model" ]; then
