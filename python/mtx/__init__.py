@@ -16,13 +16,14 @@ Calls release the GIL while they run. Errors arrive as Python exceptions carryin
 from __future__ import annotations
 
 import os as _os
+import sys as _sys
 from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 import torch as _torch  # loads the LibTorch this package was built against, before the extension needs it
 
 from . import _mtx
 from ._mtx import CheckpointError, Error, Hypothesis, ScoreResult, TranslationResult, Score
-from ._mtx import corpus_bleu, corpus_chrf, corpus_ter, sentence_bleu, load_info, decode_options
+from ._mtx import corpus_bleu, corpus_chrf, corpus_ter, sentence_bleu, decode_options
 
 __version__ = _mtx.__version__
 __all__ = ["Translator", "TranslationResult", "Hypothesis", "ScoreResult", "Score", "Error", "CheckpointError",
@@ -78,9 +79,13 @@ class Translator:
         ``-``) is a keyword: ``beam``, ``nbest``, ``alpha``, ``max_len_a``, ``max_len_b``, ``min_len``,
         ``sampling_topk``, ``sampling_topp``, ``sampling_temperature``, ``sampling_seed``,
         ``repetition_penalty``, ``no_repeat_ngram_size``, ... Unset options take the model file's decode section.
-        ``source_lang``/``target_lang``: a multilingual model's languages (``deu_Latn``). ``target_prefix``: a
-        prefix per source that its translation starts with. ``alignment=True`` adds each best hypothesis' word
-        alignment (Pharaoh pairs). Results carry ``.text``, ``.score``, ``.nbest`` and ``.alignment``.
+        Sampling (``sampling_topk`` ...) takes ``beam=1``. ``source_lang``/``target_lang``: a multilingual model's
+        languages (``deu_Latn``), for sources given as text. ``target_prefix``: a prefix per source that its
+        translation starts with. ``alignment=True`` adds each best hypothesis' word alignment (Pharaoh pairs).
+        Results carry ``.text``, ``.score``, ``.nbest``, ``.alignment`` and ``.truncated`` (the source was cut to
+        the model's length). Scores are computed by beam search (beam > 1), with ``nbest`` > 1, or with
+        ``scores=True``; a greedy or sampled translation without ``scores=True`` has NaN scores (as ``mtx
+        translate`` prints none without ``--scores``).
         """
         for key, value in (("beam", beam), ("nbest", nbest), ("alpha", alpha)):
             if value is not None:
@@ -107,7 +112,8 @@ class Translator:
     def translate_file(self, src: Union[str, "_os.PathLike[str]"], out: Union[str, "_os.PathLike[str]"], *,
                        source_lang: Optional[str] = None, target_lang: Optional[str] = None, **options) -> dict:
         """Translate the file ``src`` line by line into ``out``: ``mtx translate --input src --output out``'s
-        bytes. Returns the run's figures (lines, seconds, generated tokens, truncated lines)."""
+        bytes (``scores=True``: with ``--scores``). Returns the run's figures (lines, seconds, generated tokens,
+        truncated lines)."""
         return self._impl.translate_file(_os.fspath(src), _os.fspath(out), source_lang=source_lang,
                                          target_lang=target_lang, **options)
 
@@ -126,6 +132,11 @@ class Translator:
     def languages(self) -> List[str]:
         """A multilingual model's language codes (empty for a model of one pair)."""
         return self._impl.languages
+
+    @property
+    def int8(self) -> bool:
+        """Whether the model runs its linear layers in int8 (an int8 file, or ``quantize=`` on loading)."""
+        return self._impl.int8
 
     @property
     def device(self) -> str:
@@ -156,13 +167,24 @@ def train(config: Optional[Union[str, "_os.PathLike[str]"]] = None, *, overrides
                       callback=callback)
 
 
+def _python(python: Optional[str]) -> str:
+    """The interpreter a conversion runs: as given, else $MTX_PYTHON (as ``mtx export`` reads it), else this one."""
+    return python or _os.environ.get("MTX_PYTHON") or _sys.executable
+
+
+def load_info(path: _PathLike) -> dict:
+    """``mtx info --ckpt path``'s JSON as a dict: the model's shapes, vocabularies, run and weights' sha256."""
+    return _mtx.load_info(_os.fspath(path))
+
+
 def import_model(input: _PathLike, out: _PathLike, *, source: str = "hf", config: Optional[_PathLike] = None,
-                 python: str = "python3") -> List[str]:
+                 python: Optional[str] = None) -> List[str]:
     """Write an mtx model file of a model trained elsewhere (``mtx import``): ``source="hf"`` a Hugging Face
     directory (MarianMT, NLLB-200, M2M100, mBART-50), ``"marian"`` a Marian ``.npz`` with ``config`` its
-    ``decoder.yml``. ``python``: an interpreter with torch for a ``pytorch_model.bin``. Returns the importer's notes."""
+    ``decoder.yml``. ``python``: an interpreter with torch for a ``pytorch_model.bin`` (default: $MTX_PYTHON, else
+    this one). Returns the importer's notes."""
     return _mtx.import_model(_os.fspath(input), _os.fspath(out), source=source,
-                             config=None if config is None else _os.fspath(config), python=python)
+                             config=None if config is None else _os.fspath(config), python=_python(python))
 
 
 def quantize(path: _PathLike, out: _PathLike, *, output: bool = True) -> None:
@@ -170,11 +192,11 @@ def quantize(path: _PathLike, out: _PathLike, *, output: bool = True) -> None:
     _mtx.quantize(_os.fspath(path), _os.fspath(out), output=output)
 
 
-def export_ct2(path: _PathLike, out: _PathLike, *, quantization: Optional[str] = None, python: str = "python3",
+def export_ct2(path: _PathLike, out: _PathLike, *, quantization: Optional[str] = None, python: Optional[str] = None,
                force: bool = False) -> None:
     """Write a CTranslate2 model directory of ``path`` (``mtx export --format ct2``); ``python`` names an
-    interpreter with ctranslate2, safetensors and numpy."""
-    _mtx.export_ct2(_os.fspath(path), _os.fspath(out), quantization=quantization, python=python, force=force)
+    interpreter with ctranslate2, safetensors and numpy (default: $MTX_PYTHON, else this one)."""
+    _mtx.export_ct2(_os.fspath(path), _os.fspath(out), quantization=quantization, python=_python(python), force=force)
 
 
 def average(inputs: Sequence[_PathLike], out: _PathLike) -> None:

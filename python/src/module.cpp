@@ -92,7 +92,13 @@ void set_option(config::DecodeConfig& d, const config::DecodeOption& o, const py
     if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) {
       throw ConfigError(key + ": expected an integer");
     }
-    o.set_integer(d, value.cast<int64_t>(), key);
+    int64_t n = 0;
+    try {
+      n = value.cast<int64_t>();
+    } catch (const py::cast_error&) {
+      throw ConfigError(key + ": " + py::str(value).cast<std::string>() + " is out of range");
+    }
+    o.set_integer(d, n, key);
   } else if (o.number) {
     if (py::isinstance<py::bool_>(value) || !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
       throw ConfigError(key + ": expected a number");
@@ -183,7 +189,8 @@ class Translator {
     } else {
       for (const py::handle p : path) paths.emplace_back(py::str(p).cast<std::string>());
     }
-    if (threads < 0) throw ConfigError("threads: must be >= 0 (0 = one per core), got " + std::to_string(threads));
+    if (threads < 0)
+      throw ConfigError("threads: must be >= 0 (0 = leave LibTorch's setting), got " + std::to_string(threads));
     if (workers < 0) throw ConfigError("workers: must be >= 0 (0 = one per thread), got " + std::to_string(workers));
     if (device != "auto" && device != "cpu" && device != "cuda") {
       throw ConfigError("device: expected 'cpu', 'cuda' or 'auto', not '" + device + "'");
@@ -241,6 +248,12 @@ class Translator {
         text_at.push_back(i);
         if (!prefixes.empty()) controls.push_back(decode::LineControls{prefixes[i], {}});
       } else {
+        // Pieces are the model's input as given: no language code is added to them or forced after them.
+        if (source_lang || target_lang) {
+          throw ConfigError("source_lang/target_lang: source " + std::to_string(i) +
+                            " is given as pieces, which are translated as they are, without language codes; give "
+                            "the sources as text to name the languages");
+        }
         ids.push_back(piece_ids(tok, items[i].pieces));
         ids_at.push_back(i);
       }
@@ -259,6 +272,7 @@ class Translator {
       for (size_t j = 0; j < hyps.size(); ++j) {
         decode::Translation tr;
         tr.hypotheses = hyps[j];
+        tr.truncated = int64_t(ids[j].size()) > t->max_source_tokens();  // (translate_ids cuts it, as text is cut)
         for (const auto& h : tr.hypotheses) tr.texts.push_back(tok.tgt().decode(h.tokens));
         fill(*t, tr, out[ids_at[j]], alignment, nullptr, &ids[j]);
       }
@@ -276,17 +290,21 @@ class Translator {
       int fd;
       ~Close() { ::close(fd); }
     } close{fd};
+    const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent)) {
+      throw NotFoundError("out: cannot write '" + out + "': the directory '" + parent.string() + "' does not exist");
+    }
     std::ofstream file(out, std::ios::binary | std::ios::trunc);
-    if (!file) throw DataError("out: cannot write '" + out + "'");
+    if (!file) throw Error("out: cannot write '" + out + "': " + std::strerror(errno));
     decode::StreamStats s;
     {
       py::gil_scoped_release release;
       std::unique_ptr<decode::LineSource> in = decode::fd_line_source(fd);
       decode::StreamOptions stream;
-      stream.nbest_format = t->options().search.nbest > 1;
+      stream.nbest_format = t->options().search.scores;  // mtx translate's: --scores, or nbest > 1
       s = decode::translate_stream(*t, *in, file, stream);
       file.flush();
-      if (!file) throw DataError("out: cannot write '" + out + "' (disk full?)");
+      if (!file) throw Error("out: cannot write '" + out + "' (disk full?)");
     }
     if (s.invalid_utf8 > 0) {
       throw DataError(std::to_string(s.invalid_utf8) + " line(s) of '" + src +

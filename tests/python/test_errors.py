@@ -51,8 +51,14 @@ def test_unknown_option_and_wrong_types(model, val_lines):
         mtx.Translator(model, quantize="int4")
     with pytest.raises(ValueError, match="no language codes"):
         t.translate(val_lines[:2], source_lang="deu_Latn", target_lang="eng_Latn")
+    with pytest.raises(ValueError, match="sampling_seed: .* is out of range"):
+        t.translate(val_lines[:2], beam=1, sampling_topk=5, sampling_seed=2**70)
     with pytest.raises(ValueError, match="2 sources but 1 targets"):
         t.score(val_lines[:2], val_lines[:1])
+    src = model.parent / "src.de"
+    src.write_text("ein Hund\n", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        t.translate_file(src, model.parent / "no" / "such" / "dir" / "out.en")
     # Still usable after every error.
     assert len(t.translate(val_lines[:2])) == 2
 

@@ -38,7 +38,7 @@ def test_every_fixture_case_equals_sacrebleu():
             hyps = c["hyp_lines"] if "hyp_lines" in c else lines(d / c["hyp"])
             refs = c["refs_lines"] if "refs_lines" in c else [lines(d / r) for r in c["refs"]]
             ours = MTX[c["metric"]](hyps, refs, **c["options"])
-            # (the classes name use_effective_order, the functions' name, effective_order)
+            # (the fixtures use sacreBLEU's functions' name, use_effective_order; mtx takes its classes', effective_order)
             options = {("effective_order" if k == "use_effective_order" else k): v for k, v in c["options"].items()}
             metric = THEIRS[c["metric"]](**options)
             theirs = metric.corpus_score(hyps, refs)

@@ -38,6 +38,12 @@ def test_nbest_and_scores_equal_the_cli(model, cli, val_lines, tmp_path):
     assert [" ||| ".join(l.split(" ||| ")[:2]) for l in expected.splitlines()] == \
         [" ||| ".join(l.split(" ||| ")[:2]) for l in lines]
     assert all(len(r.nbest) == 3 for r in results)
+    # Greedy with scores=True: mtx translate --scores's bytes (and NaN-free scores); without it, mtx translate's.
+    expected = run_cli(cli, "translate", "--ckpt", model, "--beam", 1, "--scores", "--threads", 1, "--input", src)
+    t.translate_file(src, out, beam=1, scores=True)
+    assert out.read_text(encoding="utf-8") == expected
+    scored = t.translate(val_lines[:20], beam=1, scores=True)
+    assert all(r.score == r.score for r in scored)
 
 
 def test_scores_equal_mtx_score(model, cli, val_lines, tmp_path):
@@ -59,6 +65,11 @@ def test_pieces_translate_as_their_text(model, val_lines):
     assert [r.text for r in t.translate(pieces)] == [r.text for r in t.translate(val_lines[:10])]
     assert [s.log_prob for s in t.score(pieces, val_lines[:10])] == \
         [s.log_prob for s in t.score(val_lines[:10], val_lines[:10])]
+    # A source longer than the model takes is cut, and says so, whether given as text or as pieces.
+    long_text = " ".join([val_lines[0]] * 200)
+    assert t.translate([long_text], beam=1)[0].truncated
+    assert t.translate(t.tokenize([long_text]), beam=1)[0].truncated
+    assert not t.translate(pieces[:1], beam=1)[0].truncated
 
 
 def test_eight_threads_give_the_same_translations_as_one(model, val_lines):
