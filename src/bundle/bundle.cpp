@@ -1,5 +1,6 @@
 #include "mtx/bundle/bundle.h"
 
+#include <minizip/unzip.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -268,9 +269,181 @@ Bundle load_bundle(const fs::path& path, const torch::Device& device, ExtraParts
 
 namespace {
 
+// LibTorch's unpickler trusts the numbers in a pickle: a LONG_BINPUT's memo index sizes its memo table, so a damaged
+// checkpoint could ask for gigabytes (the checkpoint fuzz target found a 17 GB request). Each pickle of the archive is
+// walked first, opcode by opcode without running it: every argument must fit in the entry, every memo index must be
+// below the entry's size, and an opcode outside pickle's protocols is refused. A file minizip cannot open as a zip is
+// left to LibTorch's reader, which says why in its own words.
+void check_pickle(const std::string& where, const std::string& p) {
+  const size_t n = p.size();
+  size_t i = 0;
+  const auto bad = [&](const std::string& why) {
+    throw CheckpointError(where + ": not a readable checkpoint (" + why + " at byte " + std::to_string(i) + ")");
+  };
+  const auto skip = [&](uint64_t k) {
+    if (k > n - i) bad("a pickle argument runs past the entry's end");
+    i += size_t(k);
+  };
+  const auto number = [&](size_t k) {  // little-endian, k bytes
+    if (k > n - i) bad("a pickle argument runs past the entry's end");
+    uint64_t v = 0;
+    for (size_t j = 0; j < k; ++j) v |= uint64_t(uint8_t(p[i + j])) << (8 * j);
+    i += k;
+    return v;
+  };
+  const auto line = [&] {
+    const size_t e = p.find('\n', i);
+    if (e == std::string::npos) bad("a pickle line without its end");
+    std::string s = p.substr(i, e - i);
+    i = e + 1;
+    return s;
+  };
+  const auto memo = [&](uint64_t id) {
+    if (id > n) bad("a pickle memo index of " + std::to_string(id) + " in " + std::to_string(n) + " bytes");
+  };
+  while (i < n) {
+    const auto op = uint8_t(p[i++]);
+    switch (op) {
+      case '.':  // STOP
+        return;
+      case '(':
+      case '0':
+      case '1':
+      case '2':
+      case 'N':
+      case 'R':
+      case 'a':
+      case 'b':
+      case 'd':
+      case '}':
+      case 'e':
+      case 'l':
+      case ']':
+      case 'o':
+      case 's':
+      case 'u':
+      case 't':
+      case ')':
+      case 'Q':
+      case 0x81:
+      case 0x85:
+      case 0x86:
+      case 0x87:
+      case 0x88:
+      case 0x89:
+      case 0x8f:
+      case 0x90:
+      case 0x91:
+      case 0x92:
+      case 0x93:
+      case 0x94:
+      case 0x97:
+      case 0x98:
+        break;
+      case 'K':
+      case 'h':
+      case 0x80:
+      case 0x82:
+        number(1);
+        break;
+      case 'M':
+      case 0x83:
+        number(2);
+        break;
+      case 'J':
+      case 'j':
+      case 0x84:
+        number(4);
+        break;
+      case 'G':
+      case 0x95:
+        number(8);
+        break;
+      case 'q':
+        memo(number(1));
+        break;
+      case 'r':
+        memo(number(4));
+        break;
+      case 'U':
+      case 'C':
+      case 0x8c:
+      case 0x8a:
+        skip(number(1));
+        break;
+      case 'T':
+      case 'X':
+      case 'B':
+      case 0x8b:
+        skip(number(4));
+        break;
+      case 0x8d:
+      case 0x8e:
+      case 0x96:
+        skip(number(8));
+        break;
+      case 'I':
+      case 'L':
+      case 'F':
+      case 'S':
+      case 'V':
+      case 'P':
+      case 'g':
+        line();
+        break;
+      case 'p': {
+        const std::string id = line();
+        if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos) bad("a pickle PUT without an index");
+        memo(id.size() > 19 ? UINT64_MAX : std::stoull(id));
+        break;
+      }
+      case 'c':
+      case 'i':
+        line();
+        line();
+        break;
+      default:
+        bad("an unknown pickle opcode " + std::to_string(op));
+    }
+  }
+  bad("a pickle without its STOP");
+}
+
+void check_pickles(const fs::path& path) {
+  const uint64_t file_size = fs::file_size(path);
+  std::unique_ptr<void, int (*)(unzFile)> zip(unzOpen64(path.c_str()), unzClose);
+  if (!zip) return;
+  for (int status = unzGoToFirstFile(zip.get()); status == UNZ_OK; status = unzGoToNextFile(zip.get())) {
+    unz_file_info64 info;
+    char name[1024] = {};
+    if (unzGetCurrentFileInfo64(zip.get(), &info, name, sizeof name - 1, nullptr, 0, nullptr, 0) != UNZ_OK) {
+      throw CheckpointError(path.string() + ": not a readable checkpoint (a damaged zip directory entry)");
+    }
+    const std::string entry = name;
+    const std::string where = path.string() + ": " + entry;
+    if (info.uncompressed_size > file_size || info.compressed_size > file_size) {
+      throw CheckpointError(where + ": not a readable checkpoint (the entry claims " +
+                            std::to_string(info.uncompressed_size) + " bytes in a file of " +
+                            std::to_string(file_size) + ")");
+    }
+    if (entry.size() < 3 || entry.compare(entry.size() - 3, 3, "pkl") != 0) continue;
+    if (unzOpenCurrentFile(zip.get()) != UNZ_OK) continue;  // LibTorch's reader reports it
+    std::string bytes(size_t(info.uncompressed_size), '\0');
+    size_t got = 0;
+    while (got < bytes.size()) {
+      const int k = unzReadCurrentFile(zip.get(), bytes.data() + got, unsigned(bytes.size() - got));
+      if (k <= 0) break;
+      got += size_t(k);
+    }
+    unzCloseCurrentFile(zip.get());
+    if (got == bytes.size()) check_pickle(where, bytes);
+  }
+}
+
 // lean: for inference only -- an int8 bundle's layers never build their float weights (load_for_inference).
 Bundle load_bundle_impl(const fs::path& path, const torch::Device& device, ExtraParts* extra, bool lean) {
   if (!fs::exists(path)) throw NotFoundError("checkpoint '" + path.string() + "' not found");
+  check_pickles(path);
   const auto open = [&path] {
     auto archive = std::make_shared<torch::serialize::InputArchive>();
     try {
