@@ -14,6 +14,7 @@
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
 #include "mtx/util/system.h"
+#include "zip_entry.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -427,16 +428,12 @@ void check_pickles(const fs::path& path) {
                             std::to_string(file_size) + ")");
     }
     if (entry.size() < 3 || entry.compare(entry.size() - 3, 3, "pkl") != 0) continue;
-    if (unzOpenCurrentFile(zip.get()) != UNZ_OK) continue;  // LibTorch's reader reports it
     std::string bytes(size_t(info.uncompressed_size), '\0');
-    size_t got = 0;
-    while (got < bytes.size()) {
-      const int k = unzReadCurrentFile(zip.get(), bytes.data() + got, unsigned(bytes.size() - got));
-      if (k <= 0) break;
-      got += size_t(k);
+    // LibTorch's reader checks no CRC: an entry that cannot be read whole, or fails its CRC, is refused here.
+    if (unzOpenCurrentFile(zip.get()) != UNZ_OK || !read_open_entry(zip.get(), bytes)) {
+      throw CheckpointError(where + ": not a readable checkpoint (the entry is truncated or fails its CRC)");
     }
-    unzCloseCurrentFile(zip.get());
-    if (got == bytes.size()) check_pickle(where, bytes);
+    check_pickle(where, bytes);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "mtx/bundle/import.h"
 #include "mtx/util/errors.h"
+#include "zip_entry.h"
 
 namespace fs = std::filesystem;
 
@@ -89,15 +90,7 @@ std::vector<std::pair<std::string, torch::Tensor>> read_npz(const fs::path& path
     const std::string where = path.string() + ": " + entry;
     if (unzOpenCurrentFile(zip.get()) != UNZ_OK) throw DataError(where + ": cannot be opened");
     std::string bytes(size_t(info.uncompressed_size), '\0');
-    size_t got = 0;
-    while (got < bytes.size()) {
-      const int n =
-          unzReadCurrentFile(zip.get(), bytes.data() + got, unsigned(std::min<size_t>(bytes.size() - got, 1u << 30)));
-      if (n <= 0) break;
-      got += size_t(n);
-    }
-    // unzCloseCurrentFile checks the entry's CRC once all of it was read.
-    if (got != bytes.size() || unzCloseCurrentFile(zip.get()) != UNZ_OK) {
+    if (!read_open_entry(zip.get(), bytes)) {
       throw DataError(where + ": truncated or damaged (its size or CRC does not match)");
     }
     if (entry.size() > 4 && entry.compare(entry.size() - 4, 4, ".npy") == 0) entry.resize(entry.size() - 4);
