@@ -4,10 +4,13 @@
 #include <torch/torch.h>
 
 #include <fmt/format.h>
+#include <minizip/unzip.h>
+#include <minizip/zip.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -270,6 +273,73 @@ TEST(Checkpoint, EveryFlippedByteIsRefusedOrChangesNothing) {
     }
   }
   EXPECT_GT(refused, 300) << unchanged << " flips changed nothing";
+}
+
+// Copies the zip archive `from` to `to`, entry by entry (stored, with fresh CRCs), passing each entry's bytes
+// through `edit`: a damaged checkpoint whose zip container is sound.
+void rewrite_zip(const fs::path& from, const fs::path& to,
+                 const std::function<void(const std::string&, std::string&)>& edit) {
+  unzFile in = unzOpen64(from.c_str());
+  ASSERT_NE(in, nullptr);
+  zipFile out = zipOpen64(to.c_str(), APPEND_STATUS_CREATE);
+  ASSERT_NE(out, nullptr);
+  for (int status = unzGoToFirstFile(in); status == UNZ_OK; status = unzGoToNextFile(in)) {
+    unz_file_info64 info;
+    char name[1024] = {};
+    ASSERT_EQ(unzGetCurrentFileInfo64(in, &info, name, sizeof name - 1, nullptr, 0, nullptr, 0), UNZ_OK);
+    std::string bytes(size_t(info.uncompressed_size), '\0');
+    ASSERT_EQ(unzOpenCurrentFile(in), UNZ_OK);
+    ASSERT_EQ(unzReadCurrentFile(in, bytes.data(), unsigned(bytes.size())), int(bytes.size()));
+    ASSERT_EQ(unzCloseCurrentFile(in), UNZ_OK);
+    edit(name, bytes);
+    zip_fileinfo zi = {};
+    ASSERT_EQ(zipOpenNewFileInZip64(out, name, &zi, nullptr, 0, nullptr, 0, nullptr, 0, 0, 0), ZIP_OK);
+    ASSERT_EQ(zipWriteInFileInZip(out, bytes.data(), unsigned(bytes.size())), ZIP_OK);
+    ASSERT_EQ(zipCloseFileInZip(out), ZIP_OK);
+  }
+  unzClose(in);
+  ASSERT_EQ(zipClose(out, nullptr), ZIP_OK);
+}
+
+// Found by fuzz_checkpoint: LibTorch compiles a checkpoint's code/ entries on every load, and its TorchScript
+// front end crashed (SEGV in ScriptTypeParser) on a module declaration whose `__parameters__` became
+// `__pavameters__`. Such entries, whole zips with sound CRCs, are refused by mtx before LibTorch parses them.
+TEST(Checkpoint, DamagedTorchScriptIsRefusedBeforeLibTorchCompilesIt) {
+  mtx::test::TempDir tmp;
+  mtx::config::Config c = toy_training(tmp);
+  c.train.max_steps = 1;
+  mtx::test::train_run(c, tmp / "run");
+  const fs::path good = tmp / "run" / "last.pt";
+  const auto ref = train::load_checkpoint(good);
+  // The copy itself loads: what is refused below is the edit, not the rewriting.
+  rewrite_zip(good, tmp / "copy.pt", [](const std::string&, std::string&) {});
+  EXPECT_EQ(train::load_checkpoint(tmp / "copy.pt").weights_sha256, ref.weights_sha256);
+  const std::vector<std::pair<std::string, std::string>> edits = {
+      {"__parameters__ = [\"weight\", \"bias\", ]", "__pavameters__ = [\"weight\", \"bias\", ]"},
+      {"  bias : Tensor", "  bias : Tensor[0]"},
+      {"class Module(Module):", "def f(x):\n  return x\nclass Module(Module):"},
+      {"  weight : Tensor", "  weight : __torch__.(]"},
+      {"__buffers__ = []", std::string("__buffers__ = [") + std::string(5000, '"') + "]"},
+  };
+  for (const auto& [from, to] : edits) {
+    const fs::path bad = tmp / "bad.pt";
+    int edited = 0;
+    rewrite_zip(good, bad, [&, &from = from, &to = to](const std::string& name, std::string& bytes) {
+      const size_t at = bytes.find(from);
+      if (name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0 && at != std::string::npos && edited == 0) {
+        bytes.replace(at, from.size(), to);
+        ++edited;
+      }
+    });
+    ASSERT_EQ(edited, 1) << from;
+    try {
+      train::load_checkpoint(bad);
+      ADD_FAILURE() << "loaded with " << to;
+    } catch (const mtx::DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("is not a module declaration"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad.string() + ": archive/code/"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Found by fuzz_checkpoint: a training state whose integer holds 3.4e29 was converted by nlohmann (undefined

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <regex>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -410,7 +411,32 @@ void check_pickle(const std::string& where, const std::string& p) {
   bad("a pickle without its STOP");
 }
 
-void check_pickles(const fs::path& path) {
+// LibTorch compiles a checkpoint's code/ entries (TorchScript class declarations) on every load, and its front end
+// can crash on a damaged one (the checkpoint fuzz target found a SEGV in ScriptTypeParser). torch::serialize's
+// OutputArchive writes only module declarations, in a handful of line forms (the same in LibTorch 1.13 and 2.x):
+// anything else is refused before LibTorch parses it.
+void check_code(const std::string& where, const std::string& text) {
+  static const std::regex kLine(
+      "|class [A-Za-z_][A-Za-z0-9_]*\\(Module\\):"
+      "|  __(parameters|buffers)__ = \\[(\"[A-Za-z_][A-Za-z0-9_]*\", )*\\]"
+      "|  __annotations__ = \\[\\]"
+      "|  __annotations__\\[\"[A-Za-z0-9_]+\"\\] = __torch__(\\.[A-Za-z_][A-Za-z0-9_]*)+"
+      "|  [A-Za-z_][A-Za-z0-9_]* : (Tensor|__torch__(\\.[A-Za-z_][A-Za-z0-9_]*)+)");
+  size_t begin = 0;
+  for (size_t number = 1; begin <= text.size(); ++number) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    // Lines are short (a module's own names); the cap also bounds std::regex's recursion on a damaged one.
+    if (end - begin > 1024 ||
+        !std::regex_match(text.begin() + ptrdiff_t(begin), text.begin() + ptrdiff_t(end), kLine)) {
+      throw CheckpointError(where + ": not a readable checkpoint (line " + std::to_string(number) +
+                            " is not a module declaration as LibTorch's serializer writes one)");
+    }
+    begin = end + 1;
+  }
+}
+
+void check_entries(const fs::path& path) {
   const uint64_t file_size = fs::file_size(path);
   std::unique_ptr<void, int (*)(unzFile)> zip(unzOpen64(path.c_str()), unzClose);
   if (!zip) return;
@@ -427,20 +453,27 @@ void check_pickles(const fs::path& path) {
                             std::to_string(info.uncompressed_size) + " bytes in a file of " +
                             std::to_string(file_size) + ")");
     }
-    if (entry.size() < 3 || entry.compare(entry.size() - 3, 3, "pkl") != 0) continue;
+    const auto ends_with = [&entry](const char* tail) {
+      const size_t k = std::strlen(tail);
+      return entry.size() >= k && entry.compare(entry.size() - k, k, tail) == 0;
+    };
+    const bool pickle = ends_with("pkl");
+    const bool code = ends_with(".py") && entry.find("/code/") != std::string::npos;
+    if (!pickle && !code) continue;
     std::string bytes(size_t(info.uncompressed_size), '\0');
     // LibTorch's reader checks no CRC: an entry that cannot be read whole, or fails its CRC, is refused here.
     if (unzOpenCurrentFile(zip.get()) != UNZ_OK || !read_open_entry(zip.get(), bytes)) {
       throw CheckpointError(where + ": not a readable checkpoint (the entry is truncated or fails its CRC)");
     }
-    check_pickle(where, bytes);
+    if (pickle) check_pickle(where, bytes);
+    if (code) check_code(where, bytes);
   }
 }
 
 // lean: for inference only -- an int8 bundle's layers never build their float weights (load_for_inference).
 Bundle load_bundle_impl(const fs::path& path, const torch::Device& device, ExtraParts* extra, bool lean) {
   if (!fs::exists(path)) throw NotFoundError("checkpoint '" + path.string() + "' not found");
-  check_pickles(path);
+  check_entries(path);
   const auto open = [&path] {
     auto archive = std::make_shared<torch::serialize::InputArchive>();
     try {
