@@ -3,6 +3,9 @@
 // the device-selection tests run everywhere.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <torch/version.h>
+
+#include <ATen/Context.h>
 
 #include <cmath>
 #include <fstream>
@@ -86,6 +89,24 @@ TEST(Device, CudaIsCompiledInExactlyWhenLibTorchHasIt) {
   if (cuda_info().compiled) {
     EXPECT_FALSE(cuda_info().runtime.empty());
   }
+}
+
+// Found on an H200: with bf16 autocast LibTorch 2.x's attention ran on cuDNN, which builds a graph for each new
+// shape (seconds each); a run on CUDA turns that backend off. The switch itself is checked on any machine.
+TEST(Device, CudaRunsTurnOffCuDnnAttention) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  const bool before = at::globalContext().userEnabledCuDNNSDP();
+  EXPECT_TRUE(use_shape_free_attention());
+  EXPECT_FALSE(at::globalContext().userEnabledCuDNNSDP());
+  at::globalContext().setSDPUseCuDNN(before);
+  if (cuda_info().devices > 0) {
+    select_device(config::Device::cuda, "--device");
+    EXPECT_FALSE(at::globalContext().userEnabledCuDNNSDP()) << "select_device(cuda) turns it off";
+    at::globalContext().setSDPUseCuDNN(before);
+  }
+#else
+  EXPECT_FALSE(use_shape_free_attention()) << "LibTorch 1.13 has no SDPA backends";
+#endif
 }
 
 TEST(Cuda, OneTrainingUpdateEqualsTheCpuUpdate) {

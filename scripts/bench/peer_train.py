@@ -89,7 +89,12 @@ def main():
     ap.add_argument("--skip", type=int, default=10, help="updates left out of the timing (warm-up)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--bf16", action="store_true", help="CUDA: bf16 autocast for the forward pass and the loss")
+    ap.add_argument("--cudnn-attention", action="store_true",
+                    help="keep cuDNN's attention backend, which builds a graph per new shape (mtx turns it off; "
+                         "so does this peer unless asked: torch.backends.cuda.enable_cudnn_sdp(False))")
     args = ap.parse_args()
+    if not args.cudnn_attention and hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     torch.set_num_threads(args.threads)

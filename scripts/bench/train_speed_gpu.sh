@@ -8,7 +8,8 @@
 # reads every 100 ms while the side runs (the CUDA context included, alike for both sides); the peer also
 # reports what its caching allocator held at most.
 # Settings: MTX_DATA_DIR (Multi30k; default the config's), MTX_CACHE_DIR (prepared data, shared between runs),
-# MTX_BENCH_DEVICE=cpu (a dry run of the plumbing without a GPU: fp32 only, 2 threads).
+# MTX_BENCH_DEVICE=cpu (a dry run of the plumbing without a GPU: fp32 only, 2 threads), MTX_BENCH_SETS (more
+# config settings for both sides, e.g. "train.max_tokens=25000").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 2 ] || { echo "usage: $0 MTX PYTHON [CONFIG] [UPDATES] [ROUNDS]" >&2; exit 2; }
@@ -25,6 +26,7 @@ trap 'rm -rf "$work"' EXIT
 common=(--config "$config" --set train.device="$device" --set train.threads=2)
 [ -n "${MTX_DATA_DIR:-}" ] && common+=(--set data.dir="$MTX_DATA_DIR")
 [ -n "${MTX_CACHE_DIR:-}" ] && common+=(--set data.cache_dir="$MTX_CACHE_DIR")
+for s in ${MTX_BENCH_SETS:-}; do common+=(--set "$s"); done
 "$mtx" --log-level warn prepare "${common[@]}" --export-batches "$work/batches.bin" --export-limit "$updates"
 "$mtx" info "${common[@]}" > "$work/info.json"
 "$py" -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["config"], open(sys.argv[2], "w"))' "$work/info.json" "$work/config.json"

@@ -1,5 +1,6 @@
 #include "mtx/util/device.h"
 
+#include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
@@ -25,6 +26,15 @@ std::string cuda_summary(const CudaInfo& info) {
   return "available: " + std::to_string(info.devices) + " device(s) (CUDA " + info.runtime + ")";
 }
 
+bool use_shape_free_attention() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  at::globalContext().setSDPUseCuDNN(false);
+  return true;
+#else
+  return false;  // LibTorch 1.13 has no scaled_dot_product_attention, so no cuDNN backend of it
+#endif
+}
+
 torch::Device select_device(config::Device device, const std::string& setting) {
   const CudaInfo cuda = cuda_info();
   if (device == config::Device::cuda && cuda.devices == 0) {
@@ -34,8 +44,10 @@ torch::Device select_device(config::Device device, const std::string& setting) {
     throw ConfigError(setting + " cuda: CUDA " + cuda.runtime +
                       " is compiled in, but no CUDA device is visible (no GPU or no driver); use cpu or auto");
   }
-  if (device == config::Device::cuda || (device == config::Device::auto_ && cuda.devices > 0))
+  if (device == config::Device::cuda || (device == config::Device::auto_ && cuda.devices > 0)) {
+    use_shape_free_attention();
     return torch::Device(torch::kCUDA);
+  }
   return torch::Device(torch::kCPU);
 }
 

@@ -24,6 +24,14 @@ std::string cuda_summary(const CudaInfo& info);
 
 // auto: CUDA when a device is visible, else the CPU. cuda without a device: ConfigError (exit 2) whose
 // message names `setting` (e.g. "train.device", "--device") and says whether CUDA is compiled in at all.
+// Choosing CUDA also calls use_shape_free_attention().
 torch::Device select_device(config::Device device, const std::string& setting);
+
+// Turns off cuDNN's backend of scaled_dot_product_attention (LibTorch >= 2.3; false where there is none to turn
+// off). LibTorch 2.x picks it first for bf16 on recent GPUs, and it builds a graph for every new shape of its
+// inputs, seconds each, while mtx's batches come in every length: on an H200 the first pass over Multi30k's
+// batches with bf16 autocast ran at a seventh of fp32's speed (docs/results.md, "GPU"). Flash or memory-
+// efficient attention then run instead, with no per-shape cost.
+bool use_shape_free_attention();
 
 }  // namespace mtx
