@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_train import Seq2SeqTransformer, read_batches  # noqa: E402
+from peer_train import Seq2SeqTransformer, read_batches, train_update  # noqa: E402
 
 
 def pad_batch(batch, pad, bucket):
@@ -72,13 +72,7 @@ def main():
 
     def update(batch, bf16):
         src, tgt_in, tgt_out = (x.to(device, non_blocking=True) for x in batch)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(src, tgt_in)
-            loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t["clip_norm"])
-        opt.step()
+        train_update(model, opt, loss_fn, src, tgt_in, tgt_out, bf16, t["clip_norm"])
 
     rows = []
 

@@ -80,6 +80,18 @@ class Seq2SeqTransformer(nn.Module):
         return F.linear(out, self.embed.weight)
 
 
+def train_update(model, opt, loss_fn, src, tgt_in, tgt_out, bf16, clip_norm):
+    """One update: forward (bf16 autocast if asked) and loss, backward, clipping, the optimizer's step."""
+    with torch.autocast(src.device.type, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(src, tgt_in)
+        loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    opt.step()
+    return loss
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", required=True)
@@ -116,13 +128,7 @@ def main():
             tokens, start = 0, time.perf_counter()
         tokens += int(tgt_out.ne(pad).sum())  # counted on the host: no device sync per update
         src, tgt_in, tgt_out = (x.to(device, non_blocking=True) for x in (src, tgt_in, tgt_out))
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
-            logits = model(src, tgt_in)
-            loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t["clip_norm"])
-        opt.step()
+        loss = train_update(model, opt, loss_fn, src, tgt_in, tgt_out, args.bf16, t["clip_norm"])
         sched.step()
     sync()
     seconds = time.perf_counter() - start

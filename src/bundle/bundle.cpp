@@ -274,8 +274,7 @@ namespace {
 // LibTorch's unpickler trusts the numbers in a pickle: a LONG_BINPUT's memo index sizes its memo table, so a damaged
 // checkpoint could ask for gigabytes (the checkpoint fuzz target found a 17 GB request). Each pickle of the archive is
 // walked first, opcode by opcode without running it: every argument must fit in the entry, every memo index must be
-// below the entry's size, and an opcode outside pickle's protocols is refused. A file minizip cannot open as a zip is
-// left to LibTorch's reader, which says why in its own words.
+// below the entry's size, and an opcode outside pickle's protocols is refused.
 void check_pickle(const std::string& where, const std::string& p) {
   const size_t n = p.size();
   size_t i = 0;
@@ -436,6 +435,8 @@ void check_code(const std::string& where, const std::string& text) {
   }
 }
 
+// Every pickle and TorchScript entry, read whole (LibTorch's reader checks no CRC). A file minizip cannot open as a
+// zip is left to LibTorch's reader, which says why in its own words.
 void check_entries(const fs::path& path) {
   const uint64_t file_size = fs::file_size(path);
   std::unique_ptr<void, int (*)(unzFile)> zip(unzOpen64(path.c_str()), unzClose);
@@ -461,7 +462,6 @@ void check_entries(const fs::path& path) {
     const bool code = ends_with(".py") && entry.find("/code/") != std::string::npos;
     if (!pickle && !code) continue;
     std::string bytes(size_t(info.uncompressed_size), '\0');
-    // LibTorch's reader checks no CRC: an entry that cannot be read whole, or fails its CRC, is refused here.
     if (unzOpenCurrentFile(zip.get()) != UNZ_OK || !read_open_entry(zip.get(), bytes)) {
       throw CheckpointError(where + ": not a readable checkpoint (the entry is truncated or fails its CRC)");
     }

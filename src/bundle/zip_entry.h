@@ -1,5 +1,5 @@
-// Reading one entry of a zip archive through minizip: shared by the .npz reader (npz.cpp) and the checkpoint's
-// pickle check (bundle.cpp).
+// Reading one entry of a zip archive through minizip: shared by the .npz reader (npz.cpp) and the checks of a
+// checkpoint's pickles and TorchScript (bundle.cpp).
 #pragma once
 
 #include <minizip/unzip.h>

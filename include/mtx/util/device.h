@@ -29,9 +29,8 @@ torch::Device select_device(config::Device device, const std::string& setting);
 
 // Turns off cuDNN's backend of scaled_dot_product_attention (LibTorch >= 2.3; false where there is none to turn
 // off). LibTorch 2.x picks it first for bf16 on recent GPUs, and it builds a graph for every new shape of its
-// inputs, seconds each, while mtx's batches come in every length: on an H200 the first pass over Multi30k's
-// batches with bf16 autocast ran at a seventh of fp32's speed (docs/results.md, "GPU"). Flash or memory-
-// efficient attention then run instead, with no per-shape cost.
+// inputs, while mtx's batches come in every length (docs/results.md, "GPU", has the measurement). Flash or
+// memory-efficient attention then run instead, with no per-shape cost.
 bool use_shape_free_attention();
 
 }  // namespace mtx
