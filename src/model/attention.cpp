@@ -112,9 +112,10 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
 
 // cat({cache[:, :, skip:].index_select(0, rows), step}, 2) for a cache [b0, h, t, hd], rows [b] (or undefined:
 // row i; -1: a row of zeros) and a step [b, h, 1, hd]; on the CPU one parallel gathering copy, without the
-// intermediate.
+// intermediate. `starts` (empty, or one per row): positions of a row before its start hold unspecified values
+// on the CPU's path (zeros elsewhere): they are masked, and the fused attention never reads them.
 torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& rows, const torch::Tensor& step,
-                          int64_t skip) {
+                          int64_t skip, const std::vector<int64_t>& starts) {
   TORCH_CHECK(skip >= 0 && skip <= cache_in.size(2), "append_rows: skip ", skip, " of ", cache_in.size(2));
   if (!cache_in.device().is_cpu() || cache_in.scalar_type() != torch::kFloat || step.size(2) != 1 ||
       !cache_in.is_contiguous()) {
@@ -138,16 +139,21 @@ torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& ro
   for (int64_t i = 0; rp && i < b; ++i) {
     TORCH_CHECK(rp[i] >= -1 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
   }
+  TORCH_CHECK(starts.empty() || int64_t(starts.size()) == b, "append_rows: ", starts.size(), " starts for ", b, " rows");
+  // Without gradients the fused attention is the only reader here: a row's positions before its start are not
+  // written at all. With them, a fallback may read them, so they are zeros.
+  const bool zero_prefix = torch::GradMode::is_enabled();
   at::parallel_for(0, b * h, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, t * d)),  // >= 64 KB
                    [&](int64_t begin, int64_t end) {
                      for (int64_t i = begin; i < end; ++i) {
                        const int64_t row = i / h, head = i % h;
                        const int64_t from = rp ? rp[row] : row;
+                       const int64_t first = from < 0 ? t : starts.empty() ? 0 : std::min(starts[size_t(row)], t);
                        float* o = op + i * (t + 1) * d;
-                       if (from < 0) {
-                         std::memset(o, 0, size_t(t * d) * sizeof(float));
-                       } else {
-                         std::memcpy(o, cp + ((from * h + head) * t0 + skip) * d, size_t(t * d) * sizeof(float));
+                       if (zero_prefix) std::memset(o, 0, size_t(first * d) * sizeof(float));
+                       if (first < t) {
+                         std::memcpy(o + first * d, cp + ((from * h + head) * t0 + skip + first) * d,
+                                     size_t((t - first) * d) * sizeof(float));
                        }
                        std::memcpy(o + t * d, sp + i * d, size_t(d) * sizeof(float));
                      }
@@ -236,8 +242,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   torch::Tensor v = split_heads(parts[2], options.heads());  // [b, h, t, hd]
   if (cache) {
     if (cache->k.defined()) {
-      k = append_rows(cache->k, cache->pending_rows, k, cache->pending_skip);  // [b, h, steps, hd]
-      v = append_rows(cache->v, cache->pending_rows, v, cache->pending_skip);
+      k = append_rows(cache->k, cache->pending_rows, k, cache->pending_skip, cache->starts);  // [b, h, steps, hd]
+      v = append_rows(cache->v, cache->pending_rows, v, cache->pending_skip, cache->starts);
     }
     cache->k = k;
     cache->v = v;

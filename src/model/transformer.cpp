@@ -85,6 +85,7 @@ void DecoderCache::reorder(const torch::Tensor& indices, bool same_memory) {
       steps -= drop;
     }
     if (std::all_of(starts.begin(), starts.end(), [](int64_t s) { return s == 0; })) starts.clear();
+    for (auto& layer : layers) layer.self.starts = starts;
   }
   // The memory of sentences no row reads any more is let go once it is most of it.
   if (mapped && !same_memory && !layers.empty() && layers.front().memory.pending_rows.defined()) {

@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include <ostream>
+#include <vector>
 
 #include "mtx/config/config.h"
 #include "mtx/model/linear.h"
@@ -46,6 +47,10 @@ struct SelfKV {
   torch::Tensor pending_rows;
   // Leading positions of k/v dropped at the next append (self-attention: positions no row attends to any more).
   int64_t pending_skip = 0;
+  // Self-attention under continuous batching: per row (after the pending reorder and skip), its sentence's first
+  // position; the positions before it are masked, and the next append need not copy them. Empty: every row's
+  // first position is 0.
+  std::vector<int64_t> starts;
   // Composes with a pending reorder. With `fresh` ([n] int64): rows `rows` .. rows + n of `indices` name rows
   // that joined the state (continuous batching), reading rows `fresh` of k/v, or -1: a row with nothing cached
   // (zeros, to be masked). `rows`: the state's rows before the reorder.
