@@ -15,6 +15,7 @@
 #include "mtx/config/config.h"
 #include "mtx/model/attention.h"
 #include "mtx/model/int8_gemm.h"
+#include "mtx/model/masks.h"
 
 using namespace mtx::model;
 namespace config = mtx::config;
@@ -295,6 +296,39 @@ TEST(Transformer, EncodingIsBitIdenticalAloneAndInAPaddedBatch) {
   const Memory both = model->encode(batch);  // [2, 48, 64]
   const torch::Tensor a = one.states[0], b = both.states[0].narrow(0, 0, 5);
   EXPECT_TRUE(torch::equal(a, b)) << "max diff " << (a - b).abs().max().item<float>();
+}
+
+// At CPU inference a batch of mixed lengths is encoded in chunks of like lengths (the server's requests come in
+// any order): each row still gets exactly the states it gets alone, the mask is the whole batch's, and a short
+// row's positions past its chunk are zeros -- its layers did not run on the long rows' padding.
+TEST(Transformer, MixedLengthsAreEncodedInChunksEachRowAsAlone) {
+  if (!fp32::PackedLinear::available()) GTEST_SKIP() << "mtx's float kernel needs AVX-512 (row-independent Linear)";
+  torch::manual_seed(11);
+  Transformer model(small(true, false, true).d_model(64).max_len(64));
+  model->eval();
+  model->pack_fp32();
+  torch::NoGradGuard no_grad;
+  const std::vector<int64_t> lengths = {3, 40, 5, 2, 38, 20, 4};
+  const int64_t s = 40;
+  torch::Tensor batch = torch::zeros({int64_t(lengths.size()), s}, torch::kLong);  // pad 0
+  std::vector<torch::Tensor> rows;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    rows.push_back(torch::randint(4, 50, {1, lengths[i]}, torch::kLong));
+    batch[int64_t(i)].narrow(0, 0, lengths[i]).copy_(rows.back()[0]);
+  }
+  const Memory all = model->encode(batch);  // [7, 40, 64]
+  ASSERT_EQ(all.states.sizes(), (std::vector<int64_t>{int64_t(lengths.size()), s, 64}));
+  EXPECT_TRUE(torch::equal(all.mask, key_padding_mask(batch, 0)));
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const Memory one = model->encode(rows[i]);  // [1, len, 64]
+    const torch::Tensor got = all.states[int64_t(i)].narrow(0, 0, lengths[i]);
+    EXPECT_TRUE(torch::equal(one.states[0], got)) << "row " << i << ": max diff "
+                                                   << (one.states[0] - got).abs().max().item<float>();
+  }
+  for (const size_t i : {0, 2, 3, 6}) {  // the short rows: one chunk of at most 5 positions
+    EXPECT_TRUE(torch::equal(all.states[int64_t(i)].narrow(0, 5, s - 5), torch::zeros({s - 5, 64})))
+        << "row " << i << " ran on the long rows' padding";
+  }
 }
 
 // clone() (Cloneable, as LibTorch's modules are): the same parameters and buffers under the same names, its own

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "mtx/model/dropout.h"
 #include "mtx/model/masks.h"
@@ -315,14 +317,100 @@ torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
   return output->forward(hidden);
 }
 
+namespace {
+
+// An encoder call's fixed cost (dispatch and allocations per layer) as a count of tokens whose layer work at
+// width d costs as much: kEncoderCallWork / d^2 (docs/serving.md gives the measurement behind it).
+constexpr double kEncoderCallWork = 150000.0;
+
+// Sentences of one chunk of an encoder batch: rows of the batch, and the positions they need (up to the last
+// real token of the longest).
+struct EncoderChunk {
+  std::vector<int64_t> rows;
+  int64_t extent = 0;
+};
+
+// The chunks, by length, whose padded tokens plus `call_tokens` per chunk (an encoder call's fixed cost, in
+// tokens' worth of its layers) are fewest; one chunk where cutting gains nothing. src [b, s] int64 on the CPU.
+std::vector<EncoderChunk> encoder_chunks(const torch::Tensor& src, int64_t pad_id, double call_tokens) {
+  const torch::Tensor tokens = src.contiguous();
+  const int64_t b = tokens.size(0), s = tokens.size(1);
+  const int64_t* tp = tokens.data_ptr<int64_t>();
+  std::vector<int64_t> extent(static_cast<size_t>(b), 0);
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t j = s; j > 0; --j) {
+      if (tp[i * s + j - 1] != pad_id) {
+        extent[size_t(i)] = j;
+        break;
+      }
+    }
+  }
+  std::vector<int64_t> order(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) order[size_t(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return extent[size_t(x)] > extent[size_t(y)]; });
+  // Cut only between different lengths: groups [starts[g], starts[g + 1]) of `order` share one.
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || extent[size_t(order[i])] != extent[size_t(order[i - 1])]) starts.push_back(i);
+  }
+  const size_t groups = starts.size();
+  starts.push_back(order.size());
+  // cost[g]: the fewest of the groups from g on; a chunk starting at group g pads to group g's length.
+  std::vector<double> cost(groups + 1, 0.0);
+  std::vector<size_t> cut(groups + 1, groups);
+  for (size_t g = groups; g-- > 0;) {
+    cost[g] = std::numeric_limits<double>::infinity();
+    const double longest = double(std::max<int64_t>(1, extent[size_t(order[starts[g]])]));
+    for (size_t e = g + 1; e <= groups; ++e) {
+      const double c = call_tokens + double(starts[e] - starts[g]) * longest + cost[e];
+      if (c < cost[g]) {
+        cost[g] = c;
+        cut[g] = e;
+      }
+    }
+  }
+  std::vector<EncoderChunk> chunks;
+  for (size_t g = 0; g < groups; g = cut[g]) {
+    EncoderChunk c;
+    c.rows.assign(order.begin() + std::ptrdiff_t(starts[g]), order.begin() + std::ptrdiff_t(starts[cut[g]]));
+    std::sort(c.rows.begin(), c.rows.end());
+    c.extent = std::max<int64_t>(1, extent[size_t(order[starts[g]])]);
+    chunks.push_back(std::move(c));
+  }
+  return chunks;
+}
+
+}  // namespace
+
 Memory TransformerImpl::encode(const torch::Tensor& src) {
   TORCH_CHECK(!options.decoder_only(), "encode: a decoder-only language model has no source side");
   TORCH_CHECK(src.dim() == 2, "encode: expected src [batch, src_len], got ", src.sizes());
+  const auto run = [this](const torch::Tensor& tokens) {
+    Memory m;
+    m.mask = key_padding_mask(tokens, options.pad_id());  // [b, 1, 1, s]
+    torch::Tensor x = embed(src_embed, tokens, 0);        // [b, s, d]
+    for (const auto& layer : *encoder) x = layer->as<EncoderLayer>()->forward(x, m.mask);
+    m.states = options.pre_norm() ? encoder_norm->forward(x) : x;  // [b, s, d]
+    return m;
+  };
+  // At CPU inference a batch of mixed lengths (a server's) is encoded in chunks of like lengths, so that its
+  // layers do not run on padding. The kernels are row-independent there, so each sentence's states are the ones
+  // it gets alone; positions past a sentence's chunk are zeros (they are masked).
+  if (is_training() || torch::GradMode::is_enabled() || !src.device().is_cpu() || src.size(0) < 2 ||
+      src.scalar_type() != torch::kLong) {
+    return run(src);
+  }
+  const double d = double(options.d_model());
+  const std::vector<EncoderChunk> chunks = encoder_chunks(src, options.pad_id(), kEncoderCallWork / (d * d));
+  if (chunks.size() == 1 && chunks.front().extent == src.size(1)) return run(src);
   Memory m;
   m.mask = key_padding_mask(src, options.pad_id());  // [b, 1, 1, s]
-  torch::Tensor x = embed(src_embed, src, 0);        // [b, s, d]
-  for (const auto& layer : *encoder) x = layer->as<EncoderLayer>()->forward(x, m.mask);
-  m.states = options.pre_norm() ? encoder_norm->forward(x) : x;  // [b, s, d]
+  for (const auto& c : chunks) {
+    const torch::Tensor rows = torch::tensor(c.rows, torch::kLong);
+    const Memory part = run(src.index_select(0, rows).narrow(1, 0, c.extent));  // [n, extent, d]
+    if (!m.states.defined()) m.states = torch::zeros({src.size(0), src.size(1), part.states.size(2)}, part.states.options());
+    m.states.narrow(1, 0, c.extent).index_copy_(0, rows, part.states);
+  }
   return m;
 }
 
