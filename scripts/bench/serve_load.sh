@@ -10,7 +10,7 @@
 # the server's and offline's CPU milliseconds per sentence, and the server's peak RSS). MTX_LOAD_CLIENTS="32" runs only
 # the levels it lists; MTX_SERVE_FLAGS adds flags to `mtx serve`.
 # Then a soak: MTX_SOAK_REQUESTS requests (default 100000; 0 skips it) from 16 keep-alive clients and 16
-# one-shot clients (a new connection per request) at once, for as long as that many take at the 32-client rate;
+# one-shot clients (a new connection per request) at once, half of them each (each wrk stops at its half);
 # the server's open descriptors and RSS are sampled every second, and a second table gives the errors and both,
 # first 10% of the samples against the last 10%, then the mean RSS of each tenth of the soak. Installs wrk (Debian's) when it is missing.
 set -euo pipefail
@@ -95,8 +95,9 @@ soak=${MTX_SOAK_REQUESTS:-100000}
 if [ "$soak" -gt 0 ]; then
   rate32=${rate32:-${rate:-0}}
   [ "${rate32%.*}" -gt 0 ] || rate32=10
-  soak_seconds=$(awk -v n="$soak" -v r="$rate32" 'BEGIN { s = n / r; printf "%d", (s < 10 ? 10 : s + 1) }')
-  echo "soak: $soak requests at about $rate32/s: ${soak_seconds} s, 16 keep-alive and 16 one-shot clients" >&2
+  # wrk's duration is only a ceiling: each of the two stops at its half of the requests.
+  soak_seconds=$(awk -v n="$soak" -v r="$rate32" 'BEGIN { s = 3 * n / r + 30; printf "%d", s }')
+  echo "soak: $soak requests at about $rate32/s (at most ${soak_seconds} s), 16 keep-alive and 16 one-shot clients" >&2
   : > "$work/samples"
   (
     while kill -0 "$server" 2>/dev/null; do
@@ -107,12 +108,22 @@ if [ "$soak" -gt 0 ]; then
     done
   ) &
   sampler=$!
-  MTX_LOAD_SENTENCES="$work/src.de" MTX_LOAD_BEAM="$beam" wrk -t 1 -c 16 -d "${soak_seconds}s" --timeout 30s \
-    -s scripts/bench/serve_load.lua "http://127.0.0.1:$port" > "$work/wrk.soak.keep" 2>&1 &
+  half=$(( (soak + 1) / 2 ))
+  MTX_LOAD_DONE="$work/done.keep" MTX_LOAD_LIMIT=$half MTX_LOAD_SENTENCES="$work/src.de" MTX_LOAD_BEAM="$beam" wrk -t 1 -c 16 -d "${soak_seconds}s" \
+    --timeout 30s -s scripts/bench/serve_load.lua "http://127.0.0.1:$port" > "$work/wrk.soak.keep" 2>&1 &
   keep=$!
-  MTX_LOAD_CLOSE=1 MTX_LOAD_SENTENCES="$work/src.de" MTX_LOAD_BEAM="$beam" wrk -t 1 -c 16 -d "${soak_seconds}s" \
-    --timeout 30s -s scripts/bench/serve_load.lua "http://127.0.0.1:$port" > "$work/wrk.soak.close" 2>&1
-  wait "$keep"
+  MTX_LOAD_DONE="$work/done.close" MTX_LOAD_LIMIT=$(( soak - half )) MTX_LOAD_CLOSE=1 MTX_LOAD_SENTENCES="$work/src.de" \
+    MTX_LOAD_BEAM="$beam" wrk -t 1 -c 16 -d "${soak_seconds}s" --timeout 30s -s scripts/bench/serve_load.lua \
+    "http://127.0.0.1:$port" > "$work/wrk.soak.close" 2>&1 &
+  close=$!
+  # Each wrk stops sending at its half; SIGINT then ends it (it prints its summary) instead of its -d.
+  while kill -0 "$keep" 2>/dev/null || kill -0 "$close" 2>/dev/null; do
+    if [ -e "$work/done.keep" ]; then kill -INT "$keep" 2>/dev/null || true; fi
+    if [ -e "$work/done.close" ]; then kill -INT "$close" 2>/dev/null || true; fi
+    sleep 0.2
+  done
+  wait "$keep" || true
+  wait "$close" || true
   kill "$sampler" 2>/dev/null || true
   wait "$sampler" 2>/dev/null || true
   total=0 errors=0
