@@ -320,7 +320,7 @@ torch::Tensor TransformerImpl::project(const torch::Tensor& hidden) {
 namespace {
 
 // An encoder call's fixed cost (dispatch and allocations per layer) as a count of tokens whose layer work at
-// width d costs as much: kEncoderCallWork / d^2 (docs/serving.md gives the measurement behind it).
+// width d costs as much: kEncoderCallWork / d^2 (docs/serving.md derives it).
 constexpr double kEncoderCallWork = 150000.0;
 
 // Sentences of one chunk of an encoder batch: rows of the batch, and the positions they need (up to the last
