@@ -410,6 +410,45 @@ TEST(ServeBatcher, ARunningBatchTakesInRequestsWithItsKeyWhileEveryThreadIsBusy)
   }
 }
 
+// Under load a running batch takes nothing in while join_below or more of its sentences are still searching
+// (it runs as it started), and fills up again once it has drained below that.
+TEST(ServeBatcher, ARunningBatchJoinsOnlyOnceDrainedBelowJoinBelow) {
+  serve::BatcherOptions o;
+  o.max_wait_ms = 0;  // the batch starts at once
+  o.join_below = 3;
+  std::promise<void> queued;
+  std::shared_future<void> ready = queued.get_future().share();
+  std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `more`, with 4, 3 and then 2 searching
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
+                                const serve::Batcher::More& more, const auto&, const auto&) {
+    serve::Hypotheses all = echo(k, s);
+    if (s[0][0] != 9) return all;
+    ready.wait();
+    for (const int64_t searching : {4, 3, 2}) {
+      const auto more_sources = more(searching);
+      joined.push_back(more_sources);
+      for (const auto& src : more_sources) {
+        all.push_back({decode::Hypothesis{src, 0, 0}});
+        finished(int64_t(all.size()) - 1, all.back());
+      }
+    }
+    return all;
+  });
+  SetOnExit go{queued};
+  std::promise<serve::Hypotheses> a, b;
+  ASSERT_TRUE(batcher.submit(job_of({{9, 9}}, a)));
+  while (batcher.queued_sentences() > 0) std::this_thread::sleep_for(1ms);  // the batch has started
+  ASSERT_TRUE(batcher.submit(job_of({{1, 2}, {3}, {4}, {5}, {6}}, b)));  // as many waiting as searching, and more
+  go();
+  EXPECT_EQ(a.get_future().get()[0][0].tokens, (std::vector<int32_t>{9, 9}));
+  EXPECT_EQ(b.get_future().get()[4][0].tokens, (std::vector<int32_t>{6}));
+  batcher.stop();
+  ASSERT_EQ(joined.size(), 3u);
+  EXPECT_TRUE(joined[0].empty()) << "4 searching";
+  EXPECT_TRUE(joined[1].empty()) << "3 searching";
+  EXPECT_EQ(joined[2], (std::vector<std::vector<int32_t>>{{1, 2}, {3}, {4}, {5}, {6}})) << "2 searching";
+}
+
 // A running batch (continuous batching keeps one running for as long as requests come) lets go of each request
 // once it is answered: what its done holds (in the server, the connection) is freed then, not when the batch ends.
 TEST(ServeBatcher, AnAnsweredRequestIsLetGoWhileItsBatchRunsOn) {

@@ -86,6 +86,11 @@ Command add_serve(CLI::App& app) {
                 "Always wait --max-wait-ms for company, even when every request in flight is already queued");
   cmd->add_flag("!--no-continuous-batching", a->server.batching.continuous,
                 "Never take requests into a running batch: each batch runs as it started");
+  cmd->add_option("--join-below", a->server.batching.join_below,
+                  "A running batch takes in queued requests only while fewer than this many of its sentences are "
+                  "still searching (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-queue", a->server.batching.max_queue, "Sentences waiting at most; past it, 429")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

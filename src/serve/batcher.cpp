@@ -302,13 +302,15 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
   if (on_batch_) on_batch_(record_of(jobs, false, batch_jobs));
   jobs.clear();  // `replies` holds them until each is answered
   if (sources.empty()) return;
-  // Joining a running batch: only while no batch thread is idle (an idle one starts a batch of its own), up to
-  // the token budget of the sentences still searching.
+  // Joining a running batch: only while no batch thread is idle (an idle one starts a batch of its own) and the
+  // search has drained below join_below sentences, up to the token budget of the sentences still searching.
   int64_t admitted = int64_t(sources.size());
   const More more = [&](int64_t searching) -> std::vector<std::vector<int32_t>> {
     // A batch that has taken in its share ends with what it has, and the next starts afresh: what a search keeps
     // per sentence it has seen (its results, the replies' bookkeeping) stays bounded under any load.
-    if (!options_.continuous || admitted >= options_.max_joined_sentences) return {};
+    if (!options_.continuous || searching >= options_.join_below || admitted >= options_.max_joined_sentences) {
+      return {};
+    }
     std::vector<std::shared_ptr<Job>> joining;
     {
       std::lock_guard<std::mutex> lock(mutex_);

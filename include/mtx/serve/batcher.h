@@ -81,6 +81,9 @@ struct BatcherOptions {
   // search steps (Run's `more`), up to max_batch_tokens of sentences still searching. Once the oldest queued
   // request has waited max_wait_ms and is another key's or does not fit, it takes nothing more.
   bool continuous = true;
+  // ...and only while fewer than join_below of its sentences are still searching: under load a batch runs as it
+  // started until it has drained to a few sentences, then fills up again (0: never joins).
+  int64_t join_below = 5;
   // Sentences one batch takes in at most, those it started with included; then it ends with what it has and the
   // next batch starts afresh (a search keeps each sentence's result until it ends: memory stays flat under load).
   int64_t max_joined_sentences = 4096;
