@@ -112,10 +112,11 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
 
 // cat({cache[:, :, skip:].index_select(0, rows), step}, 2) for a cache [b0, h, t, hd], rows [b] (or undefined:
 // row i; -1: a row of zeros) and a step [b, h, 1, hd]; on the CPU one parallel gathering copy, without the
-// intermediate. `starts` (empty, or one per row): positions of a row before its start hold unspecified values
-// on the CPU's path (zeros elsewhere): they are masked, and the fused attention never reads them.
+// intermediate. `starts` (empty, or one per row): a row's positions before its start are masked; on the CPU's
+// path they are not written when `unread_prefix` (the caller's attention is the fused loop, which never reads
+// them), and zeros otherwise (as on every other path).
 torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& rows, const torch::Tensor& step,
-                          int64_t skip, const std::vector<int64_t>& starts) {
+                          int64_t skip, const std::vector<int64_t>& starts, bool unread_prefix) {
   TORCH_CHECK(skip >= 0 && skip <= cache_in.size(2), "append_rows: skip ", skip, " of ", cache_in.size(2));
   if (!cache_in.device().is_cpu() || cache_in.scalar_type() != torch::kFloat || step.size(2) != 1 ||
       !cache_in.is_contiguous()) {
@@ -140,9 +141,7 @@ torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& ro
     TORCH_CHECK(rp[i] >= -1 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
   }
   TORCH_CHECK(starts.empty() || int64_t(starts.size()) == b, "append_rows: ", starts.size(), " starts for ", b, " rows");
-  // Without gradients the fused attention is the only reader here: a row's positions before its start are not
-  // written at all. With them, a fallback may read them, so they are zeros.
-  const bool zero_prefix = torch::GradMode::is_enabled();
+  const bool zero_prefix = !unread_prefix;
   at::parallel_for(0, b * h, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, t * d)),  // >= 64 KB
                    [&](int64_t begin, int64_t end) {
                      for (int64_t i = begin; i < end; ++i) {
@@ -242,8 +241,12 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   torch::Tensor v = split_heads(parts[2], options.heads());  // [b, h, t, hd]
   if (cache) {
     if (cache->k.defined()) {
-      k = append_rows(cache->k, cache->pending_rows, k, cache->pending_skip, cache->starts);  // [b, h, steps, hd]
-      v = append_rows(cache->v, cache->pending_rows, v, cache->pending_skip, cache->starts);
+      // Without gradients, weights kept or dropout, the CPU's attention below is the fused loop: it skips a row's
+      // masked positions before its first real key, so the append need not write them.
+      const bool unread_prefix =
+          !torch::GradMode::is_enabled() && !keep_weights && !(is_training() && options.dropout() > 0);
+      k = append_rows(cache->k, cache->pending_rows, k, cache->pending_skip, cache->starts, unread_prefix);
+      v = append_rows(cache->v, cache->pending_rows, v, cache->pending_skip, cache->starts, unread_prefix);
     }
     cache->k = k;
     cache->v = v;
