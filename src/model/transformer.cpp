@@ -394,10 +394,17 @@ Memory TransformerImpl::encode(const torch::Tensor& src) {
     return m;
   };
   // At CPU inference a batch of mixed lengths (a server's) is encoded in chunks of like lengths, so that its
-  // layers do not run on padding. The kernels are row-independent there, so each sentence's states are the ones
-  // it gets alone; positions past a sentence's chunk are zeros (they are masked).
+  // layers do not run on padding. Where the Linear layers are mtx's (packed float or int8, row-independent) each
+  // sentence's states are then bit for bit the ones it gets alone; positions past a sentence's chunk are zeros
+  // (they are masked). Not while attention weights are kept (attention_maps reads one whole-batch pass).
+  const auto keeps_weights = [this] {
+    for (const auto& layer : *encoder) {
+      if (layer->as<EncoderLayer>()->self_attn->keep_weights) return true;
+    }
+    return false;
+  };
   if (is_training() || torch::GradMode::is_enabled() || !src.device().is_cpu() || src.size(0) < 2 ||
-      src.scalar_type() != torch::kLong) {
+      src.size(1) == 0 || src.scalar_type() != torch::kLong || keeps_weights()) {
     return run(src);
   }
   const double d = double(options.d_model());
