@@ -331,6 +331,27 @@ TEST(Transformer, MixedLengthsAreEncodedInChunksEachRowAsAlone) {
   }
 }
 
+// attention_maps reads the kept weights of one pass over the whole batch: the encoder does not cut a batch of
+// mixed lengths into chunks then, and the maps are batch row 0's, over every source position.
+TEST(Transformer, AttentionMapsOfABatchAreRowZerosWholePass) {
+  if (!fp32::PackedLinear::available()) GTEST_SKIP() << "mtx's float kernel needs AVX-512 (row-independent Linear)";
+  torch::manual_seed(12);
+  Transformer model(small(true, false, true).d_model(64).max_len(64));
+  model->eval();
+  model->pack_fp32();
+  torch::Tensor src = torch::zeros({2, 40}, torch::kLong);  // row 0: 40 tokens; row 1: 2 (a chunk of its own)
+  src[0].copy_(torch::randint(4, 50, {40}));
+  src[1].narrow(0, 0, 2).copy_(torch::randint(4, 50, {2}));
+  const torch::Tensor tgt = torch::randint(4, 50, {2, 5});
+  const AttentionMaps both = model->attention_maps(src, tgt);
+  const AttentionMaps alone = model->attention_maps(src.narrow(0, 0, 1), tgt.narrow(0, 0, 1));
+  ASSERT_EQ(both.encoder_self.size(), alone.encoder_self.size());
+  for (size_t l = 0; l < both.encoder_self.size(); ++l) {
+    ASSERT_EQ(both.encoder_self[l].sizes(), alone.encoder_self[l].sizes()) << "layer " << l;
+    EXPECT_TRUE(torch::allclose(both.encoder_self[l], alone.encoder_self[l], 1e-5, 1e-6)) << "layer " << l;
+  }
+}
+
 // clone() (Cloneable, as LibTorch's modules are): the same parameters and buffers under the same names, its own
 // copies of them, the same submodule types (mtx's Linear included), the same output -- for every arrangement.
 TEST(Transformer, CloneIsAnEqualIndependentCopy) {
