@@ -438,7 +438,7 @@ TEST(ServeBatcher, ARunningBatchJoinsOnlyOnceDrainedBelowJoinBelow) {
   std::promise<serve::Hypotheses> a, b;
   ASSERT_TRUE(batcher.submit(job_of({{9, 9}}, a)));
   while (batcher.queued_sentences() > 0) std::this_thread::sleep_for(1ms);  // the batch has started
-  ASSERT_TRUE(batcher.submit(job_of({{1, 2}, {3}, {4}, {5}, {6}}, b)));  // as many waiting as searching, and more
+  ASSERT_TRUE(batcher.submit(job_of({{1, 2}, {3}, {4}, {5}, {6}}, b)));     // as many waiting as searching, and more
   go();
   EXPECT_EQ(a.get_future().get()[0][0].tokens, (std::vector<int32_t>{9, 9}));
   EXPECT_EQ(b.get_future().get()[4][0].tokens, (std::vector<int32_t>{6}));

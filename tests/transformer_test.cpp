@@ -322,8 +322,8 @@ TEST(Transformer, MixedLengthsAreEncodedInChunksEachRowAsAlone) {
   for (size_t i = 0; i < lengths.size(); ++i) {
     const Memory one = model->encode(rows[i]);  // [1, len, 64]
     const torch::Tensor got = all.states[int64_t(i)].narrow(0, 0, lengths[i]);
-    EXPECT_TRUE(torch::equal(one.states[0], got)) << "row " << i << ": max diff "
-                                                   << (one.states[0] - got).abs().max().item<float>();
+    EXPECT_TRUE(torch::equal(one.states[0], got))
+        << "row " << i << ": max diff " << (one.states[0] - got).abs().max().item<float>();
   }
   for (const size_t i : {0, 2, 3, 6}) {  // the short rows: one chunk of at most 5 positions
     EXPECT_TRUE(torch::equal(all.states[int64_t(i)].narrow(0, 5, s - 5), torch::zeros({s - 5, 64})))

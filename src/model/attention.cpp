@@ -140,7 +140,8 @@ torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& ro
   for (int64_t i = 0; rp && i < b; ++i) {
     TORCH_CHECK(rp[i] >= -1 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
   }
-  TORCH_CHECK(starts.empty() || int64_t(starts.size()) == b, "append_rows: ", starts.size(), " starts for ", b, " rows");
+  TORCH_CHECK(starts.empty() || int64_t(starts.size()) == b, "append_rows: ", starts.size(), " starts for ", b,
+              " rows");
   const bool zero_prefix = !unread_prefix;
   at::parallel_for(0, b * h, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, t * d)),  // >= 64 KB
                    [&](int64_t begin, int64_t end) {

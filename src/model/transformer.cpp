@@ -347,7 +347,8 @@ std::vector<EncoderChunk> encoder_chunks(const torch::Tensor& src, int64_t pad_i
   }
   std::vector<int64_t> order(static_cast<size_t>(b));
   for (int64_t i = 0; i < b; ++i) order[size_t(i)] = i;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return extent[size_t(x)] > extent[size_t(y)]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return extent[size_t(x)] > extent[size_t(y)]; });
   // Cut only between different lengths: groups [starts[g], starts[g + 1]) of `order` share one.
   std::vector<size_t> starts;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -403,8 +404,8 @@ Memory TransformerImpl::encode(const torch::Tensor& src) {
     }
     return false;
   };
-  if (is_training() || torch::GradMode::is_enabled() || !src.device().is_cpu() || src.size(0) < 2 ||
-      src.size(1) == 0 || src.scalar_type() != torch::kLong || keeps_weights()) {
+  if (is_training() || torch::GradMode::is_enabled() || !src.device().is_cpu() || src.size(0) < 2 || src.size(1) == 0 ||
+      src.scalar_type() != torch::kLong || keeps_weights()) {
     return run(src);
   }
   const double d = double(options.d_model());
@@ -415,7 +416,8 @@ Memory TransformerImpl::encode(const torch::Tensor& src) {
   for (const auto& c : chunks) {
     const torch::Tensor rows = torch::tensor(c.rows, torch::kLong);
     const Memory part = run(src.index_select(0, rows).narrow(1, 0, c.extent));  // [n, extent, d]
-    if (!m.states.defined()) m.states = torch::zeros({src.size(0), src.size(1), part.states.size(2)}, part.states.options());
+    if (!m.states.defined())
+      m.states = torch::zeros({src.size(0), src.size(1), part.states.size(2)}, part.states.options());
     m.states.narrow(1, 0, c.extent).index_copy_(0, rows, part.states);
   }
   return m;
