@@ -76,6 +76,16 @@ TransformerOptions small(bool pre_norm, bool learned, bool shared) {
       .share_embeddings(shared);
 }
 
+// A small model (d 64, pre-norm, shared embeddings) from `seed`, in eval mode with mtx's packed float kernel: the
+// CPU inference arrangement whose rows are computed independently.
+Transformer packed_for_inference(uint64_t seed) {
+  torch::manual_seed(seed);
+  Transformer model(small(true, false, true).d_model(64).max_len(64));
+  model->eval();
+  model->pack_fp32();
+  return model;
+}
+
 // Parameters and buffers of `a` and `b`: the same names, equal values.
 void expect_equal_state(torch::nn::Module& a, torch::nn::Module& b) {
   for (const bool params : {true, false}) {
@@ -283,10 +293,7 @@ TEST(Transformer, SdpaModelEqualsTheExplicitPathForwardAndBackward) {
 // the difference into other translations).
 TEST(Transformer, EncodingIsBitIdenticalAloneAndInAPaddedBatch) {
   if (!fp32::PackedLinear::available()) GTEST_SKIP() << "mtx's float kernel needs AVX-512 (row-independent Linear)";
-  torch::manual_seed(9);
-  Transformer model(small(true, false, true).d_model(64).max_len(64));
-  model->eval();
-  model->pack_fp32();
+  Transformer model = packed_for_inference(9);
   torch::NoGradGuard no_grad;
   const torch::Tensor alone = torch::tensor({{5, 6, 7, 8, 3}}, torch::kLong);  // [1, 5]
   torch::Tensor batch = torch::zeros({2, 48}, torch::kLong);                   // [2, 48]: pad 0
@@ -303,10 +310,7 @@ TEST(Transformer, EncodingIsBitIdenticalAloneAndInAPaddedBatch) {
 // row's positions past its chunk are zeros -- its layers did not run on the long rows' padding.
 TEST(Transformer, MixedLengthsAreEncodedInChunksEachRowAsAlone) {
   if (!fp32::PackedLinear::available()) GTEST_SKIP() << "mtx's float kernel needs AVX-512 (row-independent Linear)";
-  torch::manual_seed(11);
-  Transformer model(small(true, false, true).d_model(64).max_len(64));
-  model->eval();
-  model->pack_fp32();
+  Transformer model = packed_for_inference(11);
   torch::NoGradGuard no_grad;
   const std::vector<int64_t> lengths = {3, 40, 5, 2, 38, 20, 4};
   const int64_t s = 40;
@@ -335,10 +339,7 @@ TEST(Transformer, MixedLengthsAreEncodedInChunksEachRowAsAlone) {
 // mixed lengths into chunks then, and the maps are batch row 0's, over every source position.
 TEST(Transformer, AttentionMapsOfABatchAreRowZerosWholePass) {
   if (!fp32::PackedLinear::available()) GTEST_SKIP() << "mtx's float kernel needs AVX-512 (row-independent Linear)";
-  torch::manual_seed(12);
-  Transformer model(small(true, false, true).d_model(64).max_len(64));
-  model->eval();
-  model->pack_fp32();
+  Transformer model = packed_for_inference(12);
   torch::Tensor src = torch::zeros({2, 40}, torch::kLong);  // row 0: 40 tokens; row 1: 2 (a chunk of its own)
   src[0].copy_(torch::randint(4, 50, {40}));
   src[1].narrow(0, 0, 2).copy_(torch::randint(4, 50, {2}));

@@ -142,7 +142,6 @@ torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& ro
   }
   TORCH_CHECK(starts.empty() || int64_t(starts.size()) == b, "append_rows: ", starts.size(), " starts for ", b,
               " rows");
-  const bool zero_prefix = !unread_prefix;
   at::parallel_for(0, b * h, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, t * d)),  // >= 64 KB
                    [&](int64_t begin, int64_t end) {
                      for (int64_t i = begin; i < end; ++i) {
@@ -150,7 +149,7 @@ torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& ro
                        const int64_t from = rp ? rp[row] : row;
                        const int64_t first = from < 0 ? t : starts.empty() ? 0 : std::min(starts[size_t(row)], t);
                        float* o = op + i * (t + 1) * d;
-                       if (zero_prefix) std::memset(o, 0, size_t(first * d) * sizeof(float));
+                       if (!unread_prefix) std::memset(o, 0, size_t(first * d) * sizeof(float));
                        if (first < t) {
                          std::memcpy(o + first * d, cp + ((from * h + head) * t0 + skip + first) * d,
                                      size_t((t - first) * d) * sizeof(float));
@@ -242,10 +241,10 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   torch::Tensor v = split_heads(parts[2], options.heads());  // [b, h, t, hd]
   if (cache) {
     if (cache->k.defined()) {
-      // Without gradients, weights kept or dropout, the CPU's attention below is the fused loop: it skips a row's
-      // masked positions before its first real key, so the append need not write them.
-      const bool unread_prefix =
-          !torch::GradMode::is_enabled() && !keep_weights && !(is_training() && options.dropout() > 0);
+      // Where the attention below is the fused loop, which skips a row's masked positions before its first real
+      // key, the append need not write them.
+      const bool unread_prefix = fused_decode(q, cache->k, cache->v, is_training() ? options.dropout() : 0.0,
+                                              keep_weights ? &weights : nullptr, mask);
       k = append_rows(cache->k, cache->pending_rows, k, cache->pending_skip, cache->starts, unread_prefix);
       v = append_rows(cache->v, cache->pending_rows, v, cache->pending_skip, cache->starts, unread_prefix);
     }
