@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -199,35 +200,74 @@ TEST(Dist, ReducedGradientsAreWhatOneProcessAccumulates) {
   }
 }
 
-TEST(Dist, ARankThatLeavesOrHangsFailsTheOthersWithinTheTimeout) {
-  for (const bool hang : {false, true}) {
-    const int port = free_port();
-    std::string error;
-    double waited = 0;
-    std::thread other([&] {
+namespace {
+
+// One run of the scenario on a fresh port: rank 1 joins, waits until rank 0 has joined too, then leaves (or hangs,
+// never joining the collective); rank 0 then sums. An exception of either rank's setup comes back as text (setup),
+// never out of a thread or past a joinable one: the test then fails saying so instead of aborting the binary.
+struct PeerRun {
+  std::string setup;  // a rank's setup error, or empty
+  std::string error;  // rank 0's error from the sum
+  double waited = 0;  // seconds rank 0's sum took
+};
+
+PeerRun run_with_a_peer_that_leaves(bool hang) {
+  PeerRun out;
+  const int port = free_port();
+  std::promise<void> joined;  // rank 0's group is built (or its setup failed)
+  std::shared_future<void> rank0_joined = joined.get_future().share();
+  std::string other_setup;
+  std::thread other([&] {
+    try {
       Env e;
       e.rank = 1, e.world_size = 2, e.master_port = port;
       Group g(e, torch::Device(torch::kCPU), std::chrono::seconds(2));
+      rank0_joined.wait_for(std::chrono::seconds(10));
       if (hang) std::this_thread::sleep_for(std::chrono::seconds(4));  // never joins the collective
-    });
-    {
-      Env e;
-      e.rank = 0, e.world_size = 2, e.master_port = port;
-      Group g(e, torch::Device(torch::kCPU), std::chrono::seconds(2));
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        std::vector<double> v{1};
-        g.sum(v);
-      } catch (const mtx::Error& ex) {
-        error = ex.what();
-      }
-      waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } catch (const std::exception& ex) {
+      other_setup = ex.what();
     }
-    other.join();
-    EXPECT_NE(error.find("rank 0: all-reduce (sum) over gloo failed"), std::string::npos) << error;
-    EXPECT_NE(error.find("train.dist_timeout_s = 2"), std::string::npos) << error;
-    EXPECT_LT(waited, 3.5) << (hang ? "hung" : "gone") << " peer: " << error;
+  });
+  bool signalled = false;
+  try {
+    Env e;
+    e.rank = 0, e.world_size = 2, e.master_port = port;
+    Group g(e, torch::Device(torch::kCPU), std::chrono::seconds(2));
+    joined.set_value();
+    signalled = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      std::vector<double> v{1};
+      g.sum(v);
+    } catch (const mtx::Error& ex) {
+      out.error = ex.what();
+    }
+    out.waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } catch (const std::exception& ex) {
+    out.setup = std::string("rank 0: ") + ex.what();
+  }
+  if (!signalled) joined.set_value();
+  other.join();
+  if (out.setup.empty() && !other_setup.empty()) out.setup = "rank 1: " + other_setup;
+  return out;
+}
+
+}  // namespace
+
+TEST(Dist, ARankThatLeavesOrHangsFailsTheOthersWithinTheTimeout) {
+  for (const bool hang : {false, true}) {
+    PeerRun r;
+    // The port free_port found may be taken by another process (tests run side by side) before rank 0 binds it:
+    // the rendezvous then fails, and a fresh port is tried.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      r = run_with_a_peer_that_leaves(hang);
+      if (r.setup.find("rendezvous") == std::string::npos) break;
+    }
+    ASSERT_EQ(r.setup, "") << (hang ? "hung" : "gone") << " peer: a rank's setup failed";
+    EXPECT_NE(r.error.find("rank 0: all-reduce (sum) over gloo failed"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("train.dist_timeout_s = 2"), std::string::npos) << r.error;
+    EXPECT_LT(r.waited, 3.5) << (hang ? "hung" : "gone") << " peer: " << r.error;
   }
 }
 
