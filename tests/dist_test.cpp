@@ -65,9 +65,10 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-// Runs `body(group)` on `world` ranks, each a thread with its own Gloo group on loopback.
-void on_ranks(int world, const std::function<void(Group&)>& body,
-              std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+// Runs `body(group)` on `world` ranks, each a thread with its own Gloo group on loopback; returns each rank's error
+// (setup or body), empty where none.
+std::vector<std::string> ranks_errors(int world, const std::function<void(Group&)>& body,
+                                      std::chrono::milliseconds timeout) {
   const int port = free_port();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<size_t>(world));
@@ -87,6 +88,13 @@ void on_ranks(int world, const std::function<void(Group&)>& body,
     });
   }
   for (auto& t : threads) t.join();
+  return errors;
+}
+
+// ranks_errors, expecting none.
+void on_ranks(int world, const std::function<void(Group&)>& body,
+              std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const std::vector<std::string> errors = ranks_errors(world, body, timeout);
   for (int r = 0; r < world; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
 }
 
@@ -202,9 +210,9 @@ TEST(Dist, ReducedGradientsAreWhatOneProcessAccumulates) {
 
 namespace {
 
-// One run of the scenario on a fresh port: rank 1 joins, waits until rank 0 has joined too, then leaves (or hangs,
-// never joining the collective); rank 0 then sums. An exception of either rank's setup comes back as text (setup),
-// never out of a thread or past a joinable one: the test then fails saying so instead of aborting the binary.
+// One run of the scenario on a fresh port (ranks_errors): rank 1 joins, waits until rank 0 has joined too, then
+// leaves (or hangs, never joining the collective); rank 0 then sums. A rank's setup error comes back as text
+// (setup): the test then fails saying so instead of aborting the binary.
 struct PeerRun {
   std::string setup;  // a rank's setup error, or empty
   std::string error;  // rank 0's error from the sum
@@ -213,43 +221,31 @@ struct PeerRun {
 
 PeerRun run_with_a_peer_that_leaves(bool hang) {
   PeerRun out;
-  const int port = free_port();
-  std::promise<void> joined;  // rank 0's group is built (or its setup failed)
-  std::shared_future<void> rank0_joined = joined.get_future().share();
-  std::string other_setup;
-  std::thread other([&] {
-    try {
-      Env e;
-      e.rank = 1, e.world_size = 2, e.master_port = port;
-      Group g(e, torch::Device(torch::kCPU), std::chrono::seconds(2));
-      rank0_joined.wait_for(std::chrono::seconds(10));
-      if (hang) std::this_thread::sleep_for(std::chrono::seconds(4));  // never joins the collective
-    } catch (const std::exception& ex) {
-      other_setup = ex.what();
-    }
-  });
-  bool signalled = false;
-  try {
-    Env e;
-    e.rank = 0, e.world_size = 2, e.master_port = port;
-    Group g(e, torch::Device(torch::kCPU), std::chrono::seconds(2));
-    joined.set_value();
-    signalled = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      std::vector<double> v{1};
-      g.sum(v);
-    } catch (const mtx::Error& ex) {
-      out.error = ex.what();
-    }
-    out.waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  } catch (const std::exception& ex) {
-    out.setup = std::string("rank 0: ") + ex.what();
+  std::promise<void> joined;  // rank 0's group is built
+  const std::shared_future<void> rank0_joined = joined.get_future().share();
+  const std::vector<std::string> errors = ranks_errors(
+      2,
+      [&](Group& g) {
+        if (g.rank() == 1) {
+          rank0_joined.wait_for(std::chrono::seconds(10));
+          if (hang) std::this_thread::sleep_for(std::chrono::seconds(4));  // never joins the collective
+          return;
+        }
+        joined.set_value();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          std::vector<double> v{1};
+          g.sum(v);
+        } catch (const mtx::Error& ex) {
+          out.error = ex.what();
+        }
+        out.waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      },
+      std::chrono::seconds(2));
+  for (size_t r = 0; r < errors.size() && out.setup.empty(); ++r) {
+    if (!errors[r].empty()) out.setup = "rank " + std::to_string(r) + ": " + errors[r];
   }
-  if (!signalled) joined.set_value();
-  other.join();
-  if (out.setup.empty() && !other_setup.empty()) out.setup = "rank 1: " + other_setup;
   return out;
 }
 
