@@ -42,42 +42,23 @@ kernels::AttentionLoops attention_loops() {
   return kernels::attention_loops_generic();
 }
 
+// A [b, h, t, hd] operand by element strides (hd contiguous).
+struct Strided {
+  const float* p;
+  int64_t row, head, pos;
+};
+
 // Attention at CPU inference, per (row, head, query): scores, mask, softmax and the weighted sum of values in
 // one pass over the keys, in parallel over them, without the temporaries of the tensor-op formulation -- the
 // incremental decoder's one query per row over its cache, and the encoder's queries over a padded source.
-// q [b, h, tq, hd], k/v [b, h, tk, hd] (any strides, hd contiguous), mask bool [b|1, 1, 1, tk] (key padding) or
-// undefined -> [b, h, tq, hd]. kv_rows [b] int64 (or undefined: row i): the row of k, v and mask that query row i
-// reads (beams sharing their sentence's encoder memory). Each query is computed by one thread in a fixed order
-// over the keys, masked keys adding exact zeros: the result depends neither on the batch (nor its padding) nor
-// on the thread count -- which LibTorch's batched GEMMs and SDPA do not promise (a padded length changes
-// their blocking), and int8 layers would magnify.
-torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
-                                   const torch::Tensor& mask_in, const torch::Tensor& kv_rows = torch::Tensor()) {
-  const torch::Tensor q = q_in.stride(3) == 1 ? q_in : q_in.contiguous();
-  const torch::Tensor k = k_in.stride(3) == 1 ? k_in : k_in.contiguous();
-  const torch::Tensor v = v_in.stride(3) == 1 ? v_in : v_in.contiguous();
-  const int64_t B = q.size(0), H = q.size(1), Q = q.size(2), T = k.size(2), D = q.size(3);
-  const torch::Tensor rows = kv_rows.defined() ? kv_rows.to(torch::kLong).contiguous() : torch::Tensor();  // [b]
-  const int64_t* rp = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
-  TORCH_CHECK(!rp || rows.numel() == B, "decode attention: ", rows.numel(), " key rows for ", B, " queries");
-  for (int64_t i = 0; rp && i < B; ++i) {
-    TORCH_CHECK(rp[i] >= 0 && rp[i] < k.size(0), "decode attention: key row ", rp[i], " of ", k.size(0));
-  }
-  TORCH_CHECK(rp || k.size(0) == B, "decode attention: ", k.size(0), " key rows for ", B, " queries");
-  torch::Tensor out = torch::empty({B, Q, H, D}, q.options());  // [b, tq, h, hd]: merge_heads is then a view
-  torch::Tensor mask;
-  if (mask_in.defined()) {
-    TORCH_CHECK(mask_in.scalar_type() == torch::kBool && mask_in.size(-1) == T && mask_in.numel() % T == 0 &&
-                    (mask_in.numel() / T == 1 || mask_in.numel() / T == mask_in.size(0)),
-                "decode attention: mask ", mask_in.sizes(), " is not a key padding mask for ", T, " keys");
-    mask = mask_in.reshape({mask_in.size(0), T}).contiguous();  // [b|1, tk]
-  }
-  const float* qp = q.data_ptr<float>();
-  const float* kp = k.data_ptr<float>();
-  const float* vp = v.data_ptr<float>();
-  const bool* mp = mask.defined() ? mask.data_ptr<bool>() : nullptr;
-  const int64_t mask_rows = mask.defined() ? mask.size(0) : 0;
-  float* op = out.data_ptr<float>();
+// q [B, H, Q, D], k/v [key rows, H, T, D]; mask [mask_rows, T] (key padding: 1 row for all, or one per key row)
+// or null; rows [B] (or null: row i): the key row query row i reads (beams sharing their sentence's encoder
+// memory); out [B, Q, H, D]. Each query is computed by one thread in a fixed order over the keys, masked keys
+// adding exact zeros: the result depends neither on the batch (nor its padding) nor on the thread count -- which
+// LibTorch's batched GEMMs and SDPA do not promise (a padded length changes their blocking), and int8 layers
+// would magnify.
+void attend_cpu(const Strided& q, const Strided& k, const Strided& v, int64_t B, int64_t H, int64_t Q, int64_t T,
+                int64_t D, const bool* mp, int64_t mask_rows, const int64_t* rp, float* op) {
   const float scale = float(1.0 / std::sqrt(double(D)));
   // A thread takes at least ~2^15 key-dimension products: one sentence's few queries over a short cache stay on
   // one thread.
@@ -85,7 +66,9 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
   const kernels::AttentionLoops loops = attention_loops();
   // Per mask row, the keys from its first to its last unmasked one: the masked keys around them would only add
   // exact zeros, so the loop skips them (padded sources, rows that joined a running decode later).
-  std::vector<int64_t> first(size_t(std::max<int64_t>(mask_rows, 1)), 0), last(first.size(), T);
+  thread_local std::vector<int64_t> first, last;
+  first.assign(size_t(std::max<int64_t>(mask_rows, 1)), 0);
+  last.assign(first.size(), T);
   for (int64_t r = 0; r < mask_rows; ++r) {
     const bool* m = mp + r * T;
     int64_t lo = 0, hi = T;
@@ -94,20 +77,97 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
     first[size_t(r)] = lo;
     last[size_t(r)] = hi;
   }
+  const int64_t* fp = first.data();
+  const int64_t* lp = last.data();
   at::parallel_for(0, B * H * Q, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> w(static_cast<size_t>(T));
+    thread_local std::vector<float> w;
+    if (w.size() < size_t(T)) w.resize(size_t(T));
     for (int64_t i = begin; i < end; ++i) {
       const int64_t b = i / (H * Q), h = i / Q % H, j = i % Q, kb = rp ? rp[b] : b;
-      const float* qi = qp + b * q.stride(0) + h * q.stride(1) + j * q.stride(2);
+      const float* qi = q.p + b * q.row + h * q.head + j * q.pos;
       const int64_t mr = mp && mask_rows > 1 ? kb : 0;
-      const int64_t lo = first[size_t(mr)], n = last[size_t(mr)] - lo;
+      const int64_t lo = fp[mr], n = lp[mr] - lo;
       const bool* mi = mp ? mp + mr * T + lo : nullptr;
-      loops.query(qi, kp + kb * k.stride(0) + h * k.stride(1) + lo * k.stride(2), k.stride(2),
-                  vp + kb * v.stride(0) + h * v.stride(1) + lo * v.stride(2), v.stride(2), mi, n, D, scale, w.data(),
-                  op + ((b * Q + j) * H + h) * D);
+      loops.query(qi, k.p + kb * k.row + h * k.head + lo * k.pos, k.pos, v.p + kb * v.row + h * v.head + lo * v.pos,
+                  v.pos, mi, n, D, scale, w.data(), op + ((b * Q + j) * H + h) * D);
     }
   });
+}
+
+// The mask of decode attention as [mask rows, T] bools (undefined stays undefined).
+torch::Tensor key_mask_rows(const torch::Tensor& mask_in, int64_t T) {
+  if (!mask_in.defined()) return {};
+  TORCH_CHECK(mask_in.scalar_type() == torch::kBool && mask_in.size(-1) == T && mask_in.numel() % T == 0 &&
+                  (mask_in.numel() / T == 1 || mask_in.numel() / T == mask_in.size(0)),
+              "decode attention: mask ", mask_in.sizes(), " is not a key padding mask for ", T, " keys");
+  return mask_in.is_contiguous() ? mask_in : mask_in.reshape({mask_in.size(0), T}).contiguous();
+}
+
+Strided strided(const torch::Tensor& t) { return {t.data_ptr<float>(), t.stride(0), t.stride(1), t.stride(2)}; }
+
+// decode attention's key rows: [b] int64 (undefined: row i), checked against k's rows.
+torch::Tensor key_rows(const torch::Tensor& kv_rows, int64_t B, int64_t rows0) {
+  const torch::Tensor rows = kv_rows.defined() ? kv_rows.to(torch::kLong).contiguous() : torch::Tensor();  // [b]
+  const int64_t* rp = rows.defined() ? rows.data_ptr<int64_t>() : nullptr;
+  TORCH_CHECK(!rp || rows.numel() == B, "decode attention: ", rows.numel(), " key rows for ", B, " queries");
+  for (int64_t i = 0; rp && i < B; ++i) {
+    TORCH_CHECK(rp[i] >= 0 && rp[i] < rows0, "decode attention: key row ", rp[i], " of ", rows0);
+  }
+  TORCH_CHECK(rp || rows0 == B, "decode attention: ", rows0, " key rows for ", B, " queries");
+  return rows;
+}
+
+// attend_cpu on tensors: q [b, h, tq, hd], k/v [b, h, tk, hd] (any strides, hd contiguous), mask bool [b|1, 1, 1,
+// tk] (key padding) or undefined -> [b, h, tq, hd]. kv_rows [b] int64 (or undefined: row i).
+torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
+                                   const torch::Tensor& mask_in, const torch::Tensor& kv_rows = torch::Tensor()) {
+  const torch::Tensor q = q_in.stride(3) == 1 ? q_in : q_in.contiguous();
+  const torch::Tensor k = k_in.stride(3) == 1 ? k_in : k_in.contiguous();
+  const torch::Tensor v = v_in.stride(3) == 1 ? v_in : v_in.contiguous();
+  const int64_t B = q.size(0), H = q.size(1), Q = q.size(2), T = k.size(2), D = q.size(3);
+  const torch::Tensor rows = key_rows(kv_rows, B, k.size(0));
+  const torch::Tensor mask = key_mask_rows(mask_in, T);
+  torch::Tensor out = torch::empty({B, Q, H, D}, q.options());  // [b, tq, h, hd]: merge_heads is then a view
+  attend_cpu(strided(q), strided(k), strided(v), B, H, Q, T, D, mask.defined() ? mask.data_ptr<bool>() : nullptr,
+             mask.defined() ? mask.numel() / T : 0, rows.defined() ? rows.data_ptr<int64_t>() : nullptr,
+             out.data_ptr<float>());
   return out.transpose(1, 2);  // [b, h, tq, hd]
+}
+
+// The CPU float path of append_rows below: the step's rows and heads at element strides s_row, s_head (hd
+// contiguous), b rows.
+torch::Tensor append_rows_cpu(const torch::Tensor& cache, const torch::Tensor& rows, const float* sp, int64_t s_row,
+                              int64_t s_head, int64_t b, int64_t skip, const std::vector<int64_t>& starts,
+                              bool unread_prefix) {
+  const int64_t h = cache.size(1), t0 = cache.size(2), t = t0 - skip, d = cache.size(3);
+  const torch::Tensor r = rows.defined() ? rows.to(torch::kLong).contiguous() : torch::Tensor();
+  torch::Tensor out = torch::empty({b, h, t + 1, d}, cache.options());  // [b, h, t + 1, hd]
+  const float* cp = cache.data_ptr<float>();
+  const int64_t* rp = r.defined() ? r.data_ptr<int64_t>() : nullptr;
+  float* op = out.data_ptr<float>();
+  const int64_t rows0 = cache.size(0);
+  for (int64_t i = 0; rp && i < b; ++i) {
+    TORCH_CHECK(rp[i] >= -1 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
+  }
+  TORCH_CHECK(rp || b <= rows0, "append_rows: ", b, " rows for a cache of ", rows0);
+  TORCH_CHECK(starts.empty() || int64_t(starts.size()) == b, "append_rows: ", starts.size(), " starts for ", b,
+              " rows");
+  at::parallel_for(0, b * h, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, t * d)),  // >= 64 KB
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) {
+                       const int64_t row = i / h, head = i % h;
+                       const int64_t from = rp ? rp[row] : row;
+                       const int64_t first = from < 0 ? t : starts.empty() ? 0 : std::min(starts[size_t(row)], t);
+                       float* o = op + i * (t + 1) * d;
+                       if (!unread_prefix) std::memset(o, 0, size_t(first * d) * sizeof(float));
+                       if (first < t) {
+                         std::memcpy(o + first * d, cp + ((from * h + head) * t0 + skip + first) * d,
+                                     size_t((t - first) * d) * sizeof(float));
+                       }
+                       std::memcpy(o + t * d, sp + row * s_row + head * s_head, size_t(d) * sizeof(float));
+                     }
+                   });
+  return out;
 }
 
 // cat({cache[:, :, skip:].index_select(0, rows), step}, 2) for a cache [b0, h, t, hd], rows [b] (or undefined:
@@ -127,37 +187,9 @@ torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& ro
     const torch::Tensor r = torch::where(rows < 0, torch::full_like(rows, cache.size(0)), rows);
     return torch::cat({torch::cat({cache, zeros}, 0).index_select(0, r), step}, 2);
   }
-  const torch::Tensor& cache = cache_in;
-  const int64_t b = step.size(0), h = cache.size(1), t0 = cache.size(2), t = t0 - skip, d = cache.size(3);
-  const torch::Tensor s = step.contiguous();
-  const torch::Tensor r = rows.defined() ? rows.to(torch::kLong).contiguous() : torch::Tensor();
-  torch::Tensor out = torch::empty({b, h, t + 1, d}, cache.options());  // [b, h, t + 1, hd]
-  const float* cp = cache.data_ptr<float>();
-  const float* sp = s.data_ptr<float>();
-  const int64_t* rp = r.defined() ? r.data_ptr<int64_t>() : nullptr;
-  float* op = out.data_ptr<float>();
-  const int64_t rows0 = cache.size(0);
-  for (int64_t i = 0; rp && i < b; ++i) {
-    TORCH_CHECK(rp[i] >= -1 && rp[i] < rows0, "append_rows: row ", rp[i], " of a cache of ", rows0);
-  }
-  TORCH_CHECK(starts.empty() || int64_t(starts.size()) == b, "append_rows: ", starts.size(), " starts for ", b,
-              " rows");
-  at::parallel_for(0, b * h, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, t * d)),  // >= 64 KB
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t i = begin; i < end; ++i) {
-                       const int64_t row = i / h, head = i % h;
-                       const int64_t from = rp ? rp[row] : row;
-                       const int64_t first = from < 0 ? t : starts.empty() ? 0 : std::min(starts[size_t(row)], t);
-                       float* o = op + i * (t + 1) * d;
-                       if (!unread_prefix) std::memset(o, 0, size_t(first * d) * sizeof(float));
-                       if (first < t) {
-                         std::memcpy(o + first * d, cp + ((from * h + head) * t0 + skip + first) * d,
-                                     size_t((t - first) * d) * sizeof(float));
-                       }
-                       std::memcpy(o + t * d, sp + i * d, size_t(d) * sizeof(float));
-                     }
-                   });
-  return out;
+  const torch::Tensor s = step.stride(3) == 1 && step.scalar_type() == torch::kFloat ? step : step.contiguous();
+  return append_rows_cpu(cache_in, rows, s.data_ptr<float>(), s.stride(0), s.stride(1), s.size(0), skip, starts,
+                         unread_prefix);
 }
 
 }  // namespace
@@ -235,6 +267,15 @@ void SelfAttentionImpl::pretty_print(std::ostream& stream) const {
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache) {
+  if (cache && x.dim() == 3 && x.size(1) == 1 && !keep_weights && (!is_training() || options.dropout() == 0) &&
+      !torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
+      (!cache->k.defined() ||
+       (cache->k.device().is_cpu() && cache->k.scalar_type() == torch::kFloat && cache->k.is_contiguous() &&
+        cache->v.is_contiguous() && cache->v.scalar_type() == torch::kFloat)) &&
+      (!mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
+                           (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1))))) {
+    return step_cpu(x, mask, *cache);
+  }
   const auto parts = qkv->forward(x).chunk(3, -1);           // 3 x [b, t, d]
   torch::Tensor q = split_heads(parts[0], options.heads());  // [b, h, t, hd]
   torch::Tensor k = split_heads(parts[1], options.heads());  // [b, h, t, hd]
@@ -256,6 +297,40 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   const torch::Tensor y = attention(q, k, v, mask, options.dropout(), is_training(), options.use_sdpa(),
                                     keep_weights ? &weights : nullptr);  // [b, h, t, hd]
   return out->forward(merge_heads(y));                                   // [b, t, d]
+}
+
+// One incremental decoding step at CPU float inference: what forward does with a cache, reading q, k and v in place
+// in the projection's output (no head split, no copies) -- the same loops, the same numbers.
+torch::Tensor SelfAttentionImpl::step_cpu(const torch::Tensor& x, const torch::Tensor& mask, SelfKV& cache) {
+  const torch::Tensor qkv_out = qkv->forward(x);  // [b, 1, 3d]
+  const int64_t b = x.size(0), d = options.d_model(), H = options.heads(), D = d / H;
+  TORCH_CHECK(qkv_out.is_contiguous() && qkv_out.size(-1) == 3 * d, "attention: qkv gave ", qkv_out.sizes());
+  const float* base = qkv_out.data_ptr<float>();  // row r: q at r * 3d, k at r * 3d + d, v at r * 3d + 2d
+  if (cache.k.defined()) {
+    cache.k = append_rows_cpu(cache.k, cache.pending_rows, base + d, 3 * d, D, b, cache.pending_skip, cache.starts,
+                              /*unread_prefix=*/true);
+    cache.v = append_rows_cpu(cache.v, cache.pending_rows, base + 2 * d, 3 * d, D, b, cache.pending_skip, cache.starts,
+                              /*unread_prefix=*/true);
+  } else {
+    cache.k = torch::empty({b, H, 1, D}, x.options());  // [b, h, 1, hd]
+    cache.v = torch::empty({b, H, 1, D}, x.options());
+    float* kp = cache.k.data_ptr<float>();
+    float* vp = cache.v.data_ptr<float>();
+    for (int64_t r = 0; r < b; ++r) {
+      std::memcpy(kp + r * d, base + r * 3 * d + d, size_t(d) * sizeof(float));
+      std::memcpy(vp + r * d, base + r * 3 * d + 2 * d, size_t(d) * sizeof(float));
+    }
+  }
+  cache.pending_rows = torch::Tensor();
+  cache.pending_skip = 0;
+  const int64_t T = cache.k.size(2);
+  const torch::Tensor m = key_mask_rows(mask, T);
+  TORCH_CHECK(!m.defined() || m.numel() / T == 1 || m.numel() / T == b, "attention: mask ", mask.sizes(), " for ", b,
+              " rows");
+  torch::Tensor y = torch::empty({b, 1, d}, x.options());  // [b, 1, h * hd]: the heads merged
+  attend_cpu(Strided{base, 3 * d, D, 3 * d}, strided(cache.k), strided(cache.v), b, H, 1, T, D,
+             m.defined() ? m.data_ptr<bool>() : nullptr, m.defined() ? m.numel() / T : 0, nullptr, y.data_ptr<float>());
+  return out->forward(y);  // [b, 1, d]
 }
 
 CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& o) : options(o) { reset(); }
@@ -282,10 +357,29 @@ SelfKV CrossAttentionImpl::project_memory(const torch::Tensor& memory) {
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& memory, const torch::Tensor& mask,
                                           torch::Tensor* weights_out) {
-  const torch::Tensor queries = split_heads(q->forward(x), options.heads());  // [b, h, t, hd]
   torch::Tensor* keep = weights_out ? weights_out : keep_weights ? &weights : nullptr;
   const torch::Tensor& rows = memory.pending_rows;  // [b] memory row of each query row, or undefined
-  torch::Tensor y;                                  // [b, h, t, hd]
+  if (rows.defined() && x.dim() == 3 && x.size(1) == 1 && !keep && (!is_training() || options.dropout() == 0) &&
+      !torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
+      memory.k.device().is_cpu() && memory.k.scalar_type() == torch::kFloat &&
+      memory.v.scalar_type() == torch::kFloat && memory.k.stride(3) == 1 && memory.v.stride(3) == 1 &&
+      (!mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
+                           (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1))))) {
+    // One decoding step at CPU float inference: the queries read in place, the heads merged as written (the same
+    // loops and numbers as below, without the views).
+    const torch::Tensor qo = q->forward(x);  // [b, 1, d]
+    const int64_t b = x.size(0), d = options.d_model(), H = options.heads(), D = d / H, T = memory.k.size(2);
+    TORCH_CHECK(qo.is_contiguous() && qo.size(-1) == d, "attention: q gave ", qo.sizes());
+    const torch::Tensor r = key_rows(rows, b, memory.k.size(0));
+    const torch::Tensor m = key_mask_rows(mask, T);
+    torch::Tensor y = torch::empty({b, 1, d}, x.options());  // [b, 1, h * hd]
+    attend_cpu(Strided{qo.data_ptr<float>(), d, D, d}, strided(memory.k), strided(memory.v), b, H, 1, T, D,
+               m.defined() ? m.data_ptr<bool>() : nullptr, m.defined() ? m.numel() / T : 0, r.data_ptr<int64_t>(),
+               y.data_ptr<float>());
+    return out->forward(y);  // [b, 1, d]
+  }
+  const torch::Tensor queries = split_heads(q->forward(x), options.heads());  // [b, h, t, hd]
+  torch::Tensor y;                                                            // [b, h, t, hd]
   if (rows.defined() &&
       fused_decode(queries, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep, mask)) {
     y = decode_attention_cpu(queries, memory.k, memory.v, mask, rows);

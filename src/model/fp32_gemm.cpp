@@ -101,17 +101,19 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x, bool mostly_zeros) c
   TORCH_CHECK(defined(), "fp32::PackedLinear: not packed");
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "fp32::PackedLinear runs on float CPU tensors");
   TORCH_CHECK(x.size(-1) == in_, "linear: input has ", x.size(-1), " features, the layer takes ", in_);
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  // The output is allocated in its final shape, and a contiguous x read in place: a decoding step makes a dozen of
+  // these calls on a few rows, where each LibTorch call (a view, a copy check) costs about what the rows do.
+  c10::SmallVector<int64_t, 4> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = out_;
 #if defined(__x86_64__)
-  const torch::Tensor rows = x.reshape({-1, in_}).contiguous();  // [n, in]
-  const int64_t n = rows.size(0);
-  torch::Tensor y = torch::empty({n, out_}, x.options());  // [n, out]
-  if (n == 0) return y.view(shape);
-  const float* xp = rows.data_ptr<float>();
-  const float* pp = packed_.data_ptr<float>();
-  const float* bp = bias_.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
+  const torch::Tensor rows = x.is_contiguous() ? x : x.reshape({-1, in_}).contiguous();  // [n, in] in memory
+  const int64_t n = in_ > 0 ? rows.numel() / in_ : 0;
+  torch::Tensor y = torch::empty(shape, x.options());  // [.., out]
+  if (n == 0) return y;
+  const float* xp = static_cast<const float*>(rows.data_ptr());
+  const float* pp = static_cast<const float*>(packed_.data_ptr());
+  const float* bp = static_cast<const float*>(bias_.data_ptr());
+  float* yp = static_cast<float*>(y.data_ptr());
   // Threads split the panels; every output is computed by one thread in one fixed order. A thread takes at least
   // 2^16 units of work (a panel costs in x (rows + 8): with few rows, streaming its weights dominates).
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / (in_ * (n + 8)));
@@ -148,7 +150,7 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x, bool mostly_zeros) c
         }
       });
     }
-    return y.view(shape);
+    return y;
   }
   at::parallel_for(0, out_pad_ / kPanel, grain, [&](int64_t p_begin, int64_t p_end) {
     for (int64_t m = 0; m < n; m += chunk) {
@@ -160,7 +162,7 @@ torch::Tensor PackedLinear::forward(const torch::Tensor& x, bool mostly_zeros) c
       }
     }
   });
-  return y.view(shape);
+  return y;
 #else
   TORCH_CHECK(false, "fp32::PackedLinear: this build has no kernel of mtx's (x86-64 only)");
   return x;

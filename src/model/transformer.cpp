@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -278,15 +279,76 @@ void TransformerImpl::reset_parameters() {
 
 torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
                                      const torch::Tensor& row_positions) {
-  torch::Tensor x = lookup(table, tokens);  // [b, t, d]
-  if (options.scale_embeddings()) x = x * std::sqrt(double(options.d_model()));
   // The source table's stack has the encoder's positions and norm; the target's (a language model's too) the
   // decoder's.
   const bool source = &table == &src_embed;
   PositionalEncoding& where = source || !tgt_positions ? positions : tgt_positions;
-  x = row_positions.defined() ? where->forward_rows(x, row_positions) : where->forward(x, offset);
+  torch::Tensor x = embed_cpu(table, tokens, offset, row_positions, *where);  // [b, t, d] or undefined
+  if (!x.defined()) {
+    x = lookup(table, tokens);  // [b, t, d]
+    if (options.scale_embeddings()) x = x * std::sqrt(double(options.d_model()));
+    x = row_positions.defined() ? where->forward_rows(x, row_positions) : where->forward(x, offset);
+  }
   if (options.embedding_norm()) x = (source ? encoder_embed_norm : decoder_embed_norm)->forward(x);
   return model::dropout(x, options.dropout(), is_training());
+}
+
+torch::Tensor TransformerImpl::embed_cpu(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
+                                         const torch::Tensor& row_positions, PositionalEncodingImpl& where) {
+  const bool learned = where.kind == config::Positions::learned;
+  const torch::Tensor& pt = learned ? where.embedding->weight : where.table;  // [rows, d]
+  const bool own_rows = !embedding_released_ || table.get() != tgt_embed.get();
+  const torch::Tensor& w = table->weight;  // [vocab, d] (undefined once released)
+  const int64_t d = options.d_model();
+  const auto float_cpu = [d](const torch::Tensor& t) {
+    return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.dim() == 2 && t.size(1) == d &&
+           t.is_contiguous();
+  };
+  if (torch::GradMode::is_enabled() || tokens.dim() != 2 || !tokens.device().is_cpu() ||
+      (tokens.scalar_type() != torch::kLong && tokens.scalar_type() != torch::kInt) || !float_cpu(pt) ||
+      (own_rows && !float_cpu(w)) ||
+      (row_positions.defined() && (row_positions.scalar_type() != torch::kLong || !row_positions.device().is_cpu() ||
+                                   row_positions.numel() != tokens.size(0) || tokens.size(1) != 1))) {
+    return {};
+  }
+  const int64_t b = tokens.size(0), t = tokens.size(1);
+  TORCH_CHECK(row_positions.defined() || offset + t <= where.max_len, "sequence of ", offset + t,
+              " positions exceeds model.max_len ", where.max_len);
+  const torch::Tensor ids = tokens.to(torch::kLong).contiguous();  // [b, t]
+  const int64_t* ip = ids.data_ptr<int64_t>();
+  torch::Tensor x;  // [b, t, d]
+  if (own_rows) {
+    x = torch::empty({b, t, d}, w.options());
+    const float* wp = w.data_ptr<float>();
+    float* xp = x.data_ptr<float>();
+    const int64_t vocab = w.size(0);
+    for (int64_t i = 0; i < b * t; ++i) {
+      TORCH_CHECK(ip[i] >= 0 && ip[i] < vocab, "embedding: token id ", ip[i], " is not below the vocabulary's ", vocab);
+      std::memcpy(xp + i * d, wp + ip[i] * d, size_t(d) * sizeof(float));
+    }
+  } else {
+    x = lookup(table, ids);  // a fresh [b, t, d]
+    if (!x.is_contiguous() || x.scalar_type() != torch::kFloat) return {};
+  }
+  float* xp = x.data_ptr<float>();
+  if (options.scale_embeddings()) {
+    // As LibTorch multiplies a float tensor by a double: by the scalar rounded to float, each product rounded.
+    const float scale = float(std::sqrt(double(d)));
+    for (int64_t i = 0; i < b * t * d; ++i) xp[i] = xp[i] * scale;
+  }
+  const int64_t* rp = row_positions.defined() ? row_positions.contiguous().data_ptr<int64_t>() : nullptr;
+  const float* pp = pt.data_ptr<float>();
+  for (int64_t r = 0; r < b; ++r) {
+    for (int64_t j = 0; j < t; ++j) {
+      const int64_t p = rp ? rp[r] : offset + j;
+      TORCH_CHECK(p >= 0 && p < where.max_len, "sequence of ", p + 1, " positions exceeds model.max_len ",
+                  where.max_len);
+      const float* row = pp + (where.row_offset + p) * d;
+      float* o = xp + (r * t + j) * d;
+      for (int64_t c = 0; c < d; ++c) o[c] = o[c] + row[c];
+    }
+  }
+  return x;
 }
 
 torch::Tensor TransformerImpl::lookup(torch::nn::Embedding& table, const torch::Tensor& tokens) {
@@ -592,11 +654,20 @@ torch::Tensor TransformerImpl::decode_step_hidden(const torch::Tensor& tokens, D
   } else {
     TORCH_CHECK(int64_t(cache.starts.size()) == tokens.size(0), "decode_step: ", cache.starts.size(),
                 " row starts for ", tokens.size(0), " rows");
-    const torch::Tensor starts = torch::tensor(cache.starts, torch::kLong);           // [b]
-    x = embed(tgt_embed, tokens.unsqueeze(1), 0, cache.steps - starts);               // [b, 1, d]
-    self_mask = (torch::arange(cache.steps + 1).unsqueeze(0) >= starts.unsqueeze(1))  // [b, steps + 1]
-                    .view({-1, 1, 1, cache.steps + 1})
-                    .to(x.device());
+    // Each row's position (steps since its start) and its own positions' mask, written directly: a search that
+    // sentences joined makes these every step.
+    const int64_t b = tokens.size(0), keys = cache.steps + 1;
+    torch::Tensor where = torch::empty({b}, torch::kLong);            // [b]
+    torch::Tensor own = torch::empty({b, 1, 1, keys}, torch::kBool);  // [b, 1, 1, steps + 1]
+    int64_t* wp = where.data_ptr<int64_t>();
+    bool* op = own.data_ptr<bool>();
+    for (int64_t r = 0; r < b; ++r) {
+      const int64_t start = cache.starts[size_t(r)];
+      wp[r] = cache.steps - start;
+      for (int64_t k = 0; k < keys; ++k) op[r * keys + k] = k >= start;
+    }
+    x = embed(tgt_embed, tokens.unsqueeze(1), 0, where);  // [b, 1, d]
+    self_mask = own.to(x.device());
   }
   size_t i = 0;
   for (const auto& module : *decoder) {

@@ -72,6 +72,10 @@ class SelfAttentionImpl : public torch::nn::Cloneable<SelfAttentionImpl> {
   torch::Tensor weights;
   Linear qkv{nullptr};  // d -> 3d
   Linear out{nullptr};  // d -> d
+
+ private:
+  // forward's one step with a cache at CPU float inference, q/k/v read in place (the same numbers).
+  torch::Tensor step_cpu(const torch::Tensor& x, const torch::Tensor& mask, SelfKV& cache);
 };
 TORCH_MODULE(SelfAttention);
 

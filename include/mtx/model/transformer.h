@@ -210,6 +210,10 @@ class TransformerImpl : public torch::nn::Cloneable<TransformerImpl> {
   // Scaled embeddings plus positions from `offset`, or, with `row_positions` [b] (tokens [b, 1]), each row's own.
   torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
                       const torch::Tensor& row_positions = torch::Tensor());
+  // embed's lookup, scaling and positions in one pass at CPU float inference without gradients (the same numbers);
+  // undefined elsewhere.
+  torch::Tensor embed_cpu(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
+                          const torch::Tensor& row_positions, PositionalEncodingImpl& where);
   torch::Tensor lookup(torch::nn::Embedding& table, const torch::Tensor& tokens);  // [..] -> [.., d]
   bool unfilled_ = false;  // reset() builds placeholders (the Unfilled constructor)
   bool int8_ = false;
