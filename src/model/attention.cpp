@@ -307,6 +307,8 @@ torch::Tensor SelfAttentionImpl::step_cpu(const torch::Tensor& x, const torch::T
   TORCH_CHECK(qkv_out.is_contiguous() && qkv_out.size(-1) == 3 * d, "attention: qkv gave ", qkv_out.sizes());
   const float* base = qkv_out.data_ptr<float>();  // row r: q at r * 3d, k at r * 3d + d, v at r * 3d + 2d
   if (cache.k.defined()) {
+    TORCH_CHECK(cache.pending_skip >= 0 && cache.pending_skip <= cache.k.size(2), "append_rows: skip ",
+                cache.pending_skip, " of ", cache.k.size(2));
     cache.k = append_rows_cpu(cache.k, cache.pending_rows, base + d, 3 * d, D, b, cache.pending_skip, cache.starts,
                               /*unread_prefix=*/true);
     cache.v = append_rows_cpu(cache.v, cache.pending_rows, base + 2 * d, 3 * d, D, b, cache.pending_skip, cache.starts,

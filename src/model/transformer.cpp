@@ -307,8 +307,9 @@ torch::Tensor TransformerImpl::embed_cpu(torch::nn::Embedding& table, const torc
   if (torch::GradMode::is_enabled() || tokens.dim() != 2 || !tokens.device().is_cpu() ||
       (tokens.scalar_type() != torch::kLong && tokens.scalar_type() != torch::kInt) || !float_cpu(pt) ||
       (own_rows && !float_cpu(w)) ||
-      (row_positions.defined() && (row_positions.scalar_type() != torch::kLong || !row_positions.device().is_cpu() ||
-                                   row_positions.numel() != tokens.size(0) || tokens.size(1) != 1))) {
+      (row_positions.defined() &&
+       (row_positions.dim() != 1 || row_positions.scalar_type() != torch::kLong || !row_positions.device().is_cpu() ||
+        row_positions.numel() != tokens.size(0) || tokens.size(1) != 1))) {
     return {};
   }
   const int64_t b = tokens.size(0), t = tokens.size(1);
@@ -336,13 +337,14 @@ torch::Tensor TransformerImpl::embed_cpu(torch::nn::Embedding& table, const torc
     const float scale = float(std::sqrt(double(d)));
     for (int64_t i = 0; i < b * t * d; ++i) xp[i] = xp[i] * scale;
   }
-  const int64_t* rp = row_positions.defined() ? row_positions.contiguous().data_ptr<int64_t>() : nullptr;
+  const torch::Tensor row_at = row_positions.defined() ? row_positions.contiguous() : torch::Tensor();  // [b]
+  const int64_t* rp = row_at.defined() ? row_at.data_ptr<int64_t>() : nullptr;
   const float* pp = pt.data_ptr<float>();
   for (int64_t r = 0; r < b; ++r) {
     for (int64_t j = 0; j < t; ++j) {
       const int64_t p = rp ? rp[r] : offset + j;
-      TORCH_CHECK(p >= 0 && p < where.max_len, "sequence of ", p + 1, " positions exceeds model.max_len ",
-                  where.max_len);
+      TORCH_CHECK(p >= 0, "embedding: row ", r, "'s position ", p, " is negative");
+      TORCH_CHECK(p < where.max_len, "sequence of ", p + 1, " positions exceeds model.max_len ", where.max_len);
       const float* row = pp + (where.row_offset + p) * d;
       float* o = xp + (r * t + j) * d;
       for (int64_t c = 0; c < d; ++c) o[c] = o[c] + row[c];
