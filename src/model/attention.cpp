@@ -215,17 +215,33 @@ bool sdpa_available() {
 }
 
 namespace {
+// No mask, or a key padding mask: bool [b|1, 1, 1, tk].
+bool key_padding(const torch::Tensor& mask) {
+  return !mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
+                             (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1)));
+}
+
 // On the CPU in float, no dropout, no weights kept, no gradient, and one query per row or a key padding mask (not a
 // causal one): the fused loop applies.
+
 bool fused_decode(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double p,
                   const torch::Tensor* weights_out, const torch::Tensor& mask = torch::Tensor()) {
-  const bool key_padding =
-      !mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
-                          (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1)));
-  return (q.size(-2) == 1 || key_padding) && (!mask.defined() || mask.scalar_type() == torch::kBool) &&
+  return (q.size(-2) == 1 || key_padding(mask)) && (!mask.defined() || mask.scalar_type() == torch::kBool) &&
          q.device().is_cpu() && q.scalar_type() == torch::kFloat && k.scalar_type() == torch::kFloat &&
          v.scalar_type() == torch::kFloat && p == 0 && !weights_out &&
          !(torch::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()));
+}
+
+// One decoding step's x [b, 1, d] at CPU float inference without gradients, dropout or kept weights, over float
+// keys and values (undefined: none cached yet) with hd contiguous and a key padding mask: the step paths that read
+// q, k and v in place apply.
+bool lean_step(const torch::Tensor& x, const torch::Tensor& k, const torch::Tensor& v, double p, bool keep,
+               const torch::Tensor& mask) {
+  const auto float_cpu = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.stride(-1) == 1;
+  };
+  return x.dim() == 3 && x.size(1) == 1 && p == 0 && !keep && !torch::GradMode::is_enabled() && float_cpu(x) &&
+         (!k.defined() || (float_cpu(k) && float_cpu(v))) && key_padding(mask);
 }
 }  // namespace
 
@@ -267,13 +283,8 @@ void SelfAttentionImpl::pretty_print(std::ostream& stream) const {
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask, SelfKV* cache) {
-  if (cache && x.dim() == 3 && x.size(1) == 1 && !keep_weights && (!is_training() || options.dropout() == 0) &&
-      !torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
-      (!cache->k.defined() ||
-       (cache->k.device().is_cpu() && cache->k.scalar_type() == torch::kFloat && cache->k.is_contiguous() &&
-        cache->v.is_contiguous() && cache->v.scalar_type() == torch::kFloat)) &&
-      (!mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
-                           (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1))))) {
+  if (cache && lean_step(x, cache->k, cache->v, is_training() ? options.dropout() : 0.0, keep_weights, mask) &&
+      (!cache->k.defined() || (cache->k.is_contiguous() && cache->v.is_contiguous()))) {
     return step_cpu(x, mask, *cache);
   }
   const auto parts = qkv->forward(x).chunk(3, -1);           // 3 x [b, t, d]
@@ -306,23 +317,15 @@ torch::Tensor SelfAttentionImpl::step_cpu(const torch::Tensor& x, const torch::T
   const int64_t b = x.size(0), d = options.d_model(), H = options.heads(), D = d / H;
   TORCH_CHECK(qkv_out.is_contiguous() && qkv_out.size(-1) == 3 * d, "attention: qkv gave ", qkv_out.sizes());
   const float* base = qkv_out.data_ptr<float>();  // row r: q at r * 3d, k at r * 3d + d, v at r * 3d + 2d
-  if (cache.k.defined()) {
-    TORCH_CHECK(cache.pending_skip >= 0 && cache.pending_skip <= cache.k.size(2), "append_rows: skip ",
-                cache.pending_skip, " of ", cache.k.size(2));
-    cache.k = append_rows_cpu(cache.k, cache.pending_rows, base + d, 3 * d, D, b, cache.pending_skip, cache.starts,
-                              /*unread_prefix=*/true);
-    cache.v = append_rows_cpu(cache.v, cache.pending_rows, base + 2 * d, 3 * d, D, b, cache.pending_skip, cache.starts,
-                              /*unread_prefix=*/true);
-  } else {
-    cache.k = torch::empty({b, H, 1, D}, x.options());  // [b, h, 1, hd]
-    cache.v = torch::empty({b, H, 1, D}, x.options());
-    float* kp = cache.k.data_ptr<float>();
-    float* vp = cache.v.data_ptr<float>();
-    for (int64_t r = 0; r < b; ++r) {
-      std::memcpy(kp + r * d, base + r * 3 * d + d, size_t(d) * sizeof(float));
-      std::memcpy(vp + r * d, base + r * 3 * d + 2 * d, size_t(d) * sizeof(float));
-    }
-  }
+  // The first step appends to an empty cache.
+  const torch::Tensor k0 = cache.k.defined() ? cache.k : torch::empty({b, H, 0, D}, x.options());  // [b0, h, t, hd]
+  const torch::Tensor v0 = cache.v.defined() ? cache.v : torch::empty({b, H, 0, D}, x.options());
+  TORCH_CHECK(cache.pending_skip >= 0 && cache.pending_skip <= k0.size(2), "append_rows: skip ", cache.pending_skip,
+              " of ", k0.size(2));
+  cache.k = append_rows_cpu(k0, cache.pending_rows, base + d, 3 * d, D, b, cache.pending_skip, cache.starts,
+                            /*unread_prefix=*/true);
+  cache.v = append_rows_cpu(v0, cache.pending_rows, base + 2 * d, 3 * d, D, b, cache.pending_skip, cache.starts,
+                            /*unread_prefix=*/true);
   cache.pending_rows = torch::Tensor();
   cache.pending_skip = 0;
   const int64_t T = cache.k.size(2);
@@ -361,12 +364,8 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& 
                                           torch::Tensor* weights_out) {
   torch::Tensor* keep = weights_out ? weights_out : keep_weights ? &weights : nullptr;
   const torch::Tensor& rows = memory.pending_rows;  // [b] memory row of each query row, or undefined
-  if (rows.defined() && x.dim() == 3 && x.size(1) == 1 && !keep && (!is_training() || options.dropout() == 0) &&
-      !torch::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
-      memory.k.device().is_cpu() && memory.k.scalar_type() == torch::kFloat &&
-      memory.v.scalar_type() == torch::kFloat && memory.k.stride(3) == 1 && memory.v.stride(3) == 1 &&
-      (!mask.defined() || (mask.scalar_type() == torch::kBool && mask.size(-2) == 1 &&
-                           (mask.numel() == mask.size(-1) || mask.numel() == mask.size(0) * mask.size(-1))))) {
+  if (rows.defined() && memory.k.defined() &&
+      lean_step(x, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep, mask)) {
     // One decoding step at CPU float inference: the queries read in place, the heads merged as written (the same
     // loops and numbers as below, without the views).
     const torch::Tensor qo = q->forward(x);  // [b, 1, d]
