@@ -139,6 +139,7 @@ torch::Tensor decode_attention_cpu(const torch::Tensor& q_in, const torch::Tenso
 torch::Tensor append_rows_cpu(const torch::Tensor& cache, const torch::Tensor& rows, const float* sp, int64_t s_row,
                               int64_t s_head, int64_t b, int64_t skip, const std::vector<int64_t>& starts,
                               bool unread_prefix) {
+  TORCH_CHECK(skip >= 0 && skip <= cache.size(2), "append_rows: skip ", skip, " of ", cache.size(2));
   const int64_t h = cache.size(1), t0 = cache.size(2), t = t0 - skip, d = cache.size(3);
   const torch::Tensor r = rows.defined() ? rows.to(torch::kLong).contiguous() : torch::Tensor();
   torch::Tensor out = torch::empty({b, h, t + 1, d}, cache.options());  // [b, h, t + 1, hd]
@@ -177,9 +178,9 @@ torch::Tensor append_rows_cpu(const torch::Tensor& cache, const torch::Tensor& r
 // them), and zeros otherwise (as on every other path).
 torch::Tensor append_rows(const torch::Tensor& cache_in, const torch::Tensor& rows, const torch::Tensor& step,
                           int64_t skip, const std::vector<int64_t>& starts, bool unread_prefix) {
-  TORCH_CHECK(skip >= 0 && skip <= cache_in.size(2), "append_rows: skip ", skip, " of ", cache_in.size(2));
   if (!cache_in.device().is_cpu() || cache_in.scalar_type() != torch::kFloat || step.size(2) != 1 ||
       !cache_in.is_contiguous()) {
+    TORCH_CHECK(skip >= 0 && skip <= cache_in.size(2), "append_rows: skip ", skip, " of ", cache_in.size(2));
     const torch::Tensor cache = cache_in.narrow(2, skip, cache_in.size(2) - skip);  // [b0, h, t - skip, hd]
     if (!rows.defined()) return torch::cat({cache, step}, 2);
     // Rows -1 read an extra row of zeros.
@@ -223,7 +224,6 @@ bool key_padding(const torch::Tensor& mask) {
 
 // On the CPU in float, no dropout, no weights kept, no gradient, and one query per row or a key padding mask (not a
 // causal one): the fused loop applies.
-
 bool fused_decode(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double p,
                   const torch::Tensor* weights_out, const torch::Tensor& mask = torch::Tensor()) {
   return (q.size(-2) == 1 || key_padding(mask)) && (!mask.defined() || mask.scalar_type() == torch::kBool) &&
@@ -320,8 +320,6 @@ torch::Tensor SelfAttentionImpl::step_cpu(const torch::Tensor& x, const torch::T
   // The first step appends to an empty cache.
   const torch::Tensor k0 = cache.k.defined() ? cache.k : torch::empty({b, H, 0, D}, x.options());  // [b0, h, t, hd]
   const torch::Tensor v0 = cache.v.defined() ? cache.v : torch::empty({b, H, 0, D}, x.options());
-  TORCH_CHECK(cache.pending_skip >= 0 && cache.pending_skip <= k0.size(2), "append_rows: skip ", cache.pending_skip,
-              " of ", k0.size(2));
   cache.k = append_rows_cpu(k0, cache.pending_rows, base + d, 3 * d, D, b, cache.pending_skip, cache.starts,
                             /*unread_prefix=*/true);
   cache.v = append_rows_cpu(v0, cache.pending_rows, base + 2 * d, 3 * d, D, b, cache.pending_skip, cache.starts,
