@@ -1053,6 +1053,65 @@ TEST_F(ServeTest, AClientThatLeavesMidSearchStopsCostingWork) {
   EXPECT_EQ(server->metrics().count(200), 1);  // the first request only
 }
 
+// Keep-alive answers are written by the batch thread while a read waits for the connection's next request. Two
+// requests on one connection, sent at once (pipelined) or the second while the first is translated, are answered
+// in order, each with its own translation, and the connection closes when the second asks for it.
+TEST_F(ServeTest, PipelinedRequestsAreAnsweredInOrderOnOneConnection) {
+  serve::ServerOptions o;
+  o.api.max_request_sentences = 64;
+  o.api.max_request_tokens = 100000;
+  o.batching.max_batch_tokens = 100000;
+  start(o);
+  const json a = {{"text", long_sentences(16)}, {"beam", 8}}, b = {{"text", kSentences[3]}};
+  const std::string first_text = json::parse(post(port, a).body)["translations"][15]["text"].get<std::string>();
+  const std::string second_text = json::parse(post(port, b).body)["translations"][0]["text"].get<std::string>();
+  auto request = [](const json& body, bool close) {
+    const std::string text = body.dump();
+    return "POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+           std::string(close ? "Connection: close\r\n" : "") + "Content-Length: " + std::to_string(text.size()) +
+           "\r\n\r\n" + text;
+  };
+  for (int round = 0; round < 6; ++round) {
+    Raw raw(port);
+    if (round % 2 == 0) {
+      raw.send(request(a, false) + request(b, true));
+    } else {
+      raw.send(request(a, false));
+      std::this_thread::sleep_for(20ms);  // the first is being translated
+      raw.send(request(b, true));
+    }
+    const std::string out = raw.read_all(60s);  // until the server closes
+    const size_t first = out.find("HTTP/1.1 200"), second = out.find("HTTP/1.1 200", first + 1);
+    ASSERT_NE(first, std::string::npos) << out;
+    ASSERT_NE(second, std::string::npos) << out;
+    EXPECT_LT(out.find(first_text, first), second) << out;
+    EXPECT_NE(out.find(second_text, second), std::string::npos) << out;
+  }
+  EXPECT_EQ(server->metrics().count(200), 14);
+}
+
+// A keep-alive connection left idle after its answer (written by the batch thread) is closed after the idle
+// timeout.
+TEST_F(ServeTest, AConnectionIdleAfterItsAnswerIsClosedAfterTheIdleTimeout) {
+  serve::ServerOptions o;
+  o.idle_timeout_ms = 1000;
+  start(o);
+  const std::string body = json{{"text", kSentences[0]}}.dump();
+  for (int i = 0; i < 2; ++i) {
+    Raw raw(port);
+    const auto t0 = std::chrono::steady_clock::now();
+    raw.send("POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n" + body);
+    const std::string out = raw.read_all(20s);  // the answer, then nothing until the server closes
+    const double open = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(out.rfind("HTTP/1.1 200", 0), 0u) << out;
+    EXPECT_NE(out.find("\"translations\""), std::string::npos) << out;
+    EXPECT_GT(open, 0.9) << "closed before the idle timeout";
+    EXPECT_LT(open, 10.0) << "the idle connection was still open after " << open << " s";
+  }
+  EXPECT_EQ(server->metrics().count(200), 2);
+}
+
 // The binary: SIGTERM during a long request starts the drain (/health 503 meanwhile); a second SIGTERM ends the
 // process at once.
 TEST(Serve, ASecondSigtermExitsAtOnce) {

@@ -1,7 +1,9 @@
 // The connection layer of mtx serve: Boost.Beast over Asio. One io_context with a few threads serves any number
 // of keep-alive connections asynchronously (no thread per client), with Beast's parser for requests and its
 // header and body limits (no hand-written HTTP). The API layer (api.cpp) decides every answer; translations run
-// on the batcher's threads and their answers are posted back to each connection's strand.
+// on the batcher's threads. A keep-alive translation's answer is written by its batch thread when the socket
+// takes it whole (no connection thread woken for it) while a read waits for the next request; every other answer
+// is posted back to the connection's strand.
 #include "mtx/serve/server.h"
 
 #include <sys/socket.h>
@@ -12,10 +14,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <sstream>
 
 #include "mtx/decode/scoring.h"
 #include "mtx/util/errors.h"
@@ -325,8 +329,14 @@ class Session : public std::enable_shared_from_this<Session> {
     job->gone = [presence, server] { return server->give_up.load() || presence->gone(); };
     auto self = shared_from_this();
     auto finish = std::make_shared<std::function<HttpAnswer(const Hypotheses&)>>(std::move(routed.finish));
-    job->done = [self, finish, keep](Hypotheses hyps, const std::string& error) {
-      // On a batch thread: the answer is made here, written on the connection's strand.
+    // A keep-alive request with nothing read past it: its answer is written by the batch thread that made it when
+    // the socket takes it whole, while a read waits here for the next request (see answer_here).
+    armed_ = keep && !head_ && buffer_.size() == 0;
+    phase_.store(kSearching);
+    const unsigned version = request_.version();
+    const bool armed = armed_;
+    job->done = [self, finish, keep, armed, version](Hypotheses hyps, const std::string& error) {
+      // On a batch thread: the answer is made here, and written here or on the connection's strand.
       HttpAnswer a;
       if (error.empty()) {
         try {
@@ -337,11 +347,11 @@ class Session : public std::enable_shared_from_this<Session> {
       } else {
         a = self->server_.api->failed(error);
       }
+      if (armed && a.status == 200 && self->answer_here(a, version)) return;
       net::post(self->stream_.get_executor(), [self, a = std::move(a), keep]() mutable {
         --self->server_.in_flight;
         self->deadline_.cancel();
-        if (self->answered_) return;
-        self->answered_ = true;
+        if (self->claimed_.exchange(true)) return;
         if (a.status == 499) {  // nobody to answer (nginx's 499)
           self->server_.metrics.answered(499, -1);
           return self->close();
@@ -350,46 +360,196 @@ class Session : public std::enable_shared_from_this<Session> {
       });
     };
     ++server_.in_flight;
-    answered_ = false;
+    claimed_.store(false);
+    deadline_at_ = job->deadline;
     if (!server_.batcher->submit(job)) {
       --server_.in_flight;
-      answered_ = true;
+      claimed_.store(true);
+      armed_ = false;
       HttpAnswer full = Api::error(429, "the queue is full; retry later");
       full.headers.emplace_back("Retry-After", "1");
       return answer(std::move(full), keep, true);
     }
-    // The deadline: answered 504 here if the batcher has not answered by then (a job still queued behind a long
-    // batch); the job is then abandoned wherever it is.
-    if (job->deadline != Job::Clock::time_point::max()) {
-      deadline_.expires_at(job->deadline + std::chrono::milliseconds(20));
-      deadline_.async_wait([self](beast::error_code ec) {
-        if (ec || self->answered_) return;
-        self->answered_ = true;
-        self->presence_->end();  // its job is given up at its next step
-        self->answer(self->server_.api->failed(kDeadlinePassed), false, true);
-      });
+    if (armed_) wait_for_next();
+    watch_deadline();
+  }
+
+  // The request's deadline: answered 504 here if the batcher has not answered by then (a job still queued behind
+  // a long batch); the job is then abandoned wherever it is. While a read waits for the next request (armed_),
+  // this timer also closes a connection left idle after an answer that a batch thread wrote.
+  void watch_deadline() {
+    const auto now = std::chrono::steady_clock::now();
+    const bool has_deadline = deadline_at_ != Job::Clock::time_point::max();
+    if (!armed_ && !has_deadline) return;
+    const auto idle = std::chrono::milliseconds(server_.options.idle_timeout_ms);
+    auto at = has_deadline ? deadline_at_ + std::chrono::milliseconds(20) : now + idle;
+    if (armed_) at = std::min(at, now + idle);
+    deadline_.expires_at(at);
+    deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;
+      self->on_deadline();
+    });
+  }
+
+  void on_deadline() {
+    const auto now = std::chrono::steady_clock::now();
+    if (armed_ && phase_.load() == kAnswered) {
+      // Answered by a batch thread; the read still waits for the next request: idle until answered_at_ + idle.
+      const auto end = Job::Clock::time_point(Job::Clock::duration(answered_at_.load())) +
+                       std::chrono::milliseconds(server_.options.idle_timeout_ms);
+      if (now < end) {
+        deadline_.expires_at(end);
+        deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+          if (!ec) self->on_deadline();
+        });
+        return;
+      }
+      // Idle for too long: the waiting read is cancelled, finds the answer out, and closes the connection.
+      presence_->end();
+      beast::error_code ignored;
+      stream_.socket().cancel(ignored);
+      return;
     }
+    if (armed_ && phase_.load() == kReadFirst) return;  // whoever writes the answer goes on from there
+    if (claimed_.load()) return look_again();
+    if (deadline_at_ != Job::Clock::time_point::max() && now >= deadline_at_ + std::chrono::milliseconds(20)) {
+      if (claimed_.exchange(true)) return look_again();
+      presence_->end();  // its job is given up at its next step
+      return answer(server_.api->failed(kDeadlinePassed), false, true);
+    }
+    watch_deadline();
+  }
+
+  // Being answered (a batch thread's write, or one posted to the strand): while a read waits, the idle timeout
+  // starts once the answer is out, so look again shortly.
+  void look_again() {
+    if (!armed_) return;
+    deadline_.expires_after(std::chrono::milliseconds(10));
+    deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec) self->on_deadline();
+    });
+  }
+
+  // The read that waits, during a translation, for the next request of a keep-alive connection. Whichever ends
+  // second, this read or the answer's write, goes on to the next request (resume).
+  void wait_for_next() {
+    stream_.expires_never();
+    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      if (!ec) self->buffer_.commit(n);
+      if (ec) self->presence_->end();  // the client left (or the read was cancelled): its job is given up
+      self->read_ended_ = ec;
+      int searching = kSearching;
+      if (self->phase_.compare_exchange_strong(searching, kReadFirst)) return;  // the answer is not out yet
+      self->resume();
+    });
+  }
+
+  // On the strand, the answer out and the waiting read ended: on to the next request, or closed.
+  void resume() {
+    deadline_.cancel();
+    armed_ = false;
+    if (read_ended_) return close();
+    next();
+  }
+
+  // An answer written whole by the strand (async_write) while the read waits: go on if the read has ended,
+  // else let it wait under the idle timeout.
+  void answered_while_armed() {
+    answered_at_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    int searching = kSearching;
+    if (phase_.compare_exchange_strong(searching, kAnswered)) return watch_deadline();
+    resume();
+  }
+
+  // On a batch thread: writes a 200 answer to the socket when the socket takes it without waiting (no wake-up of
+  // a connection thread, no hand-over). False: not claimed here; the strand answers as usual.
+  bool answer_here(const HttpAnswer& a, unsigned version) {
+    if (claimed_.exchange(true)) {
+      --server_.in_flight;  // the deadline answered 504 already
+      return true;
+    }
+    std::ostringstream wire;
+    wire << *make_response(a, true, version, false);
+    const std::string bytes = std::move(wire).str();
+    size_t sent = 0;
+    bool gone = false;
+    {
+      std::lock_guard<std::mutex> lock(presence_->mutex);
+      if (presence_->fd < 0) {
+        gone = true;
+      } else {
+        while (sent < bytes.size()) {
+          const ssize_t n =
+              ::send(presence_->fd, bytes.data() + sent, bytes.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+          if (n > 0) {
+            sent += size_t(n);
+          } else if (n < 0 && errno == EINTR) {
+            continue;
+          } else {
+            gone = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK;
+            break;
+          }
+        }
+      }
+    }
+    if (!gone && sent < bytes.size()) {
+      // The socket's buffer is full: the rest is written on the strand, under the write timeout.
+      auto rest = std::make_shared<std::string>(bytes.substr(sent));
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+      net::post(stream_.get_executor(), [self = shared_from_this(), rest, seconds] {
+        --self->server_.in_flight;
+        self->deadline_.cancel();
+        self->stream_.expires_after(std::chrono::milliseconds(self->server_.options.write_timeout_ms));
+        net::async_write(self->stream_, net::buffer(*rest), [self, rest, seconds](beast::error_code ec, std::size_t) {
+          self->stream_.expires_never();
+          self->server_.metrics.answered(ec ? 499 : 200, ec ? -1 : seconds);
+          if (ec) return self->close();
+          self->answered_while_armed();
+        });
+      });
+      return true;
+    }
+    --server_.in_flight;
+    server_.metrics.answered(
+        gone ? 499 : 200,
+        gone ? -1 : std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+    answered_at_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    int searching = kSearching;
+    if (!phase_.compare_exchange_strong(searching, kAnswered)) {
+      // The read ended first (the client left, or sent its next request already): the strand goes on from here.
+      net::post(stream_.get_executor(), [self = shared_from_this()] { self->resume(); });
+    }
+    return true;
+  }
+
+  static std::shared_ptr<Response> make_response(const HttpAnswer& a, bool keep, unsigned version, bool head) {
+    auto res = std::make_shared<Response>(http::status(a.status), version ? version : 11);
+    res->set(http::field::server, "mtx");
+    if (!a.content_type.empty()) res->set(http::field::content_type, a.content_type);
+    for (const auto& [name, value] : a.headers) res->set(name, value);
+    res->keep_alive(keep);
+    if (head) {
+      res->content_length(a.body.size());  // HEAD: the length GET would have, and no body
+    } else {
+      res->body() = a.body;
+      res->prepare_payload();
+    }
+    return res;
   }
 
   void answer(HttpAnswer a, bool keep, bool timed) {
     const double seconds =
         timed ? std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count() : -1;
     server_.metrics.answered(a.status, a.status == 200 && timed ? seconds : -1);
-    auto res = std::make_shared<Response>(http::status(a.status), request_.version() ? request_.version() : 11);
-    res->set(http::field::server, "mtx");
-    if (!a.content_type.empty()) res->set(http::field::content_type, a.content_type);
-    for (const auto& [name, value] : a.headers) res->set(name, value);
-    res->keep_alive(keep);
-    if (head_) {
-      res->content_length(a.body.size());  // HEAD: the length GET would have, and no body
-    } else {
-      res->body() = std::move(a.body);
-      res->prepare_payload();
-    }
+    auto res = make_response(a, keep, request_.version(), head_);
     stream_.expires_after(std::chrono::milliseconds(server_.options.write_timeout_ms));
     http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
       if (ec || !res->keep_alive()) return self->close();
       self->head_ = false;
+      if (self->armed_) {
+        self->stream_.expires_never();  // the waiting read has no timeout of its own: watch_deadline's idle
+        return self->answered_while_armed();
+      }
       self->next();
     });
   }
@@ -409,8 +569,17 @@ class Session : public std::enable_shared_from_this<Session> {
   Server::Impl& server_;
   bool refuse_ = false;
   bool head_ = false;
-  bool answered_ = true;
   int requests_ = 0;
+  // One request's answer: claimed once, by the strand (its answer, a 504) or by the batch thread (answer_here).
+  std::atomic<bool> claimed_{true};
+  // While armed_ (strand), a read waits for the next request during the translation; phase_ says which of that
+  // read and the answer ended first, and the second goes on (resume).
+  enum Phase : int { kSearching = 0, kAnswered = 1, kReadFirst = 2 };
+  bool armed_ = false;
+  std::atomic<int> phase_{kSearching};
+  beast::error_code read_ended_;                 // strand: how the waiting read ended
+  std::atomic<Job::Clock::rep> answered_at_{0};  // steady_clock ticks, when the answer was out
+  Job::Clock::time_point deadline_at_ = Job::Clock::time_point::max();
   net::steady_timer deadline_;
   net::steady_timer read_timer_;
   bool timed_out_ = false;
