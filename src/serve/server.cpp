@@ -347,7 +347,7 @@ class Session : public std::enable_shared_from_this<Session> {
       } else {
         a = self->server_.api->failed(error);
       }
-      if (armed && a.status == 200 && self->answer_here(a, version)) return;
+      if (armed && a.status == 200) return self->answer_here(a, version);
       net::post(self->stream_.get_executor(), [self, a = std::move(a), keep]() mutable {
         --self->server_.in_flight;
         self->deadline_.cancel();
@@ -461,65 +461,54 @@ class Session : public std::enable_shared_from_this<Session> {
     resume();
   }
 
-  // On a batch thread: writes a 200 answer to the socket when the socket takes it without waiting (no wake-up of
-  // a connection thread, no hand-over). False: not claimed here; the strand answers as usual.
-  bool answer_here(const HttpAnswer& a, unsigned version) {
-    if (claimed_.exchange(true)) {
-      --server_.in_flight;  // the deadline answered 504 already
-      return true;
-    }
+  // On a batch thread, for an armed request's 200: the answer is written here as far as the socket takes it
+  // without waiting (no connection thread woken, no hand-over), the rest on the strand.
+  void answer_here(const HttpAnswer& a, unsigned version) {
+    --server_.in_flight;
+    if (claimed_.exchange(true)) return;  // the deadline answered 504 already
     std::ostringstream wire;
     wire << *make_response(a, true, version, false);
     const std::string bytes = std::move(wire).str();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     size_t sent = 0;
     bool gone = false;
     {
       std::lock_guard<std::mutex> lock(presence_->mutex);
-      if (presence_->fd < 0) {
-        gone = true;
-      } else {
-        while (sent < bytes.size()) {
-          const ssize_t n =
-              ::send(presence_->fd, bytes.data() + sent, bytes.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-          if (n > 0) {
-            sent += size_t(n);
-          } else if (n < 0 && errno == EINTR) {
-            continue;
-          } else {
-            gone = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK;
-            break;
-          }
+      gone = presence_->fd < 0;
+      // Counted before the client can see the answer, as the strand's answers are.
+      server_.metrics.answered(gone ? 499 : 200, gone ? -1 : seconds);
+      while (!gone && sent < bytes.size()) {
+        const ssize_t n = ::send(presence_->fd, bytes.data() + sent, bytes.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+          sent += size_t(n);
+        } else if (n < 0 && errno == EINTR) {
+          continue;
+        } else {
+          gone = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK;
+          break;
         }
       }
     }
     if (!gone && sent < bytes.size()) {
       // The socket's buffer is full: the rest is written on the strand, under the write timeout.
       auto rest = std::make_shared<std::string>(bytes.substr(sent));
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-      net::post(stream_.get_executor(), [self = shared_from_this(), rest, seconds] {
-        --self->server_.in_flight;
+      net::post(stream_.get_executor(), [self = shared_from_this(), rest] {
         self->deadline_.cancel();
         self->stream_.expires_after(std::chrono::milliseconds(self->server_.options.write_timeout_ms));
-        net::async_write(self->stream_, net::buffer(*rest), [self, rest, seconds](beast::error_code ec, std::size_t) {
+        net::async_write(self->stream_, net::buffer(*rest), [self, rest](beast::error_code ec, std::size_t) {
           self->stream_.expires_never();
-          self->server_.metrics.answered(ec ? 499 : 200, ec ? -1 : seconds);
           if (ec) return self->close();
           self->answered_while_armed();
         });
       });
-      return true;
+      return;
     }
-    --server_.in_flight;
-    server_.metrics.answered(
-        gone ? 499 : 200,
-        gone ? -1 : std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
     answered_at_.store(std::chrono::steady_clock::now().time_since_epoch().count());
     int searching = kSearching;
     if (!phase_.compare_exchange_strong(searching, kAnswered)) {
       // The read ended first (the client left, or sent its next request already): the strand goes on from here.
       net::post(stream_.get_executor(), [self = shared_from_this()] { self->resume(); });
     }
-    return true;
   }
 
   static std::shared_ptr<Response> make_response(const HttpAnswer& a, bool keep, unsigned version, bool head) {
