@@ -384,10 +384,14 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto idle = std::chrono::milliseconds(server_.options.idle_timeout_ms);
     auto at = has_deadline ? deadline_at_ + std::chrono::milliseconds(20) : now + idle;
     if (armed_) at = std::min(at, now + idle);
+    deadline_then(at);
+  }
+
+  // The request's timer, set to look at the request again (on_deadline) at `at`.
+  void deadline_then(Job::Clock::time_point at) {
     deadline_.expires_at(at);
     deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (ec) return;
-      self->on_deadline();
+      if (!ec) self->on_deadline();
     });
   }
 
@@ -397,13 +401,7 @@ class Session : public std::enable_shared_from_this<Session> {
       // Answered by a batch thread; the read still waits for the next request: idle until answered_at_ + idle.
       const auto end = Job::Clock::time_point(Job::Clock::duration(answered_at_.load())) +
                        std::chrono::milliseconds(server_.options.idle_timeout_ms);
-      if (now < end) {
-        deadline_.expires_at(end);
-        deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
-          if (!ec) self->on_deadline();
-        });
-        return;
-      }
+      if (now < end) return deadline_then(end);
       // Idle for too long: the waiting read is cancelled, finds the answer out, and closes the connection.
       presence_->end();
       beast::error_code ignored;
@@ -423,11 +421,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Being answered (a batch thread's write, or one posted to the strand): while a read waits, the idle timeout
   // starts once the answer is out, so look again shortly.
   void look_again() {
-    if (!armed_) return;
-    deadline_.expires_after(std::chrono::milliseconds(10));
-    deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (!ec) self->on_deadline();
-    });
+    if (armed_) deadline_then(std::chrono::steady_clock::now() + std::chrono::milliseconds(10));
   }
 
   // The read that waits, during a translation, for the next request of a keep-alive connection. Whichever ends
