@@ -449,6 +449,67 @@ TEST(ServeBatcher, ARunningBatchJoinsOnlyOnceDrainedBelowJoinBelow) {
   EXPECT_EQ(joined[2], (std::vector<std::vector<int32_t>>{{1, 2}, {3}, {4}, {5}, {6}})) << "2 searching";
 }
 
+// Under heavier load (more than join_max_in_flight requests in flight per batch thread) a running batch takes
+// nothing in, however few of its sentences are still searching: the next batch starts afresh instead. It joins
+// again once the load is light.
+TEST(ServeBatcher, ARunningBatchJoinsOnlyWhileFewRequestsAreInFlight) {
+  serve::BatcherOptions o;
+  o.max_wait_ms = 0;
+  o.join_below = 100;
+  o.join_max_in_flight = 3;
+  o.threads = 2;  // at most 6 in flight
+  std::atomic<int64_t> in_flight{0};
+  o.outstanding = [&] { return in_flight.load(); };
+  o.eager = false;
+  std::promise<void> queued;
+  std::shared_future<void> ready = queued.get_future().share();
+  std::promise<void> other_started;
+  std::shared_future<void> other_running = other_started.get_future().share();
+  std::atomic<bool> joins_asked{false};  // the second batch runs until then: no batch thread is idle meanwhile
+  std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `more`: 7 in flight, then 6
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
+                                const serve::Batcher::More& more, const auto&, const auto&) {
+    serve::Hypotheses all = echo(k, s);
+    if (s[0][0] == 8) {  // keeps the second batch thread busy, so that the first may join
+      other_started.set_value();
+      while (!joins_asked) std::this_thread::sleep_for(1ms);
+      return all;
+    }
+    if (s[0][0] != 9) return all;
+    ready.wait();
+    for (const int64_t load : {7, 6}) {
+      in_flight = load;
+      const auto more_sources = more(1);
+      joined.push_back(more_sources);
+      for (const auto& src : more_sources) {
+        all.push_back({decode::Hypothesis{src, 0, 0}});
+        finished(int64_t(all.size()) - 1, all.back());
+      }
+    }
+    joins_asked = true;
+    return all;
+  });
+  SetOnExit go{queued};
+  struct LetGo {
+    std::atomic<bool>& flag;
+    ~LetGo() { flag = true; }
+  } let_go{joins_asked};
+  std::promise<serve::Hypotheses> a, b, c;
+  ASSERT_TRUE(batcher.submit(job_of({{9, 9}}, a)));
+  while (batcher.queued_sentences() > 0) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(batcher.submit(job_of({{8}}, c)));
+  other_running.wait();
+  ASSERT_TRUE(batcher.submit(job_of({{1, 2}}, b)));
+  go();
+  EXPECT_EQ(a.get_future().get()[0][0].tokens, (std::vector<int32_t>{9, 9}));
+  EXPECT_EQ(b.get_future().get()[0][0].tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(c.get_future().get()[0][0].tokens, (std::vector<int32_t>{8}));
+  batcher.stop();
+  ASSERT_EQ(joined.size(), 2u);
+  EXPECT_TRUE(joined[0].empty()) << "7 requests in flight, 2 batch threads";
+  EXPECT_EQ(joined[1], (std::vector<std::vector<int32_t>>{{1, 2}})) << "6 requests in flight";
+}
+
 // A running batch (continuous batching keeps one running for as long as requests come) lets go of each request
 // once it is answered: what its done holds (in the server, the connection) is freed then, not when the batch ends.
 TEST(ServeBatcher, AnAnsweredRequestIsLetGoWhileItsBatchRunsOn) {

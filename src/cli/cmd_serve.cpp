@@ -91,6 +91,11 @@ Command add_serve(CLI::App& app) {
                   "still searching (0: never)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--join-max-in-flight", a->server.batching.join_max_in_flight,
+                  "A running batch takes in queued requests only while at most this many requests per batch thread "
+                  "are in flight (0: any number); under heavier load each batch runs as it started")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-queue", a->server.batching.max_queue, "Sentences waiting at most; past it, 429")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -311,6 +311,10 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
     if (!options_.continuous || searching >= options_.join_below || admitted >= options_.max_joined_sentences) {
       return {};
     }
+    if (options_.outstanding && options_.join_max_in_flight > 0 &&
+        options_.outstanding() > options_.join_max_in_flight * std::max(1, options_.threads)) {
+      return {};
+    }
     std::vector<std::shared_ptr<Job>> joining;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -370,7 +374,7 @@ void Batcher::loop() {
     };
     wake_.wait_until(lock, deadline, [&] {
       return stopping_ || queue_.empty() || pooled_tokens() >= options_.max_batch_tokens ||
-             (options_.outstanding && int64_t(queue_.size()) >= options_.outstanding());
+             (options_.eager && options_.outstanding && int64_t(queue_.size()) >= options_.outstanding());
     });
     --idle_;
     if (queue_.empty()) continue;  // another batch thread took it

@@ -69,9 +69,11 @@ struct BatcherOptions {
   int64_t max_batch_tokens = 8192;
   int max_wait_ms = 5;       // how long a batch waits for company after its oldest request arrived
   int64_t max_queue = 4096;  // sentences waiting at most; past it submit() refuses
-  // Requests in flight, when the caller knows (the server does): once every one of them is queued, no more
-  // company can come from the clients already waiting, and the batch starts without waiting out max_wait_ms.
+  // Requests in flight, when the caller knows (the server does): with `eager`, once every one of them is queued,
+  // no more company can come from the clients already waiting, and the batch starts without waiting out
+  // max_wait_ms. Continuous batching reads it too (join_max_in_flight).
   std::function<int64_t()> outstanding;
+  bool eager = true;
   // Batches translated at once, each on a thread of its own (`thread_init` runs first on each, e.g. to give it
   // one CPU thread). While another batch thread is idle, a batch takes its share of the queued requests, so
   // that the batches overlap instead of one batch's tail holding every client.
@@ -84,6 +86,10 @@ struct BatcherOptions {
   // ...and only while fewer than join_below of its sentences are still searching: under load a batch runs as it
   // started until it has drained to a few sentences, then fills up again (0: never joins).
   int64_t join_below = 5;
+  // ...and only while at most join_max_in_flight requests per batch thread are in flight (`outstanding`; 0: any
+  // number). Past that, the batch a thread starts once its search ends holds more than a drained search would
+  // take in, and it starts afresh: no joined rows, no window kept long by the sentences still searching.
+  int64_t join_max_in_flight = 10;
   // Sentences one batch takes in at most, those it started with included; then it ends with what it has and the
   // next batch starts afresh (a search keeps each sentence's result until it ends: memory stays flat under load).
   int64_t max_joined_sentences = 4096;
