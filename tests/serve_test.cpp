@@ -731,7 +731,7 @@ TEST_F(ServeTest, AFullQueueAnswers429AndAClientThatLeftIsNotTranslated) {
   serve::ServerOptions o;
   o.batching.max_wait_ms = 400;
   o.batching.max_queue = 2;
-  o.eager_batches = false;  // the requests wait: the first one's client leaves meanwhile
+  o.batching.eager = false;  // the requests wait: the first one's client leaves meanwhile
   start(o);
   // A client that sends and hangs up: its request waits for company, then is dropped untranslated.
   {
@@ -763,7 +763,7 @@ TEST_F(ServeTest, AFullQueueAnswers429AndAClientThatLeftIsNotTranslated) {
 TEST_F(ServeTest, StoppingFinishesTheRequestsInFlight) {
   serve::ServerOptions o;
   o.batching.max_wait_ms = 300;
-  o.eager_batches = false;  // the requests are still queued when the server is told to stop
+  o.batching.eager = false;  // the requests are still queued when the server is told to stop
   start(o);
   std::vector<std::future<Reply>> replies;
   for (size_t i = 0; i < kSentences.size(); ++i) {

@@ -82,7 +82,7 @@ Command add_serve(CLI::App& app) {
                   "How long a batch waits for other requests after its oldest arrived")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("!--no-eager-batches", a->server.eager_batches,
+  cmd->add_flag("!--no-eager-batches", a->server.batching.eager,
                 "Always wait --max-wait-ms for company, even when every request in flight is already queued");
   cmd->add_flag("!--no-continuous-batching", a->server.batching.continuous,
                 "Never take requests into a running batch: each batch runs as it started");

@@ -58,7 +58,6 @@ struct Server::Impl {
     // A request of more sentences than the queue holds could never be queued: 413, not 429.
     options.api.max_request_sentences = std::min(options.api.max_request_sentences, options.batching.max_queue);
     options.batching.outstanding = [this] { return in_flight.load(); };
-    options.batching.eager = options.eager_batches;
     if (options.batches > 1) {
       options.batching.threads = options.batches;
       options.batching.thread_init = use_one_thread_here;

@@ -22,9 +22,7 @@ namespace mtx::serve {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;             // 0: any free port (run()'s callback is told which)
-  BatcherOptions batching;     // --max-batch-tokens, --max-wait-ms, --max-queue
-  bool eager_batches = true;   // a batch starts once every request in flight is queued, without waiting out
-                               // max_wait_ms (--no-eager-batches: always wait)
+  BatcherOptions batching;     // --max-batch-tokens, --max-wait-ms, --max-queue, --no-eager-batches, joins
   ApiOptions api;              // request limits, deadline, keys, CORS, the page
   int io_threads = 2;          // threads that read and write connections (not translation)
   int workers = 0;             // decode::TranslateOptions::workers
