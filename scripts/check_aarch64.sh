@@ -6,12 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cxx=aarch64-linux-gnu-g++
-if ! command -v "$cxx" >/dev/null; then
+# fmt's headers (logging.h includes them) come with libfmt-dev, which a fresh machine lacks before scripts/setup.sh.
+if ! command -v "$cxx" >/dev/null || [ ! -f /usr/include/fmt/format.h ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends g++-aarch64-linux-gnu
+  $sudo apt-get install -y -qq --no-install-recommends g++-aarch64-linux-gnu libfmt-dev
 fi
 mapfile -t sources < <(ls src/util/cpu_isa.cpp src/util/cpus.cpp src/*/cpu/*.cpp)
 out=$(mktemp -d)
