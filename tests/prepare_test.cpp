@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mtx/data/batch.h"
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
@@ -121,9 +121,9 @@ TEST(Prepare, Multi30kPaddingEfficiencyAt4096Tokens) {
   EXPECT_EQ(p.filter.read, 29000u);
   EXPECT_EQ(p.valid->size(), 1014u);
   EXPECT_EQ(p.test->size(), 1000u);
-  data::BatcherOptions o;
+  data::BatchSamplerOptions o;
   o.max_tokens = 4096;
-  const data::Batcher b = data::Batcher::for_corpus(p.train, o);
+  const data::BatchSampler b = data::BatchSampler::for_corpus(p.train, o);
   const data::PaddingStats s = b.padding(b.plan(1));
   std::printf("Multi30k train at 4096 tokens: %lld batches, padding efficiency %.2f%%\n",
               static_cast<long long>(s.batches), 100.0 * s.efficiency());

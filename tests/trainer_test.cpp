@@ -501,7 +501,7 @@ TEST(Trainer, ResumingAfterMaxEpochsTrainsTheMissingEpochsOnly) {
       << describe(valid_rows(tmp / "two")) << "vs " << describe(valid_rows(tmp / "one"));
   EXPECT_EQ(sha_of(tmp / "two" / "last.pt"), sha_of(tmp / "one" / "last.pt"));
   const auto last = train::load_checkpoint(tmp / "one" / "last.pt");
-  EXPECT_EQ(last.state.epoch, last.state.position.epoch) << "the checkpoint's epoch is the batcher's";
+  EXPECT_EQ(last.state.epoch, last.state.position.epoch) << "the checkpoint's epoch is the batch sampler's";
 }
 
 // Defect 2: the validation at a stop between scheduled validations is a report only: it moves no

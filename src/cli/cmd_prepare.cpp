@@ -4,7 +4,7 @@
 #include "commands.h"
 #include "mtx/config/config.h"
 #include "mtx/data/batch.h"
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 #include "mtx/data/prepare.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/logging.h"
@@ -24,10 +24,10 @@ namespace {
 // Binary batch file for the PyTorch peer in scripts/bench: int32 little-endian throughout.
 // Header: magic 0x6d747862 ("mtxb"), batch count, pad, bos, eos. Per batch: rows, src_len, tgt_len,
 // then src [rows*src_len], tgt_in [rows*tgt_len], tgt_out [rows*tgt_len], exactly as mtx trains on them.
-void export_batches(const data::EncodedCorpus& corpus, const data::Batcher& batcher, const tokenizer::SpecialIds& ids,
-                    const std::string& path, int limit) {
+void export_batches(const data::EncodedCorpus& corpus, const data::BatchSampler& sampler,
+                    const tokenizer::SpecialIds& ids, const std::string& path, int limit) {
   data::BatchPlan plan;
-  batcher.for_each_batch(1, [&](const std::vector<uint32_t>& batch) {
+  sampler.for_each_batch(1, [&](const std::vector<uint32_t>& batch) {
     plan.push_back(batch);
     return limit <= 0 || plan.size() < size_t(limit);
   });
@@ -74,19 +74,19 @@ int run_prepare(const PrepareArgs& args) {
   if (prepared.valid) log::info("valid: {} pairs", prepared.valid->size());
   if (prepared.test) log::info("test: {} pairs", prepared.test->size());
 
-  data::BatcherOptions bo;
+  data::BatchSamplerOptions bo;
   bo.max_tokens = cfg.train.max_tokens;
   bo.sort_window = cfg.train.sort_window;
   bo.seed = uint64_t(cfg.train.seed);
-  const data::Batcher batcher = data::Batcher::for_corpus(prepared.train, bo);
-  const data::PaddingStats pad = batcher.padding(1);
+  const data::BatchSampler sampler = data::BatchSampler::for_corpus(prepared.train, bo);
+  const data::PaddingStats pad = sampler.padding(1);
   log::info(
       "batches at {} tokens: {} per epoch, {:.1f} pairs each; padding efficiency {:.1f}% "
       "(real tokens / padded slots)",
       cfg.train.max_tokens, pad.batches, double(pad.examples) / double(std::max<int64_t>(pad.batches, 1)),
       100.0 * pad.efficiency());
   if (!args.export_batches.empty()) {
-    export_batches(prepared.train, batcher, prepared.tokenizer.special_ids(), args.export_batches, args.export_limit);
+    export_batches(prepared.train, sampler, prepared.tokenizer.special_ids(), args.export_batches, args.export_limit);
   }
   log::info("prepared: tokenizer {} ({}), corpus {} ({})", prepared.tokenizer_dir.string(),
             prepared.tokenizer_reused ? "reused" : "trained", prepared.corpus_dir.string(),

@@ -12,7 +12,7 @@
 #include <numeric>
 #include <thread>
 
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 #include "mtx/data/corpus.h"
 #include "mtx/data/stream.h"
 #include "mtx/util/atomic_file.h"

@@ -9,7 +9,7 @@
 #include "mtx/util/errors.h"
 
 #include "mtx/data/batch.h"
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 #include "mtx/model/autocast.h"
 
 namespace mtx::decode {
@@ -20,13 +20,13 @@ LossEvaluation evaluate_loss(model::Transformer& model, const data::EncodedCorpu
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  data::BatcherOptions o;
+  data::BatchSamplerOptions o;
   o.max_tokens = max_tokens;
   o.shuffle = false;
-  const data::Batcher batcher = data::Batcher::for_corpus(corpus, o);
+  const data::BatchSampler sampler = data::BatchSampler::for_corpus(corpus, o);
   double nll = 0;
   int64_t tokens = 0;
-  for (const auto& indices : batcher.plan(1)) {
+  for (const auto& indices : sampler.plan(1)) {
     const data::Batch b = data::make_batch(corpus, indices, ids).to(device);
     model::Autocast autocast(bf16);
     const torch::Tensor real = b.tgt_out.ne(ids.pad);                                        // [b, t]

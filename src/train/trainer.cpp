@@ -273,7 +273,7 @@ Trainer::Moment Trainer::agree_on_now() {
 }
 
 Trainer::UpdateBatches Trainer::draw_update() {
-  // The update's batches j = 0 .. accum_steps x world - 1, in the batcher's order: rank r trains on
+  // The update's batches j = 0 .. accum_steps x world - 1, in the batch sampler's order: rank r trains on
   // j = r x accum_steps ... (r + 1) x accum_steps - 1 and steps over the others' (every rank reads the same order).
   UpdateBatches u;
   while (u.drawn < int64_t(tc_.accum_steps) * world_) {

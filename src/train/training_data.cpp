@@ -17,20 +17,20 @@ class TranslationData : public TrainingData {
       : cfg_(cfg),
         data_(data::prepare_data(cfg, prep)),
         ids_(data_.tokenizer.special_ids()),
-        batcher_(data::Batcher::for_corpus(data_.train, batcher_options(cfg.train))) {
+        sampler_(data::BatchSampler::for_corpus(data_.train, sampler_options(cfg.train))) {
     if (!data_.valid) throw ConfigError("data.valid: training needs a validation split");
   }
   const tokenizer::Tokenizer& tokenizer() const override { return data_.tokenizer; }
   bool next(data::Batch& batch) override {
-    if (!batcher_.next(indices_)) return false;
+    if (!sampler_.next(indices_)) return false;
     batch = data::make_batch(data_.train, indices_, ids_);
     return true;
   }
-  bool skip() override { return batcher_.next(indices_); }
-  data::BatchPosition position() const override { return batcher_.position(); }
-  void restore(data::BatchPosition position) override { batcher_.restore(position); }
+  bool skip() override { return sampler_.next(indices_); }
+  data::BatchPosition position() const override { return sampler_.position(); }
+  void restore(data::BatchPosition position) override { sampler_.restore(position); }
   int64_t epoch_batches() override {
-    const int64_t n = int64_t(batcher_.epoch_batches());
+    const int64_t n = int64_t(sampler_.epoch_batches());
     if (n == 0) {
       throw DataError(
           fmt::format("data.train: no training pairs to train on ({} after the length filters); loosen "
@@ -46,8 +46,8 @@ class TranslationData : public TrainingData {
   const data::PreparedData* translation() const override { return &data_; }
 
  private:
-  static data::BatcherOptions batcher_options(const config::TrainConfig& tc) {
-    data::BatcherOptions bo;
+  static data::BatchSamplerOptions sampler_options(const config::TrainConfig& tc) {
+    data::BatchSamplerOptions bo;
     bo.max_tokens = tc.max_tokens;
     bo.sort_window = tc.sort_window;
     bo.seed = uint64_t(tc.seed);
@@ -56,7 +56,7 @@ class TranslationData : public TrainingData {
   const config::Config& cfg_;
   data::PreparedData data_;
   tokenizer::SpecialIds ids_;
-  data::Batcher batcher_;
+  data::BatchSampler sampler_;
   std::vector<uint32_t> indices_;
 };
 
@@ -66,23 +66,23 @@ class LmData : public TrainingData {
   LmData(const config::Config& cfg, const data::PrepareOptions& prep)
       : cfg_(cfg),
         data_(data::prepare_streams(cfg, prep)),
-        batcher_(data_.train, cfg.train.batch_size, cfg.train.bptt, "data.train") {
+        windows_(data_.train, cfg.train.batch_size, cfg.train.bptt, "data.train") {
     if (!data_.valid) throw ConfigError("data.valid: training needs a validation split");
     // Checked now, not at the first validation.
     data::StreamBatcher(*data_.valid, cfg.train.eval_batch_size, cfg.train.bptt, "data.valid");
   }
   const tokenizer::Tokenizer& tokenizer() const override { return data_.tokenizer; }
-  bool next(data::Batch& batch) override { return batcher_.next(batch); }
+  bool next(data::Batch& batch) override { return windows_.next(batch); }
   bool skip() override {
     data::Batch unused;
-    return batcher_.next(unused);
+    return windows_.next(unused);
   }
-  data::BatchPosition position() const override { return batcher_.position(); }
-  void restore(data::BatchPosition position) override { batcher_.restore(position); }
-  int64_t epoch_batches() override { return batcher_.epoch_batches(); }
+  data::BatchPosition position() const override { return windows_.position(); }
+  void restore(data::BatchPosition position) override { windows_.restore(position); }
+  int64_t epoch_batches() override { return windows_.epoch_batches(); }
   std::string describe() const override {
     return fmt::format("{} tokens ({} in the vocabulary) in {} streams, bptt {}", data_.train.size(),
-                       data_.tokenizer.tgt().vocab_size(), batcher_.columns(), cfg_.train.bptt);
+                       data_.tokenizer.tgt().vocab_size(), windows_.columns(), cfg_.train.bptt);
   }
   LossEvaluation validation_loss(model::Transformer& model, const torch::Device& device, bool) override {
     return from(decode::stream_loss(model, *data_.valid, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
@@ -102,7 +102,7 @@ class LmData : public TrainingData {
   }
   const config::Config& cfg_;
   data::PreparedStreams data_;
-  data::StreamBatcher batcher_;
+  data::StreamBatcher windows_;
 };
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 #include "mtx/config/config.h"
 #include "mtx/data/batch.h"
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 #include "mtx/data/prepare.h"
 #include "mtx/decode/scoring.h"
 #include "mtx/model/transformer.h"
@@ -20,7 +20,7 @@ class TrainingData {
  public:
   virtual ~TrainingData() = default;
   virtual const tokenizer::Tokenizer& tokenizer() const = 0;
-  // As Batcher::next: false once at an epoch's end.
+  // As BatchSampler::next: false once at an epoch's end.
   virtual bool next(data::Batch& batch) = 0;
   // Moves past the next batch without building it (another rank's share of an update).
   virtual bool skip() = 0;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "mtx/data/batch.h"
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 #include "mtx/tokenizer/tokenizer.h"
 
 namespace mtx::data {
@@ -23,7 +23,7 @@ class StreamBatcher {
   StreamBatcher(const std::vector<int32_t>& stream, int64_t columns, int64_t bptt, const std::string& what);
 
   // The next window as a batch (tgt_in [columns, len], tgt_out the same positions + 1); at the end of
-  // an epoch returns false once and moves to the next epoch, as Batcher::next.
+  // an epoch returns false once and moves to the next epoch, as BatchSampler::next.
   bool next(Batch& batch);
   BatchPosition position() const { return position_; }
   void restore(BatchPosition position) { position_ = position; }

@@ -1,6 +1,6 @@
 // Self-contained checkpoints: a model bundle (bundle/bundle.h: weights, resolved config, tokenizer models
-// and special ids) with the full training state (optimizer, schedule, step, epoch, batcher position, RNG, best metric,
-// patience). Written atomically; a checkpoint with non-finite weights is never written.
+// and special ids) with the full training state (optimizer, schedule, step, epoch, batch sampler position, RNG, best
+// metric, patience). Written atomically; a checkpoint with non-finite weights is never written.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -14,7 +14,7 @@
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/config/config.h"
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 #include "mtx/model/transformer.h"
 #include "mtx/tokenizer/tokenizer.h"
 

@@ -40,7 +40,7 @@ class Scheduler {
   bool validation_due() const;
   bool translation_due() const;
 
-  // The batcher ran out of the epoch. Whether its end needs a validation of its own (no validation has
+  // The batch sampler ran out of the epoch. Whether its end needs a validation of its own (no validation has
   // run at this update yet: one that validate_every caused serves the epoch's end too).
   bool epoch_end_needs_validation() const { return state_.last_validation_step != state_.step; }
   struct EpochEnd {

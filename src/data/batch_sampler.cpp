@@ -1,4 +1,4 @@
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 
 #include <algorithm>
 #include <numeric>
@@ -42,39 +42,40 @@ void sort_and_cut(It first, It last, int64_t max_tokens, const Len& len, BatchPl
 
 }  // namespace
 
-Batcher::Batcher(std::vector<int32_t> src_lengths, std::vector<int32_t> tgt_lengths, BatcherOptions options)
+BatchSampler::BatchSampler(std::vector<int32_t> src_lengths, std::vector<int32_t> tgt_lengths,
+                           BatchSamplerOptions options)
     : src_len_(std::move(src_lengths)), tgt_len_(std::move(tgt_lengths)), n_(src_len_.size()), options_(options) {
-  if (src_len_.size() != tgt_len_.size()) throw Error("batcher: source and target length lists differ in size");
-  if (options_.max_tokens <= 0) throw Error("batcher: max_tokens must be positive");
+  if (src_len_.size() != tgt_len_.size()) throw Error("batch sampler: source and target length lists differ in size");
+  if (options_.max_tokens <= 0) throw Error("batch sampler: max_tokens must be positive");
   streamed_ = int64_t(n_) > options_.streamed_above;
 }
 
-Batcher::Batcher(const EncodedCorpus& corpus, BatcherOptions options)
+BatchSampler::BatchSampler(const EncodedCorpus& corpus, BatchSamplerOptions options)
     : corpus_(&corpus), n_(corpus.size()), streamed_(true), options_(options) {
-  if (options_.max_tokens <= 0) throw Error("batcher: max_tokens must be positive");
+  if (options_.max_tokens <= 0) throw Error("batch sampler: max_tokens must be positive");
 }
 
-Batcher Batcher::for_corpus(const EncodedCorpus& corpus, BatcherOptions options) {
-  if (int64_t(corpus.size()) > options.streamed_above) return Batcher(corpus, options);
+BatchSampler BatchSampler::for_corpus(const EncodedCorpus& corpus, BatchSamplerOptions options) {
+  if (int64_t(corpus.size()) > options.streamed_above) return BatchSampler(corpus, options);
   std::vector<int32_t> s(corpus.size()), t(corpus.size());
   for (size_t i = 0; i < corpus.size(); ++i) {
     s[i] = int32_t(corpus.src.length(i) + 1);
     t[i] = int32_t(corpus.tgt.length(i) + 1);
   }
   corpus.release_pages();
-  return Batcher(std::move(s), std::move(t), options);
+  return BatchSampler(std::move(s), std::move(t), options);
 }
 
-int32_t Batcher::src_len(uint32_t i) const { return corpus_ ? int32_t(corpus_->src.length(i) + 1) : src_len_[i]; }
-int32_t Batcher::tgt_len(uint32_t i) const { return corpus_ ? int32_t(corpus_->tgt.length(i) + 1) : tgt_len_[i]; }
+int32_t BatchSampler::src_len(uint32_t i) const { return corpus_ ? int32_t(corpus_->src.length(i) + 1) : src_len_[i]; }
+int32_t BatchSampler::tgt_len(uint32_t i) const { return corpus_ ? int32_t(corpus_->tgt.length(i) + 1) : tgt_len_[i]; }
 
-size_t Batcher::window_size() const {
+size_t BatchSampler::window_size() const {
   return size_t(options_.sort_window > 0 ? options_.sort_window : options_.streamed_above);
 }
 
-size_t Batcher::windows() const { return (n_ + window_size() - 1) / window_size(); }
+size_t BatchSampler::windows() const { return (n_ + window_size() - 1) / window_size(); }
 
-BatchPlan Batcher::window_plan(int64_t epoch, size_t w, PaddingStats* padding) const {
+BatchPlan BatchSampler::window_plan(int64_t epoch, size_t w, PaddingStats* padding) const {
   const size_t begin = w * window_size(), m = std::min(n_, begin + window_size()) - begin;
   const Permutation order(n_, Rng::from({options_.seed, uint64_t(epoch)}).next());
   // The window's examples and their lengths, gathered once: the sort then reads memory of the window's size.
@@ -108,7 +109,7 @@ BatchPlan Batcher::window_plan(int64_t epoch, size_t w, PaddingStats* padding) c
   return batches;
 }
 
-void Batcher::for_each_batch(int64_t epoch, const std::function<bool(const std::vector<uint32_t>&)>& visit) const {
+void BatchSampler::for_each_batch(int64_t epoch, const std::function<bool(const std::vector<uint32_t>&)>& visit) const {
   if (!streamed_) {
     for (const auto& batch : plan(epoch)) {
       if (!visit(batch)) return;
@@ -122,7 +123,7 @@ void Batcher::for_each_batch(int64_t epoch, const std::function<bool(const std::
   }
 }
 
-BatchPlan Batcher::plan(int64_t epoch) const {
+BatchPlan BatchSampler::plan(int64_t epoch) const {
   if (streamed_) {
     BatchPlan all;
     for_each_batch(epoch, [&](const std::vector<uint32_t>& b) {
@@ -152,7 +153,7 @@ BatchPlan Batcher::plan(int64_t epoch) const {
 }
 
 template <class Len>
-void Batcher::add_padding(const std::vector<uint32_t>& batch, const Len& len, PaddingStats& s) {
+void BatchSampler::add_padding(const std::vector<uint32_t>& batch, const Len& len, PaddingStats& s) {
   int64_t max_s = 0, max_t = 0;
   for (uint32_t i : batch) {
     const auto [ls, lt] = len(i);
@@ -167,7 +168,7 @@ void Batcher::add_padding(const std::vector<uint32_t>& batch, const Len& len, Pa
   ++s.batches;
 }
 
-PaddingStats Batcher::padding(const BatchPlan& plan) const {
+PaddingStats BatchSampler::padding(const BatchPlan& plan) const {
   PaddingStats s;
   for (const auto& batch : plan)
     add_padding(
@@ -179,7 +180,7 @@ PaddingStats Batcher::padding(const BatchPlan& plan) const {
   return s;
 }
 
-PaddingStats Batcher::padding(int64_t epoch) const {
+PaddingStats BatchSampler::padding(int64_t epoch) const {
   if (!streamed_) return padding(plan(epoch));
   // Each window's lengths as its plan read them: the corpus is not read again.
   PaddingStats s;
@@ -187,7 +188,7 @@ PaddingStats Batcher::padding(int64_t epoch) const {
   return s;
 }
 
-const BatchPlan& Batcher::current_plan() {
+const BatchPlan& BatchSampler::current_plan() {
   if (plan_epoch_ != position_.epoch) {
     plan_ = plan(position_.epoch);
     plan_epoch_ = position_.epoch;
@@ -195,7 +196,7 @@ const BatchPlan& Batcher::current_plan() {
   return plan_;
 }
 
-size_t Batcher::epoch_batches() {
+size_t BatchSampler::epoch_batches() {
   if (!streamed_) return current_plan().size();
   if (counted_epoch_ != position_.epoch) {
     size_t count = 0;
@@ -206,7 +207,7 @@ size_t Batcher::epoch_batches() {
   return counted_;
 }
 
-void Batcher::seek(int64_t epoch, int64_t index) {
+void BatchSampler::seek(int64_t epoch, int64_t index) {
   if (plan_epoch_ != epoch || index < window_first_) {
     plan_epoch_ = epoch;
     window_ = 0;
@@ -218,12 +219,12 @@ void Batcher::seek(int64_t epoch, int64_t index) {
     plan_ = window_plan(epoch, ++window_);
   }
   if (index - window_first_ > int64_t(plan_.size())) {
-    throw Error("batcher: position " + std::to_string(index) + " is past the end of epoch " + std::to_string(epoch) +
-                " (different data or batch settings?)");
+    throw Error("batch sampler: position " + std::to_string(index) + " is past the end of epoch " +
+                std::to_string(epoch) + " (different data or batch settings?)");
   }
 }
 
-bool Batcher::next(std::vector<uint32_t>& indices) {
+bool BatchSampler::next(std::vector<uint32_t>& indices) {
   if (streamed_) {
     seek(position_.epoch, position_.index);
     const int64_t local = position_.index - window_first_;
@@ -244,15 +245,15 @@ bool Batcher::next(std::vector<uint32_t>& indices) {
   return true;
 }
 
-void Batcher::restore(BatchPosition position) {
-  if (position.epoch < 1 || position.index < 0) throw Error("batcher: invalid position to restore");
+void BatchSampler::restore(BatchPosition position) {
+  if (position.epoch < 1 || position.index < 0) throw Error("batch sampler: invalid position to restore");
   position_ = position;
   if (streamed_) {
     seek(position.epoch, position.index);
     return;
   }
   if (position_.index > int64_t(current_plan().size())) {
-    throw Error("batcher: position " + std::to_string(position.index) + " is past the end of epoch " +
+    throw Error("batch sampler: position " + std::to_string(position.index) + " is past the end of epoch " +
                 std::to_string(position.epoch) + " (different data or batch settings?)");
   }
 }

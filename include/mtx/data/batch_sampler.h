@@ -1,4 +1,4 @@
-// Token-budget bucketing batcher (Marian's maxi-batch idea): shuffle, read a window, sort it by
+// Token-budget bucketing batch sampler (Marian's maxi-batch idea): shuffle, read a window, sort it by
 // length, cut batches under the budget (padding counted), shuffle batch order. Deterministic for
 // (seed, epoch); its position can be saved and restored for exact resume. Knows nothing of torch.
 #pragma once
@@ -11,7 +11,7 @@
 
 namespace mtx::data {
 
-struct BatcherOptions {
+struct BatchSamplerOptions {
   int64_t max_tokens = 4096;  // batch_size * longest sequence (source or target, specials included)
   int64_t sort_window = 0;    // examples sorted together (0 = the whole epoch, or streamed_above when streamed)
   uint64_t seed = 1;
@@ -22,7 +22,7 @@ struct BatcherOptions {
   int64_t streamed_above = int64_t(1) << 20;
 };
 
-// Where the batcher stands: `index` is the next batch of `epoch` (epochs count from 1).
+// Where the sampler stands: `index` is the next batch of `epoch` (epochs count from 1).
 struct BatchPosition {
   int64_t epoch = 1;
   int64_t index = 0;
@@ -40,19 +40,19 @@ struct PaddingStats {
 
 using BatchPlan = std::vector<std::vector<uint32_t>>;
 
-class Batcher {
+class BatchSampler {
  public:
   // Lengths as the model sees them (EOS or BOS included).
-  Batcher(std::vector<int32_t> src_lengths, std::vector<int32_t> tgt_lengths, BatcherOptions options);
-  // For a corpus of raw ids: source gets EOS, target gets BOS/EOS shifted (+1 each). A streamed batcher reads
+  BatchSampler(std::vector<int32_t> src_lengths, std::vector<int32_t> tgt_lengths, BatchSamplerOptions options);
+  // For a corpus of raw ids: source gets EOS, target gets BOS/EOS shifted (+1 each). A streamed sampler reads
   // the corpus's lengths as it plans: the corpus must outlive it.
-  static Batcher for_corpus(const EncodedCorpus& corpus, BatcherOptions options);
+  static BatchSampler for_corpus(const EncodedCorpus& corpus, BatchSamplerOptions options);
 
   // The indices of the next batch. At the end of an epoch returns false once and moves to the
   // next epoch, so `while (b.next(idx))` walks one epoch.
   bool next(std::vector<uint32_t>& indices);
   BatchPosition position() const { return position_; }
-  // Batches in the epoch the batcher stands in (a streamed batcher plans every window to count them).
+  // Batches in the epoch the sampler stands in (a streamed sampler plans every window to count them).
   size_t epoch_batches();
   void restore(BatchPosition position);
 
@@ -64,10 +64,10 @@ class Batcher {
   PaddingStats padding(int64_t epoch) const;
   size_t examples() const { return n_; }
   bool streamed() const { return streamed_; }
-  const BatcherOptions& options() const { return options_; }
+  const BatchSamplerOptions& options() const { return options_; }
 
  private:
-  Batcher(const EncodedCorpus& corpus, BatcherOptions options);
+  BatchSampler(const EncodedCorpus& corpus, BatchSamplerOptions options);
   int32_t src_len(uint32_t i) const;
   int32_t tgt_len(uint32_t i) const;
   // Adds a batch to s; len(i) gives item i's (source, target) lengths.
@@ -85,7 +85,7 @@ class Batcher {
   const EncodedCorpus* corpus_ = nullptr;  // streamed planning from a corpus
   size_t n_ = 0;
   bool streamed_ = false;
-  BatcherOptions options_;
+  BatchSamplerOptions options_;
   BatchPosition position_;
   BatchPlan plan_;  // the whole epoch's, or the current window's when streamed
   int64_t plan_epoch_ = -1;

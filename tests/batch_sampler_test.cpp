@@ -1,4 +1,4 @@
-#include "mtx/data/batcher.h"
+#include "mtx/data/batch_sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -29,8 +29,8 @@ data::EncodedCorpus synthetic_corpus(size_t n, uint64_t seed = 3) {
   return c;
 }
 
-data::BatcherOptions options(int64_t max_tokens, uint64_t seed = 1, int64_t window = 0) {
-  data::BatcherOptions o;
+data::BatchSamplerOptions options(int64_t max_tokens, uint64_t seed = 1, int64_t window = 0) {
+  data::BatchSamplerOptions o;
   o.max_tokens = max_tokens;
   o.seed = seed;
   o.sort_window = window;
@@ -39,10 +39,10 @@ data::BatcherOptions options(int64_t max_tokens, uint64_t seed = 1, int64_t wind
 
 }  // namespace
 
-TEST(Batcher, EveryExampleOncePerEpochWithinTheBudget) {
+TEST(BatchSampler, EveryExampleOncePerEpochWithinTheBudget) {
   const auto corpus = synthetic_corpus(2000);
   for (int64_t window : {0, 300}) {
-    const data::Batcher b = data::Batcher::for_corpus(corpus, options(1000, 1, window));
+    const data::BatchSampler b = data::BatchSampler::for_corpus(corpus, options(1000, 1, window));
     const data::BatchPlan plan = b.plan(1);
     std::vector<int> seen(corpus.size(), 0);
     for (const auto& batch : plan) {
@@ -62,8 +62,8 @@ TEST(Batcher, EveryExampleOncePerEpochWithinTheBudget) {
   }
 }
 
-TEST(Batcher, OversizedExampleGetsABatchOfItsOwn) {
-  data::Batcher b({5, 500, 5}, {5, 400, 5}, options(100));
+TEST(BatchSampler, OversizedExampleGetsABatchOfItsOwn) {
+  data::BatchSampler b({5, 500, 5}, {5, 400, 5}, options(100));
   const auto plan = b.plan(1);
   size_t singletons_with_long = 0;
   for (const auto& batch : plan) {
@@ -75,20 +75,20 @@ TEST(Batcher, OversizedExampleGetsABatchOfItsOwn) {
   EXPECT_EQ(singletons_with_long, 1u);
 }
 
-TEST(Batcher, DeterministicForSeedAndEpoch) {
+TEST(BatchSampler, DeterministicForSeedAndEpoch) {
   const auto corpus = synthetic_corpus(1000);
-  const data::Batcher a = data::Batcher::for_corpus(corpus, options(800, 5));
-  const data::Batcher b = data::Batcher::for_corpus(corpus, options(800, 5));
-  const data::Batcher c = data::Batcher::for_corpus(corpus, options(800, 6));
+  const data::BatchSampler a = data::BatchSampler::for_corpus(corpus, options(800, 5));
+  const data::BatchSampler b = data::BatchSampler::for_corpus(corpus, options(800, 5));
+  const data::BatchSampler c = data::BatchSampler::for_corpus(corpus, options(800, 6));
   EXPECT_EQ(a.plan(1), b.plan(1));
   EXPECT_EQ(a.plan(2), b.plan(2));
   EXPECT_NE(a.plan(1), a.plan(2)) << "each epoch is shuffled differently";
   EXPECT_NE(a.plan(1), c.plan(1)) << "the seed changes the order";
 }
 
-TEST(Batcher, NextWalksEpochsAndRestoresPositionExactly) {
+TEST(BatchSampler, NextWalksEpochsAndRestoresPositionExactly) {
   const auto corpus = synthetic_corpus(500);
-  data::Batcher a = data::Batcher::for_corpus(corpus, options(600, 9));
+  data::BatchSampler a = data::BatchSampler::for_corpus(corpus, options(600, 9));
   const size_t per_epoch = a.plan(1).size();
   std::vector<uint32_t> idx;
   size_t n = 0;
@@ -96,7 +96,7 @@ TEST(Batcher, NextWalksEpochsAndRestoresPositionExactly) {
   EXPECT_EQ(n, per_epoch);
   EXPECT_EQ(a.position(), (data::BatchPosition{2, 0}));
 
-  // Take a few batches of epoch 2, save the position, continue; a restored batcher continues identically.
+  // Take a few batches of epoch 2, save the position, continue; a restored sampler continues identically.
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(a.next(idx));
   const data::BatchPosition saved = a.position();
   EXPECT_EQ(saved, (data::BatchPosition{2, 5}));
@@ -107,7 +107,7 @@ TEST(Batcher, NextWalksEpochsAndRestoresPositionExactly) {
     rest_a.push_back(idx);
   }
 
-  data::Batcher b = data::Batcher::for_corpus(corpus, options(600, 9));
+  data::BatchSampler b = data::BatchSampler::for_corpus(corpus, options(600, 9));
   b.restore(saved);
   while (b.next(idx)) rest_b.push_back(idx);
   for (int i = 0; i < 3; ++i) {
@@ -118,10 +118,10 @@ TEST(Batcher, NextWalksEpochsAndRestoresPositionExactly) {
   EXPECT_THROW(b.restore({2, int64_t(per_epoch) + 10}), mtx::Error);
 }
 
-TEST(Batcher, EvaluationOrderIsSortedAndUnshuffled) {
-  data::BatcherOptions o = options(50);
+TEST(BatchSampler, EvaluationOrderIsSortedAndUnshuffled) {
+  data::BatchSamplerOptions o = options(50);
   o.shuffle = false;
-  data::Batcher b({3, 1, 2, 9}, {3, 1, 2, 9}, o);
+  data::BatchSampler b({3, 1, 2, 9}, {3, 1, 2, 9}, o);
   const auto plan = b.plan(1);
   std::vector<uint32_t> flat;
   for (const auto& batch : plan) flat.insert(flat.end(), batch.begin(), batch.end());
@@ -179,11 +179,11 @@ TEST(Permutation, IsABijectionFixedByItsKey) {
   EXPECT_LT(fixed, 20u) << "it shuffles";
 }
 
-TEST(Batcher, StreamedPlansWindowByWindowAndResumesExactly) {
+TEST(BatchSampler, StreamedPlansWindowByWindowAndResumesExactly) {
   const auto corpus = synthetic_corpus(2000);
-  data::BatcherOptions o = options(1000, 4);
+  data::BatchSamplerOptions o = options(1000, 4);
   o.streamed_above = 450;  // windows of 450: the last one short
-  data::Batcher a = data::Batcher::for_corpus(corpus, o);
+  data::BatchSampler a = data::BatchSampler::for_corpus(corpus, o);
   ASSERT_TRUE(a.streamed());
   const data::BatchPlan plan = a.plan(1);
   std::vector<int> seen(corpus.size(), 0);
@@ -200,7 +200,7 @@ TEST(Batcher, StreamedPlansWindowByWindowAndResumesExactly) {
   EXPECT_EQ(a.padding(1).examples, 2000);
   EXPECT_EQ(a.epoch_batches(), plan.size());
   EXPECT_NE(a.plan(2), plan) << "each epoch is shuffled differently";
-  EXPECT_EQ(data::Batcher::for_corpus(corpus, o).plan(1), plan) << "deterministic";
+  EXPECT_EQ(data::BatchSampler::for_corpus(corpus, o).plan(1), plan) << "deterministic";
   // The first window's examples are a shuffle of the whole corpus, not its first 450.
   std::set<uint32_t> first_window;
   for (size_t b = 0, n = 0; n < 450 && b < plan.size(); ++b) {
@@ -216,23 +216,23 @@ TEST(Batcher, StreamedPlansWindowByWindowAndResumesExactly) {
   // Restore to every position of epoch 2 in turn (window boundaries included): the rest is the same.
   const data::BatchPlan second = a.plan(2);
   for (size_t at = 0; at <= second.size(); at += 7) {
-    data::Batcher b = data::Batcher::for_corpus(corpus, o);
+    data::BatchSampler b = data::BatchSampler::for_corpus(corpus, o);
     b.restore({2, int64_t(at)});
     std::vector<std::vector<uint32_t>> rest;
     while (b.next(idx)) rest.push_back(idx);
     EXPECT_EQ(rest, data::BatchPlan(second.begin() + ptrdiff_t(at), second.end())) << at;
     EXPECT_EQ(b.position(), (data::BatchPosition{3, 0}));
   }
-  data::Batcher c = data::Batcher::for_corpus(corpus, o);
+  data::BatchSampler c = data::BatchSampler::for_corpus(corpus, o);
   EXPECT_THROW(c.restore({2, int64_t(second.size()) + 1}), mtx::Error);
 }
 
-TEST(Batcher, UpToTheStreamedSizeAnEpochIsPlannedWhole) {
+TEST(BatchSampler, UpToTheStreamedSizeAnEpochIsPlannedWhole) {
   const auto corpus = synthetic_corpus(2000);
-  data::BatcherOptions o = options(1000, 4);
+  data::BatchSamplerOptions o = options(1000, 4);
   o.streamed_above = 2000;
-  const data::Batcher whole = data::Batcher::for_corpus(corpus, o);
+  const data::BatchSampler whole = data::BatchSampler::for_corpus(corpus, o);
   EXPECT_FALSE(whole.streamed());
   o.streamed_above = int64_t(1) << 20;
-  EXPECT_EQ(data::Batcher::for_corpus(corpus, o).plan(1), whole.plan(1)) << "the default keeps whole-epoch plans";
+  EXPECT_EQ(data::BatchSampler::for_corpus(corpus, o).plan(1), whole.plan(1)) << "the default keeps whole-epoch plans";
 }
