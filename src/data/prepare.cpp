@@ -14,7 +14,7 @@
 
 #include "mtx/data/batch_sampler.h"
 #include "mtx/data/corpus.h"
-#include "mtx/data/stream.h"
+#include "mtx/data/lm_text.h"
 #include "mtx/util/atomic_file.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
@@ -395,7 +395,7 @@ fs::path find_text_file(const config::DataConfig& data, const std::string& name,
                   data.dir + ", or point data.dir and " + key + " at any text file");
 }
 
-PreparedStreams prepare_streams(const config::Config& cfg, const PrepareOptions& options) {
+PreparedLmText prepare_lm_text(const config::Config& cfg, const PrepareOptions& options) {
   const auto& d = cfg.data;
   // Every file is looked for before any work starts.
   const fs::path train = find_text_file(d, d.train, "data.train");
@@ -409,10 +409,10 @@ PreparedStreams prepare_streams(const config::Config& cfg, const PrepareOptions&
     tok = tokenizer::Tokenizer::load(cfg.tokenizer.model_dir);
   }
   if (!tok) tok = tokenizer::Tokenizer::train(cfg.tokenizer, {}, train_lines);
-  PreparedStreams out{*tok, data::encode_stream(tok->tgt(), train_lines), std::nullopt, std::nullopt};
-  if (valid) out.valid = data::encode_stream(tok->tgt(), read_lines(*valid));
-  if (test) out.test = data::encode_stream(tok->tgt(), read_lines(*test));
-  log::info("token streams: train {} ({}), valid {}, test {}", out.train.size(), train.string(),
+  PreparedLmText out{*tok, data::encode_lm_text(tok->tgt(), train_lines), std::nullopt, std::nullopt};
+  if (valid) out.valid = data::encode_lm_text(tok->tgt(), read_lines(*valid));
+  if (test) out.test = data::encode_lm_text(tok->tgt(), read_lines(*test));
+  log::info("token sequences: train {} ({}), valid {}, test {}", out.train.size(), train.string(),
             out.valid ? std::to_string(out.valid->size()) : "-", out.test ? std::to_string(out.test->size()) : "-");
   return out;
 }

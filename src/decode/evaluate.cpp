@@ -10,8 +10,8 @@
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/data/corpus.h"
+#include "mtx/data/lm_text.h"
 #include "mtx/data/prepare.h"
-#include "mtx/data/stream.h"
 #include "mtx/decode/lm.h"
 #include "mtx/decode/scoring.h"
 #include "mtx/decode/translator.h"
@@ -72,8 +72,8 @@ void lm_perplexity(const EvalOptions& o, std::ostream& out) {
   const int64_t columns = o.text_streams ? *o.text_streams : ckpt.config.train.eval_batch_size;
   if (columns < 1) throw ConfigError("--batch-size: must be >= 1");
   set_threads(o.threads);  // after the checks: an error there stays one line
-  const auto stream = data::encode_stream(ckpt.tokenizer->tgt(), lines);
-  const StreamLoss l = stream_loss(ckpt.model, stream, columns, ckpt.config.train.bptt, device);
+  const auto tokens = data::encode_lm_text(ckpt.tokenizer->tgt(), lines);
+  const TextLoss l = text_loss(ckpt.model, tokens, columns, ckpt.config.train.bptt, device);
   if (o.report.json) {
     out << nlohmann::json({{"name", "PPL"},
                            {"score", l.ppl},

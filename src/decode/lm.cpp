@@ -7,19 +7,19 @@
 #include <cmath>
 #include <numeric>
 
-#include "mtx/data/stream.h"
+#include "mtx/data/lm_text.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/random.h"
 
 namespace mtx::decode {
 
-StreamLoss stream_loss(model::Transformer& model, const std::vector<int32_t>& stream, int64_t columns, int64_t bptt,
-                       const torch::Device& device) {
-  TORCH_CHECK(model->options.decoder_only(), "stream_loss: needs a language model (task lm)");
+TextLoss text_loss(model::Transformer& model, const std::vector<int32_t>& tokens, int64_t columns, int64_t bptt,
+                   const torch::Device& device) {
+  TORCH_CHECK(model->options.decoder_only(), "text_loss: needs a language model (task lm)");
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  const data::StreamBatcher windows(stream, columns, bptt, "text");
+  const data::BpttBatches windows(tokens, columns, bptt, "text");
   double nll = 0;
   int64_t tokens = 0;
   for (int64_t i = 0; i < windows.epoch_batches(); ++i) {
@@ -32,7 +32,7 @@ StreamLoss stream_loss(model::Transformer& model, const std::vector<int32_t>& st
     tokens += b.tgt_tokens;
   }
   model->train(was_training);
-  StreamLoss s;
+  TextLoss s;
   s.tokens = tokens;
   s.loss = tokens ? nll / double(tokens) : 0.0;
   s.ppl = std::exp(std::min(s.loss, 700.0));

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "mtx/data/stream.h"
+#include "mtx/data/lm_text.h"
 #include "mtx/decode/lm.h"
 #include "mtx/util/errors.h"
 
@@ -65,11 +65,11 @@ class LmData : public TrainingData {
  public:
   LmData(const config::Config& cfg, const data::PrepareOptions& prep)
       : cfg_(cfg),
-        data_(data::prepare_streams(cfg, prep)),
+        data_(data::prepare_lm_text(cfg, prep)),
         windows_(data_.train, cfg.train.batch_size, cfg.train.bptt, "data.train") {
     if (!data_.valid) throw ConfigError("data.valid: training needs a validation split");
     // Checked now, not at the first validation.
-    data::StreamBatcher(*data_.valid, cfg.train.eval_batch_size, cfg.train.bptt, "data.valid");
+    data::BpttBatches(*data_.valid, cfg.train.eval_batch_size, cfg.train.bptt, "data.valid");
   }
   const tokenizer::Tokenizer& tokenizer() const override { return data_.tokenizer; }
   bool next(data::Batch& batch) override { return windows_.next(batch); }
@@ -85,15 +85,15 @@ class LmData : public TrainingData {
                        data_.tokenizer.tgt().vocab_size(), windows_.columns(), cfg_.train.bptt);
   }
   LossEvaluation validation_loss(model::Transformer& model, const torch::Device& device, bool) override {
-    return from(decode::stream_loss(model, *data_.valid, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
+    return from(decode::text_loss(model, *data_.valid, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
   }
   std::optional<LossEvaluation> test_loss(model::Transformer& model, const torch::Device& device) override {
     if (!data_.test) return std::nullopt;
-    return from(decode::stream_loss(model, *data_.test, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
+    return from(decode::text_loss(model, *data_.test, cfg_.train.eval_batch_size, cfg_.train.bptt, device));
   }
 
  private:
-  static LossEvaluation from(const decode::StreamLoss& s) {
+  static LossEvaluation from(const decode::TextLoss& s) {
     LossEvaluation v;
     v.loss = s.loss;
     v.ppl = s.ppl;
@@ -101,8 +101,8 @@ class LmData : public TrainingData {
     return v;
   }
   const config::Config& cfg_;
-  data::PreparedStreams data_;
-  data::StreamBatcher windows_;
+  data::PreparedLmText data_;
+  data::BpttBatches windows_;
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // A training/evaluation batch as tensors: src, tgt_in (BOS + y), tgt_out (y + EOS), lengths; for a
-// language model (data/stream.h) src and the lengths are undefined and tgt_out is tgt_in shifted by one.
+// language model (data/lm_text.h) src and the lengths are undefined and tgt_out is tgt_in shifted by one.
 // The trainer consumes these directly; nobody slices [:, :-1].
 #pragma once
 

@@ -56,8 +56,8 @@ struct PrepareOptions {
 PreparedData prepare_data(const config::Config& config, const PrepareOptions& options = {});
 
 // Task lm: the text files data.train / data.valid / data.test in data.dir (as named, or with .gz added)
-// encoded into token streams (data/stream.h) with the configured (or given) tokenizer.
-struct PreparedStreams {
+// encoded into token sequences (data/lm_text.h) with the configured (or given) tokenizer.
+struct PreparedLmText {
   tokenizer::Tokenizer tokenizer;
   std::vector<int32_t> train;
   std::optional<std::vector<int32_t>> valid;  // absent when data.valid is ""
@@ -65,7 +65,7 @@ struct PreparedStreams {
 };
 // The file of one split: <data.dir>/<name>, else <data.dir>/<name>.gz; throws DataError naming the key.
 std::filesystem::path find_text_file(const config::DataConfig& data, const std::string& name, const std::string& key);
-PreparedStreams prepare_streams(const config::Config& config, const PrepareOptions& options = {});
+PreparedLmText prepare_lm_text(const config::Config& config, const PrepareOptions& options = {});
 
 // Up to `k` pairs of two files that pass `filter` (k = 0: all), a reservoir sample drawn with `seed` and given
 // back in file order; files of at most k such pairs come back whole. With max_bytes > 0 the sample is cut to a

@@ -1,4 +1,4 @@
-// What a trained language model (task lm) is used for: the perplexity of a text stream (the tutorial's
+// What a trained language model (task lm) is used for: the perplexity of a text (the tutorial's
 // evaluate()) and continuing a prompt by sampling (temperature, top-k, seed) over the model's incremental
 // step and cache -- the step translation's beam search uses.
 #pragma once
@@ -10,15 +10,15 @@
 
 namespace mtx::decode {
 
-struct StreamLoss {
+struct TextLoss {
   double loss = 0;  // nll per predicted token
   double ppl = 0;   // exp(loss)
   int64_t tokens = 0;
 };
-// The stream cut into `columns` rows, read in windows of `bptt` (each predicting its next tokens);
-// `model` is left in the mode it was in. Throws DataError when the stream is too short.
-StreamLoss stream_loss(model::Transformer& model, const std::vector<int32_t>& stream, int64_t columns, int64_t bptt,
-                       const torch::Device& device);
+// The token sequence cut into `columns` rows, read in windows of `bptt` (each predicting its next tokens);
+// `model` is left in the mode it was in. Throws DataError when the sequence is too short.
+TextLoss text_loss(model::Transformer& model, const std::vector<int32_t>& tokens, int64_t columns, int64_t bptt,
+                   const torch::Device& device);
 
 struct GenerateOptions {
   int max_tokens = 50;       // tokens generated after the prompt
@@ -32,7 +32,7 @@ struct GenerateOptions {
 // Throws ConfigError naming the offending option.
 void validate(const GenerateOptions& options);
 
-// `prompt` ids (empty: the stream starts after an <eos>, as at a line start) -> the generated ids.
+// `prompt` ids (empty: the text starts after an <eos>, as at a line start) -> the generated ids.
 std::vector<int32_t> generate(model::Transformer& model, const std::vector<int32_t>& prompt, int32_t eos,
                               const GenerateOptions& options);
 

@@ -1,5 +1,5 @@
 // The language-model task's data, as PyTorch's Transformer tutorial prepares it: text lines encoded into
-// one token stream (<eos> after every non-empty line), cut into `columns` contiguous streams (batchify),
+// one token sequence (<eos> after every non-empty line), cut into `columns` contiguous rows (batchify),
 // read in windows of `bptt` tokens whose targets are the next tokens. Deterministic; positions resume.
 #pragma once
 
@@ -14,13 +14,13 @@
 namespace mtx::data {
 
 // Each line's ids then <eos>; lines that encode to nothing are skipped (the tutorial's filter).
-std::vector<int32_t> encode_stream(const tokenizer::Model& model, const std::vector<std::string>& lines);
+std::vector<int32_t> encode_lm_text(const tokenizer::Model& model, const std::vector<std::string>& lines);
 
-class StreamBatcher {
+class BpttBatches {
  public:
-  // Cuts `stream` into `columns` rows of stream.size() / columns tokens (the rest dropped); a window is
-  // up to `bptt` positions of every row. Throws DataError when the stream is too short for one window.
-  StreamBatcher(const std::vector<int32_t>& stream, int64_t columns, int64_t bptt, const std::string& what);
+  // Cuts `tokens` into `columns` rows of tokens.size() / columns tokens (the rest dropped); a window is
+  // up to `bptt` positions of every row. Throws DataError when the sequence is too short for one window.
+  BpttBatches(const std::vector<int32_t>& tokens, int64_t columns, int64_t bptt, const std::string& what);
 
   // The next window as a batch (tgt_in [columns, len], tgt_out the same positions + 1); at the end of
   // an epoch returns false once and moves to the next epoch, as BatchSampler::next.

@@ -1,4 +1,4 @@
-#include "mtx/data/stream.h"
+#include "mtx/data/lm_text.h"
 
 #include <fmt/format.h>
 
@@ -8,36 +8,36 @@
 
 namespace mtx::data {
 
-std::vector<int32_t> encode_stream(const tokenizer::Model& model, const std::vector<std::string>& lines) {
-  std::vector<int32_t> stream, ids;
+std::vector<int32_t> encode_lm_text(const tokenizer::Model& model, const std::vector<std::string>& lines) {
+  std::vector<int32_t> tokens, ids;
   const int32_t eos = model.special_ids().eos;
   for (const auto& line : lines) {
     model.encode(line, ids);
     if (ids.empty()) continue;
-    stream.insert(stream.end(), ids.begin(), ids.end());
-    stream.push_back(eos);
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    tokens.push_back(eos);
   }
-  return stream;
+  return tokens;
 }
 
-StreamBatcher::StreamBatcher(const std::vector<int32_t>& stream, int64_t columns, int64_t bptt, const std::string& what)
-    : columns_(columns), length_(columns > 0 ? int64_t(stream.size()) / columns : 0), bptt_(bptt) {
-  if (columns <= 0 || bptt <= 0) throw Error("StreamBatcher: columns and bptt must be positive");
+BpttBatches::BpttBatches(const std::vector<int32_t>& tokens, int64_t columns, int64_t bptt, const std::string& what)
+    : columns_(columns), length_(columns > 0 ? int64_t(tokens.size()) / columns : 0), bptt_(bptt) {
+  if (columns <= 0 || bptt <= 0) throw Error("BpttBatches: columns and bptt must be positive");
   if (length_ < 2) {
     throw DataError(
         fmt::format("{}: {} tokens cannot be cut into {} streams of 2 or more (one input and its next "
                     "token); give more text or a smaller batch size",
-                    what, stream.size(), columns));
+                    what, tokens.size(), columns));
   }
   torch::Tensor flat = torch::empty({columns_ * length_}, torch::kLong);  // [columns * length]
   auto* p = flat.data_ptr<int64_t>();
-  for (int64_t i = 0; i < columns_ * length_; ++i) p[i] = stream[size_t(i)];
+  for (int64_t i = 0; i < columns_ * length_; ++i) p[i] = tokens[size_t(i)];
   rows_ = flat.view({columns_, length_});  // [columns, length]: row j holds tokens j*length ..
 }
 
-Batch StreamBatcher::window(int64_t index) const {
+Batch BpttBatches::window(int64_t index) const {
   const int64_t start = index * bptt_;
-  if (index < 0 || start >= length_ - 1) throw Error("StreamBatcher: window out of range");
+  if (index < 0 || start >= length_ - 1) throw Error("BpttBatches: window out of range");
   const int64_t len = std::min(bptt_, length_ - 1 - start);
   Batch b;
   b.tgt_in = rows_.narrow(1, start, len).contiguous();       // [columns, len]
@@ -46,7 +46,7 @@ Batch StreamBatcher::window(int64_t index) const {
   return b;
 }
 
-bool StreamBatcher::next(Batch& batch) {
+bool BpttBatches::next(Batch& batch) {
   if (position_.index >= epoch_batches()) {
     position_ = {position_.epoch + 1, 0};
     return false;
