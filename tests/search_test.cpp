@@ -678,7 +678,7 @@ double chi_square(const std::vector<int64_t>& counts, const std::vector<double>&
 }  // namespace
 
 // Samples follow the model's distribution after temperature, top-k and top-p (transformers' order and nucleus
-// rule): 4000 sentences, each its own stream, their first tokens counted against the expected probabilities.
+// rule): 4000 sentences, each its own seed, their first tokens counted against the expected probabilities.
 TEST(BeamSearch, SamplesFollowTheDistributionAfterTemperatureTopKAndTopP) {
   const std::vector<double> model = {0, 0, 0, 0, 0.4, 0.3, 0.2, 0.1, 0, 0};  // tokens 4..7
   const Table table = [&](int64_t, const std::vector<int32_t>& prefix) {
@@ -728,7 +728,7 @@ TEST(BeamSearch, SamplesFollowTheDistributionAfterTemperatureTopKAndTopP) {
   }
 }
 
-// A sample depends on its sentence's stream alone: the same alone, in a batch (any position), joined mid-search,
+// A sample depends on its sentence's seed alone: the same alone, in a batch (any position), joined mid-search,
 // and each of nbest samples is its own draw.
 TEST(BeamSearch, ASampleIsTheSameAloneInABatchAndJoined) {
   const Table table = [](int64_t s, const std::vector<int32_t>& prefix) {
@@ -738,9 +738,9 @@ TEST(BeamSearch, ASampleIsTheSameAloneInABatchAndJoined) {
   SearchOptions o = opts(1);
   o.sampling_topk = 0;
   o.nbest = 3;
-  const auto alone = [&](int64_t s, uint64_t stream) {
+  const auto alone = [&](int64_t s, uint64_t seed) {
     FakeStep fn([&](int64_t, const std::vector<int32_t>& p) { return table(s, p); }, 1);
-    return beam_search(fn, o, input_of({{8, {}, stream}}))[0];
+    return beam_search(fn, o, input_of({{8, {}, seed}}))[0];
   };
   FakeStep fn(table, 3);
   const auto batch = beam_search(fn, o, input_of({{8, {}, 11}, {8, {}, 12}, {8, {}, 13}}));
@@ -770,7 +770,7 @@ TEST(BeamSearch, ASampleIsTheSameAloneInABatchAndJoined) {
   ASSERT_EQ(with_late.size(), 2u);
   const auto third = alone(2, 13);
   for (size_t j = 0; j < 3; ++j) EXPECT_EQ(with_late[1][j].tokens, third[j].tokens) << "joined sample " << j;
-  // Another stream, other samples.
+  // Another seed, other samples.
   const auto tokens_of = [](const std::vector<Hypothesis>& hs) {
     std::vector<std::vector<int32_t>> out;
     for (const auto& h : hs) out.push_back(h.tokens);

@@ -50,7 +50,7 @@ struct Steering {
   int64_t samples = 1;  // sampling: samples per sentence (a sentence's one row at its first step draws them all)
   const std::vector<std::vector<int32_t>>* history = nullptr;  // per row: the tokens so far
   const std::vector<uint8_t>* live = nullptr;                  // sampling, per row: its sample still runs
-  std::vector<uint64_t> streams;                               // per active sentence
+  std::vector<uint64_t> seeds;                                 // per active sentence
   std::vector<int64_t> own_steps;                              // per active sentence
   // Constraints, per row (empty: none): EOS banned (its constraints are not all met), and the tokens whose
   // log-probabilities the step keeps besides its best ones (those that advance its constraints).
@@ -150,9 +150,9 @@ void ngram_bans(const std::vector<int32_t>& h, int64_t n, std::vector<int32_t>& 
   }
 }
 
-// A uniform number in [0, 1) for draw `j` of a sentence's stream at its own step `t`.
-double uniform(uint64_t stream, int64_t t, int64_t j) {
-  return double(Rng::from({stream, uint64_t(t), uint64_t(j)}).next() >> 11) * 0x1.0p-53;
+// A uniform number in [0, 1) for draw `j` of a sentence's seed at its own step `t`.
+double uniform(uint64_t seed, int64_t t, int64_t j) {
+  return double(Rng::from({seed, uint64_t(t), uint64_t(j)}).next() >> 11) * 0x1.0p-53;
 }
 
 // The fused CPU choice, fed row blocks as the step produces them: per row its best allowed tokens as
@@ -341,7 +341,7 @@ class CandidatePicker {
   }
 
   // Row r's draws: temperature, top-k, top-p (transformers' order and definitions), then the inverse of the
-  // cumulative distribution at the stream's uniform number. Each draw carries its token's log-probability at
+  // cumulative distribution at the seed's uniform number. Each draw carries its token's log-probability at
   // temperature 1 over the whole (processed) row.
   void sample(int64_t r, const float* row, int64_t vocab, float lse, const kernels::RowLoops& loops) {
     const SearchOptions& o = *steer_->options;
@@ -390,7 +390,7 @@ class CandidatePicker {
     }
     for (int64_t j = 0; j < draws(a); ++j) {
       const int64_t draw = draws(a) > 1 ? j : r - starts_[size_t(a)];
-      const double u = uniform(steer_->streams[size_t(a)], steer_->own_steps[size_t(a)], draw) * total;
+      const double u = uniform(steer_->seeds[size_t(a)], steer_->own_steps[size_t(a)], draw) * total;
       double cum = 0;
       size_t pick = cand.size() - 1;
       for (size_t i = 0; i < cand.size(); ++i) {
@@ -507,7 +507,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
   const auto batch = int64_t(input.sentences.size());
   std::vector<int64_t> limits;                    // per sentence, admitted ones included
   std::vector<std::vector<int32_t>> prefixes;     // per sentence
-  std::vector<uint64_t> streams;                  // per sentence
+  std::vector<uint64_t> seeds;                    // per sentence
   std::vector<Phrases> constraints;               // per sentence
   std::vector<int64_t> starts(size_t(batch), 0);  // per sentence: the step it started at
   bool any_constraints = false;
@@ -530,7 +530,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     any_constraints = any_constraints || !phrases.empty();
     limits.push_back(std::max<int64_t>(s.max_length, int64_t(s.prefix.size()) + phrase_tokens + 1));
     prefixes.push_back(s.prefix);
-    streams.push_back(s.stream);
+    seeds.push_back(s.seed);
     constraints.push_back(std::move(phrases));
   };
   for (const auto& s : input.sentences) add_sentence(s);
@@ -695,7 +695,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       if (options.min_len > 0) rules.eos_banned.push_back(own < options.min_len ? 1 : 0);
       if (any_prefix) rules.forced_token.push_back(own < int64_t(prefixes[s].size()) ? prefixes[s][size_t(own)] : -1);
       if (sampling) {
-        steer.streams.push_back(streams[s]);
+        steer.seeds.push_back(seeds[s]);
         steer.own_steps.push_back(own);
       }
     }

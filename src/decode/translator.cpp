@@ -151,9 +151,9 @@ int64_t Translator::max_source_tokens() const {
   return options_.search.max_input_length > 0 ? std::min<int64_t>(model, options_.search.max_input_length) : model;
 }
 
-uint64_t Translator::stream_of(const std::vector<int32_t>& source, const std::vector<int32_t>& prefix) const {
+uint64_t Translator::seed_of(const std::vector<int32_t>& source, const std::vector<int32_t>& prefix) const {
   // FNV-1a over the seed, the source and the prefix, then SplitMix64's finaliser: the same sentence, the same
-  // stream, wherever and with whatever it is translated.
+  // seed, wherever and with whatever it is translated.
   uint64_t h = 0xcbf29ce484222325ull;
   const auto mix = [&h](uint64_t v) {
     for (int i = 0; i < 8; ++i) {
@@ -235,7 +235,7 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     std::vector<SearchSentence> out;
     for (size_t i = 0; i < srcs.size(); ++i) {
       const TargetControls& c = ctl.empty() || !ctl[i] ? kNone : *ctl[i];
-      out.push_back({limits[i], c.prefix, stream_of(*srcs[i], c.prefix), c.constraints});
+      out.push_back({limits[i], c.prefix, seed_of(*srcs[i], c.prefix), c.constraints});
     }
     return out;
   };

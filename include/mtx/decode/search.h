@@ -101,8 +101,8 @@ using Abandoned = std::function<bool(int64_t sentence)>;
 
 // One sentence of a search: its length limit (the most tokens it may generate, EOS included, >= 1), the target
 // prefix forced at its start (tokens without BOS and EOS; the search continues after them and they are part of
-// its hypotheses and their log-probabilities; the limit grows to hold them), its sampling stream (the draws of
-// its sample j at its own step t depend on nothing but (stream, t, j)), and its constraints: target phrases (token
+// its hypotheses and their log-probabilities; the limit grows to hold them), its sampling seed (the draws of
+// its sample j at its own step t depend on nothing but (seed, t, j)), and its constraints: target phrases (token
 // sequences, in any order) that every hypothesis holds before it may end, by lexically constrained beam search
 // with dynamic beam allocation (Post & Vilar 2018, as fairseq's LexicallyConstrainedBeamSearch: each step's
 // candidates are the best ones, each hypothesis's best token and every token that advances a hypothesis's
@@ -113,7 +113,7 @@ using Abandoned = std::function<bool(int64_t sentence)>;
 struct SearchSentence {
   int64_t max_length = 1;
   std::vector<int32_t> prefix;
-  uint64_t stream = 0;
+  uint64_t seed = 0;
   std::vector<std::vector<int32_t>> constraints = {};
 };
 // What a caller steers one sentence's target with (SearchSentence's prefix and constraints), as the layers above
@@ -123,7 +123,7 @@ struct TargetControls {
   std::vector<std::vector<int32_t>> constraints = {};
 };
 
-// Continuous batching with prefixes and streams: as Admit, returning the joining sentences.
+// Continuous batching with prefixes and seeds: as Admit, returning the joining sentences.
 using AdmitSentences = std::function<std::vector<SearchSentence>(int64_t searching)>;
 
 // What a search is given besides its options: the sentences of the step function's state, the special ids
@@ -144,7 +144,7 @@ struct SearchInput {
 // Searches for every sentence of the state. The strategy and the steps between the model's scores and the
 // token choice follow the options:
 // - beam search (beam > 1), greedy (beam 1), or sampling (sampling_topk != 1: each of nbest samples per sentence
-//   draws its next token from its own stream, after temperature, top-k and top-p, as transformers orders them);
+//   draws its next token from its own seed, after temperature, top-k and top-p, as transformers orders them);
 // - logits processors, per row, on what the strategy chooses from (transformers' definitions): the repetition
 //   penalty (CTRL's: a token already in the hypothesis has its score divided by the penalty where positive and
 //   multiplied where negative) and the no-repeat n-gram ban act on the log-probabilities in beam search
@@ -157,7 +157,7 @@ struct SearchInput {
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchOptions& options,
                                                  const SearchInput& input);
 
-// The same with limits only (no prefixes, stream 0 each): max_lengths[i] is sentence i's limit.
+// The same with limits only (no prefixes, seed 0 each): max_lengths[i] is sentence i's limit.
 std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::vector<int64_t>& max_lengths, int32_t bos,
                                                  int32_t eos, const SearchOptions& options, int32_t pad = -1,
                                                  int32_t unk = -1, const SentenceDone& on_done = {},

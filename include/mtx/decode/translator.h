@@ -71,8 +71,8 @@ class Translator {
   // `on_done` (optional) is told each source's index and hypotheses as soon as its search ends, possibly from
   // several search threads at once.
   // `abandoned` (optional): beam_search's, with the sources' indices. `controls` (empty, or one per source): the
-  // target prefix and constraints of each search (as target_controls gives them). A sentence's sampling stream
-  // is its own (stream_of).
+  // target prefix and constraints of each search (as target_controls gives them). A sentence's sampling seed
+  // is its own (seed_of).
   std::vector<std::vector<Hypothesis>> translate_ids(const std::vector<std::vector<int32_t>>& sources,
                                                      const SentenceDone& on_done = {}, const Abandoned& abandoned = {},
                                                      const std::vector<TargetControls>& controls = {});
@@ -96,9 +96,9 @@ class Translator {
   model::Transformer& model() { return models_.front(); }
   // Source tokens kept at most (without EOS): the model's limit, or decode.max_input_length when lower.
   int64_t max_source_tokens() const;
-  // A sentence's sampling stream: a hash of decode.sampling_seed, its source tokens and its prefix, so that its
+  // A sentence's sampling seed: a hash of decode.sampling_seed, its source tokens and its prefix, so that its
   // samples are the same alone, in any batch, on any number of threads.
-  uint64_t stream_of(const std::vector<int32_t>& source, const std::vector<int32_t>& prefix) const;
+  uint64_t seed_of(const std::vector<int32_t>& source, const std::vector<int32_t>& prefix) const;
 
  private:
   struct Encoded {
