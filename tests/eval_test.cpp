@@ -52,9 +52,9 @@ std::vector<std::string> hyps_of(const fs::path& dir, const nlohmann::json& c) {
   return lines(dir / c["hyp"].get<std::string>());
 }
 
-Streams refs_of(const fs::path& dir, const nlohmann::json& c) {
-  if (c.contains("refs_lines")) return c["refs_lines"].get<Streams>();
-  Streams refs;
+References refs_of(const fs::path& dir, const nlohmann::json& c) {
+  if (c.contains("refs_lines")) return c["refs_lines"].get<References>();
+  References refs;
   for (const auto& r : c["refs"]) refs.push_back(lines(dir / r.get<std::string>()));
   return refs;
 }
@@ -253,7 +253,7 @@ TEST(EvalBleu, TutorialConventionLowercasesSpacyTokens) {
 TEST(EvalBleu, SmoothingVariantsOnAShortSentence) {
   // One 3-word hypothesis against a 3-word reference with no 2-gram match: only smoothing gives credit.
   const std::vector<std::string> hyp = {"the cat sat"};
-  const Streams ref = {{"the dog sat"}};
+  const References ref = {{"the dog sat"}};
   auto bleu = [&](const std::string& method, bool eff = false) {
     BleuOptions o;
     o.smooth_method = method;
@@ -310,7 +310,7 @@ TEST(EvalBootstrap, DeterministicForASeedAndSensible) {
 }
 
 TEST(EvalOther, RougeAndWer) {
-  const Streams ref = {{"the cat sat on the mat"}};
+  const References ref = {{"the cat sat on the mat"}};
   EXPECT_NEAR(corpus_score(*make_rouge(1), {"the cat sat on the mat"}, ref).score, 100.0, 1e-9);
   // ROUGE-1: all 5 hypothesis words in the 6-word reference: P 5/5, R 5/6.
   EXPECT_NEAR(corpus_score(*make_rouge(1), {"the cat sat on mat"}, ref).score,
@@ -340,7 +340,7 @@ TEST(EvalErrors, MismatchedLineCountsAreDataErrors) {
 }
 
 TEST(EvalReport, WritesEachSystemsScoresAndRefusesBadOptions) {
-  const Streams refs = {{"the cat sat on the mat", "a dog runs"}};
+  const References refs = {{"the cat sat on the mat", "a dog runs"}};
   const std::vector<System> systems = {{"a", {"the cat sat on a mat", "a dog ran"}}, {"b", refs[0]}};
   ReportOptions o;
   o.metrics = {"bleu", "wer"};

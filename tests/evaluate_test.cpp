@@ -113,7 +113,7 @@ TEST(Evaluate, ScoresFilesOrTheInputStreamIntoTheGivenStream) {
   // From the input stream: a JSON row per metric, as eval/ scores the lines.
   const auto rows = lines_of(evaluate_to_string(o, kHyp));
   ASSERT_EQ(rows.size(), 2u);
-  const eval::Streams refs = {lines_of(kRef)};
+  const eval::References refs = {lines_of(kRef)};
   const eval::Score bleu = eval::corpus_score(*eval::make_bleu({}), lines_of(kHyp), refs);
   const auto j = nlohmann::json::parse(rows[0]);
   EXPECT_EQ(j["name"], "BLEU");

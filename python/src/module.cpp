@@ -468,23 +468,23 @@ struct MetricScore {
   std::string str() const { return s.text; }
 };
 
-eval::Streams streams_of(const py::handle& refs, size_t n, const char* what) {
+eval::References references_of(const py::handle& refs, size_t n, const char* what) {
   if (py::isinstance<py::str>(refs)) {
-    throw ConfigError(std::string(what) + ": expected a list of reference streams (a list of lists of strings)");
+    throw ConfigError(std::string(what) + ": expected a list of reference sets (a list of lists of strings)");
   }
-  eval::Streams out;
-  for (const py::handle stream : refs) {
-    if (py::isinstance<py::str>(stream)) {
+  eval::References out;
+  for (const py::handle set : refs) {
+    if (py::isinstance<py::str>(set)) {
       throw ConfigError(std::string(what) +
-                        ": each reference stream is a list of strings, one per hypothesis ([refs], not refs)");
+                        ": each reference set is a list of strings, one per hypothesis ([refs], not refs)");
     }
-    out.push_back(stream.cast<std::vector<std::string>>());
+    out.push_back(set.cast<std::vector<std::string>>());
     if (out.back().size() != n) {
-      throw ConfigError(std::string(what) + ": a reference stream has " + std::to_string(out.back().size()) +
+      throw ConfigError(std::string(what) + ": a reference set has " + std::to_string(out.back().size()) +
                         " lines for " + std::to_string(n) + " hypotheses");
     }
   }
-  if (out.empty()) throw ConfigError(std::string(what) + ": no reference stream");
+  if (out.empty()) throw ConfigError(std::string(what) + ": no reference set");
   return out;
 }
 
@@ -504,7 +504,8 @@ eval::BleuOptions bleu_options(const std::string& tokenize, bool lowercase, cons
   return o;
 }
 
-MetricScore score_corpus(const eval::Metric& metric, const std::vector<std::string>& hyps, const eval::Streams& refs) {
+MetricScore score_corpus(const eval::Metric& metric, const std::vector<std::string>& hyps,
+                         const eval::References& refs) {
   py::gil_scoped_release release;
   return {eval::corpus_score(metric, hyps, refs)};
 }
@@ -694,7 +695,7 @@ PYBIND11_MODULE(_mtx, m) {
          int max_ngram_order) -> MetricScore {
         const auto metric = eval::make_bleu(
             bleu_options(tokenize, lowercase, smooth_method, smooth_value, use_effective_order, max_ngram_order));
-        return score_corpus(*metric, hyps, streams_of(refs, hyps.size(), "references"));
+        return score_corpus(*metric, hyps, references_of(refs, hyps.size(), "references"));
       },
       py::arg("hypotheses"), py::arg("references"), py::kw_only(), py::arg("tokenize") = "13a",
       py::arg("lowercase") = false, py::arg("smooth_method") = "exp", py::arg("smooth_value") = py::none(),
@@ -706,10 +707,10 @@ PYBIND11_MODULE(_mtx, m) {
          bool use_effective_order) -> MetricScore {
         const auto metric =
             eval::make_bleu(bleu_options(tokenize, lowercase, smooth_method, smooth_value, use_effective_order, 4));
-        eval::Streams streams;
-        for (const auto& r : refs) streams.push_back({r});
-        if (streams.empty()) throw ConfigError("references: no reference");
-        return score_corpus(*metric, {hyp}, streams);
+        eval::References sets;
+        for (const auto& r : refs) sets.push_back({r});
+        if (sets.empty()) throw ConfigError("references: no reference");
+        return score_corpus(*metric, {hyp}, sets);
       },
       py::arg("hypothesis"), py::arg("references"), py::kw_only(), py::arg("tokenize") = "13a",
       py::arg("lowercase") = false, py::arg("smooth_method") = "exp", py::arg("smooth_value") = py::none(),
@@ -727,7 +728,7 @@ PYBIND11_MODULE(_mtx, m) {
         o.eps_smoothing = eps_smoothing;
         if (char_order < 1 || word_order < 0 || beta < 1)
           throw ConfigError("chrF: char_order >= 1, word_order >= 0, beta >= 1");
-        return score_corpus(*eval::make_chrf(o), hyps, streams_of(refs, hyps.size(), "references"));
+        return score_corpus(*eval::make_chrf(o), hyps, references_of(refs, hyps.size(), "references"));
       },
       py::arg("hypotheses"), py::arg("references"), py::kw_only(), py::arg("char_order") = 6, py::arg("word_order") = 0,
       py::arg("beta") = 2, py::arg("lowercase") = false, py::arg("whitespace") = false,
@@ -741,7 +742,7 @@ PYBIND11_MODULE(_mtx, m) {
         o.no_punct = no_punct;
         o.asian_support = asian_support;
         o.case_sensitive = case_sensitive;
-        return score_corpus(*eval::make_ter(o), hyps, streams_of(refs, hyps.size(), "references"));
+        return score_corpus(*eval::make_ter(o), hyps, references_of(refs, hyps.size(), "references"));
       },
       py::arg("hypotheses"), py::arg("references"), py::kw_only(), py::arg("normalized") = false,
       py::arg("no_punct") = false, py::arg("asian_support") = false, py::arg("case_sensitive") = false);

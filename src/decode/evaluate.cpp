@@ -182,7 +182,7 @@ void evaluate(const EvalOptions& o, std::istream& in, std::ostream& out) {
   validate(o);
   if (!o.text.empty()) return lm_perplexity(o, out);
 
-  eval::Streams refs;
+  eval::References refs;
   for (const auto& r : o.refs) refs.push_back(read_eval_file("reference", r));
   for (size_t k = 1; k < refs.size(); ++k) {
     if (refs[k].size() != refs[0].size()) {

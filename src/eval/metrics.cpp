@@ -129,7 +129,7 @@ std::unique_ptr<Metric> make_rouge(int n) { return std::make_unique<Rouge>(n); }
 std::unique_ptr<Metric> make_wer() { return std::make_unique<Wer>(); }
 
 std::vector<std::vector<double>> corpus_stats(const Metric& metric, const std::vector<std::string>& hyps,
-                                              const Streams& refs) {
+                                              const References& refs) {
   if (refs.empty()) throw DataError("no reference given");
   for (size_t k = 0; k < refs.size(); ++k) {
     if (refs[k].size() != hyps.size()) {
@@ -157,7 +157,7 @@ std::vector<double> sum_stats(const std::vector<std::vector<double>>& stats) {
   return total;
 }
 
-Score corpus_score(const Metric& metric, const std::vector<std::string>& hyps, const Streams& refs) {
+Score corpus_score(const Metric& metric, const std::vector<std::string>& hyps, const References& refs) {
   const auto stats = corpus_stats(metric, hyps, refs);
   std::vector<double> total = sum_stats(stats);
   if (total.empty()) total = metric.segment_stats("", std::vector<std::string>(refs.size()));  // no segments
@@ -166,7 +166,8 @@ Score corpus_score(const Metric& metric, const std::vector<std::string>& hyps, c
   return s;
 }
 
-std::vector<double> sentence_scores(const Metric& metric, const std::vector<std::string>& hyps, const Streams& refs) {
+std::vector<double> sentence_scores(const Metric& metric, const std::vector<std::string>& hyps,
+                                    const References& refs) {
   const auto stats = corpus_stats(metric, hyps, refs);
   std::vector<double> out;
   out.reserve(stats.size());

@@ -80,7 +80,7 @@ nlohmann::json score_json(const Score& s) {
 // Per-segment statistics, computed once per system and metric; every score is a sum of them.
 class Scored {
  public:
-  Scored(std::vector<NamedMetric> metrics, const std::vector<System>& systems, const Streams& refs)
+  Scored(std::vector<NamedMetric> metrics, const std::vector<System>& systems, const References& refs)
       : metrics_(std::move(metrics)), nrefs_(refs.size()), stats_(systems.size()) {
     for (size_t s = 0; s < systems.size(); ++s)
       for (const auto& m : metrics_) stats_[s].push_back(corpus_stats(*m.metric, systems[s].hyps, refs));
@@ -183,7 +183,7 @@ void validate(const ReportOptions& o) {
   make_report_metrics(o);  // unknown names and the metrics' own options
 }
 
-void report(const ReportOptions& o, const std::vector<System>& systems, const Streams& refs, std::ostream& out) {
+void report(const ReportOptions& o, const std::vector<System>& systems, const References& refs, std::ostream& out) {
   validate(o);
   if (o.paired_bs && systems.size() < 2) throw ConfigError("--paired-bs needs a baseline and at least one system");
   if (systems.empty() || refs.empty()) throw DataError("nothing to score: no system or no reference");

@@ -12,7 +12,7 @@ namespace ev = mtx::eval;
 
 namespace {
 
-void check(const ev::Metric& m, const std::vector<std::string>& hyps, const ev::Streams& refs, double hi) {
+void check(const ev::Metric& m, const std::vector<std::string>& hyps, const ev::References& refs, double hi) {
   const ev::Score s = ev::corpus_score(m, hyps, refs);
   if (!std::isfinite(s.score) || s.score < 0 || s.score > hi + 1e-9) mtx::fuzz::broken("corpus score out of range");
   const auto per = ev::sentence_scores(m, hyps, refs);
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t opt = data[0];
   const auto sides = mtx::fuzz::split_all(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1), '\0');
   std::vector<std::string> hyps = mtx::fuzz::split_all(sides[0], '\n');
-  ev::Streams refs;
+  ev::References refs;
   for (size_t k = 1; k < sides.size() && k <= 3; ++k) refs.push_back(mtx::fuzz::split_all(sides[k], '\n'));
   if (refs.empty()) refs.push_back({});
   size_t n = hyps.size();

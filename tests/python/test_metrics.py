@@ -62,7 +62,7 @@ def test_sentence_bleu_equals_sacrebleu():
 
 def test_argument_shapes_are_sacrebleus():
     hyps = ["a dog runs over the green grass", "two men play football in the park"]
-    with pytest.raises(ValueError, match="reference streams"):
+    with pytest.raises(ValueError, match="reference sets"):
         mtx.corpus_bleu(hyps, "a dog runs")
     with pytest.raises(ValueError, match=r"\[refs\], not refs"):
         mtx.corpus_bleu(hyps, ["a dog runs", "two men"])

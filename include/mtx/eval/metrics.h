@@ -55,8 +55,8 @@ struct Score {
   nlohmann::json details = nlohmann::json::object();  // precisions, bp, lengths, ...
 };
 
-// Segments: hyps[i]; refs[k][i] = reference stream k, segment i.
-using Streams = std::vector<std::vector<std::string>>;
+// Segments: hyps[i]; refs[k][i] = reference set k, segment i.
+using References = std::vector<std::vector<std::string>>;
 
 class Metric {
  public:
@@ -79,12 +79,12 @@ std::unique_ptr<Metric> make_wer();  // word error rate (%) over whitespace toke
 
 // Per-segment statistics of a corpus (parallel over segments); throws DataError on mismatched counts.
 std::vector<std::vector<double>> corpus_stats(const Metric& metric, const std::vector<std::string>& hyps,
-                                              const Streams& refs);
+                                              const References& refs);
 std::vector<double> sum_stats(const std::vector<std::vector<double>>& stats);
 // Corpus score with its signature.
-Score corpus_score(const Metric& metric, const std::vector<std::string>& hyps, const Streams& refs);
+Score corpus_score(const Metric& metric, const std::vector<std::string>& hyps, const References& refs);
 // Per-segment scores (sentence BLEU should be made with effective_order on).
-std::vector<double> sentence_scores(const Metric& metric, const std::vector<std::string>& hyps, const Streams& refs);
+std::vector<double> sentence_scores(const Metric& metric, const std::vector<std::string>& hyps, const References& refs);
 
 // Bootstrap resampling (sacreBLEU --confidence): `samples` resamples of the segments, seeded; the mean
 // of the resampled scores and the 95% half-interval.

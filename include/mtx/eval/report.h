@@ -41,9 +41,10 @@ struct System {
   std::vector<std::string> hyps;  // one per reference line
 };
 
-// Writes the report of `systems` against `refs` (refs[k][i]: reference stream k, line i) to `out`. Throws
+// Writes the report of `systems` against `refs` (refs[k][i]: reference set k, line i) to `out`. Throws
 // ConfigError as validate() does (and for paired_bs with fewer than two systems), DataError on mismatched
 // line counts.
-void report(const ReportOptions& options, const std::vector<System>& systems, const Streams& refs, std::ostream& out);
+void report(const ReportOptions& options, const std::vector<System>& systems, const References& refs,
+            std::ostream& out);
 
 }  // namespace mtx::eval
