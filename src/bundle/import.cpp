@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "checkpoint.h"
+#include "import_weights.h"
 #include "mtx/bundle/export.h"
 #include "mtx/model/param_names.h"
 #include "mtx/util/atomic_file.h"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "checkpoint.h"
+#include "import_weights.h"
 #include "mtx/bundle/import.h"
 #include "mtx/model/param_names.h"
 #include "mtx/util/atomic_file.h"

@@ -1,4 +1,4 @@
-#include "checkpoint.h"
+#include "import_weights.h"
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/model/param_names.h"

@@ -1,4 +1,4 @@
-// What the importers share (bundle/import.h): a checkpoint's files and tensors read with errors that name the
+// What the importers share (bundle/import.h): a source model's files and tensors read with errors that name the
 // file and the key, mtx's parameters filled once each, and one encoder-decoder mapping (fill_layers) that each
 // source format feeds through its Layout. Internal to src/bundle.
 #pragma once
@@ -124,7 +124,7 @@ class JsonFile {
 };
 using HfConfig = JsonFile;  // config.json
 
-// A checkpoint's tensors by name, with the file they came from; each is taken once.
+// A source model's tensors by name, with the file they came from; each is taken once.
 class Weights {
  public:
   // `config` names what gives the expected shapes in errors (e.g. "config.json").
@@ -214,7 +214,7 @@ class Filler {
   std::set<std::string> filled_;
 };
 
-// Where a checkpoint keeps each part of an encoder-decoder layer, by the roles mtx's layers have
+// Where a source format keeps each part of an encoder-decoder layer, by the roles mtx's layers have
 // (model/param_names.h): each format (Hugging Face's BART family, Marian's .npz) says it once.
 enum class Dense { self_q, self_k, self_v, self_out, cross_q, cross_k, cross_v, cross_out, fc1, fc2 };
 enum class Norm { self, cross, ffn };
