@@ -50,11 +50,11 @@ class BartLayout : public Layout {
     const std::string name = layer(decoder, i) + kNames.at(part);
     return {w.take(name + ".weight", {out, in}), w.take(name + ".bias", {out})};
   }
-  std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Norm part,
+  std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Sublayer part,
                                                int64_t d) const override {
-    const std::string name = layer(decoder, i) + (part == Norm::self    ? "self_attn_layer_norm"
-                                                  : part == Norm::cross ? "encoder_attn_layer_norm"
-                                                                        : "final_layer_norm");
+    const std::string name = layer(decoder, i) + (part == Sublayer::self    ? "self_attn_layer_norm"
+                                                  : part == Sublayer::cross ? "encoder_attn_layer_norm"
+                                                                            : "final_layer_norm");
     return {w.take(name + ".weight", {d}), w.take(name + ".bias", {d})};
   }
   static std::string stack(bool decoder) { return decoder ? "model.decoder." : "model.encoder."; }

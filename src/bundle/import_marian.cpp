@@ -180,10 +180,12 @@ class MarianLayout : public Layout {
     return {w.take(at + block + "_W" + suffix, {in, out}).t(),
             w.take(at + block + "_b" + suffix, {1, out}).view({out})};
   }
-  std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Norm part,
+  std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Sublayer part,
                                                int64_t d) const override {
     const std::string at = (decoder ? "decoder_l" : "encoder_l") + std::to_string(i + 1);
-    const std::string name = at + (part == Norm::self ? "_self_Wo" : part == Norm::cross ? "_context_Wo" : "_ffn_ffn");
+    const std::string name = at + (part == Sublayer::self    ? "_self_Wo"
+                                   : part == Sublayer::cross ? "_context_Wo"
+                                                             : "_ffn_ffn");
     return {w.take(name + "_ln_scale", {1, d}).view({d}), w.take(name + "_ln_bias", {1, d}).view({d})};
   }
 };

@@ -67,23 +67,23 @@ void fill_layers(Weights& w, Filler& target, const Layout& layout, const config:
     const model::names::LayerNames n = model::names::encoder_layer(i);
     fused(n.self_qkv, false, i, {Dense::self_q, Dense::self_k, Dense::self_v});
     put(n.self_out, layout.dense(w, false, i, Dense::self_out, d, d));
-    put(n.self_norm, layout.norm(w, false, i, Norm::self, d));
+    put(n.self_norm, layout.norm(w, false, i, Sublayer::self, d));
     put(n.fc1, layout.dense(w, false, i, Dense::fc1, f, d));
     put(n.fc2, layout.dense(w, false, i, Dense::fc2, d, f));
-    put(n.ffn_norm, layout.norm(w, false, i, Norm::ffn, d));
+    put(n.ffn_norm, layout.norm(w, false, i, Sublayer::ffn, d));
   }
   for (int64_t i = 0; i < m.decoder_layers; ++i) {
     const model::names::LayerNames n = model::names::decoder_layer(i);
     fused(n.self_qkv, true, i, {Dense::self_q, Dense::self_k, Dense::self_v});
     put(n.self_out, layout.dense(w, true, i, Dense::self_out, d, d));
-    put(n.self_norm, layout.norm(w, true, i, Norm::self, d));
+    put(n.self_norm, layout.norm(w, true, i, Sublayer::self, d));
     fused(n.cross_q, true, i, {Dense::cross_q});
     fused(n.cross_kv, true, i, {Dense::cross_k, Dense::cross_v});
     put(n.cross_out, layout.dense(w, true, i, Dense::cross_out, d, d));
-    put(n.cross_norm, layout.norm(w, true, i, Norm::cross, d));
+    put(n.cross_norm, layout.norm(w, true, i, Sublayer::cross, d));
     put(n.fc1, layout.dense(w, true, i, Dense::fc1, f, d));
     put(n.fc2, layout.dense(w, true, i, Dense::fc2, d, f));
-    put(n.ffn_norm, layout.norm(w, true, i, Norm::ffn, d));
+    put(n.ffn_norm, layout.norm(w, true, i, Sublayer::ffn, d));
   }
 }
 

@@ -217,7 +217,7 @@ class Filler {
 // Where a source format keeps each part of an encoder-decoder layer, by the roles mtx's layers have
 // (model/param_names.h): each format (Hugging Face's BART family, Marian's .npz) says it once.
 enum class Dense { self_q, self_k, self_v, self_out, cross_q, cross_k, cross_v, cross_out, fc1, fc2 };
-enum class Norm { self, cross, ffn };
+enum class Sublayer { self, cross, ffn };  // whose layer norm (Layout::norm)
 class Layout {
  public:
   virtual ~Layout() = default;
@@ -225,7 +225,7 @@ class Layout {
   virtual std::pair<torch::Tensor, torch::Tensor> dense(Weights& w, bool decoder, int64_t i, Dense part, int64_t out,
                                                         int64_t in) const = 0;
   // Its layer norm's [d] weight and bias, taken.
-  virtual std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Norm part,
+  virtual std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Sublayer part,
                                                        int64_t d) const = 0;
 };
 
