@@ -214,9 +214,9 @@ TEST(BeamSearch, SentencesAdmittedMidSearchAreSearchedAsIfAlone) {
               sentences = {6, 7};
             }
             fn.join(sentences);
-            std::vector<int64_t> limits;
-            for (const int64_t s : sentences) limits.push_back(limit[size_t(s)]);
-            return limits;
+            std::vector<SearchSentence> joining;
+            for (const int64_t s : sentences) joining.push_back({limit[size_t(s)]});
+            return joining;
           });
       EXPECT_EQ(searching_seen, 0) << "the last call comes when nothing is left";
       ASSERT_GT(late_step, 0);

@@ -43,7 +43,7 @@ using namespace std::chrono_literals;
 namespace {
 
 serve::Hypotheses echo(const serve::BatchKey&, const std::vector<std::vector<int32_t>>& sources,
-                       const decode::SentenceDone& = {}, const serve::Batcher::More& = {},
+                       const decode::SentenceDone& = {}, const serve::Batcher::AdmitSources& = {},
                        const decode::Abandoned& = {}, const serve::Batcher::ControlsOf& = {}) {
   serve::Hypotheses out;
   for (const auto& s : sources) out.push_back({decode::Hypothesis{s, 0, 0}});
@@ -338,12 +338,12 @@ TEST(ServeBatcher, ARunningBatchTakesInRequestsWithItsKeyWhileEveryThreadIsBusy)
     std::promise<void> queued;
     std::shared_future<void> ready = queued.get_future().share();
     std::mutex m;
-    std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `more`, what joined
+    std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `admit`, what joined
     std::vector<serve::BatchRecord> records;
     serve::Batcher batcher(
         o,
         [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
-            const serve::Batcher::More& more, const auto&, const auto&) {
+            const serve::Batcher::AdmitSources& admit, const auto&, const auto&) {
           serve::Hypotheses all = echo(k, s);
           if (k.model != "m" || s[0][0] != 9) return all;
           ready.wait();
@@ -351,12 +351,12 @@ TEST(ServeBatcher, ARunningBatchTakesInRequestsWithItsKeyWhileEveryThreadIsBusy)
           // then, but does once {1, 2} is done too.
           finished(0, all[0]);
           for (int step = 0; step < 3; ++step) {
-            const auto more_sources = more(1);
+            const auto admitted = admit(1);
             {
               std::lock_guard<std::mutex> lock(m);
-              joined.push_back(more_sources);
+              joined.push_back(admitted);
             }
-            for (const auto& src : more_sources) {
+            for (const auto& src : admitted) {
               all.push_back({decode::Hypothesis{src, 0, 0}});
               finished(int64_t(all.size()) - 1, all.back());
             }
@@ -418,16 +418,16 @@ TEST(ServeBatcher, ARunningBatchJoinsOnlyOnceDrainedBelowJoinBelow) {
   o.join_below = 3;
   std::promise<void> queued;
   std::shared_future<void> ready = queued.get_future().share();
-  std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `more`, with 4, 3 and then 2 searching
+  std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `admit`, with 4, 3 and then 2 searching
   serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
-                                const serve::Batcher::More& more, const auto&, const auto&) {
+                                const serve::Batcher::AdmitSources& admit, const auto&, const auto&) {
     serve::Hypotheses all = echo(k, s);
     if (s[0][0] != 9) return all;
     ready.wait();
     for (const int64_t searching : {4, 3, 2}) {
-      const auto more_sources = more(searching);
-      joined.push_back(more_sources);
-      for (const auto& src : more_sources) {
+      const auto admitted = admit(searching);
+      joined.push_back(admitted);
+      for (const auto& src : admitted) {
         all.push_back({decode::Hypothesis{src, 0, 0}});
         finished(int64_t(all.size()) - 1, all.back());
       }
@@ -466,9 +466,9 @@ TEST(ServeBatcher, ARunningBatchJoinsOnlyWhileFewRequestsAreInFlight) {
   std::promise<void> other_started;
   std::shared_future<void> other_running = other_started.get_future().share();
   std::atomic<bool> joins_asked{false};  // the second batch runs until then: no batch thread is idle meanwhile
-  std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `more`: 7 in flight, then 6
+  std::vector<std::vector<std::vector<int32_t>>> joined;  // per call of `admit`: 7 in flight, then 6
   serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const decode::SentenceDone& finished,
-                                const serve::Batcher::More& more, const auto&, const auto&) {
+                                const serve::Batcher::AdmitSources& admit, const auto&, const auto&) {
     serve::Hypotheses all = echo(k, s);
     if (s[0][0] == 8) {  // keeps the second batch thread busy, so that the first may join
       other_started.set_value();
@@ -479,9 +479,9 @@ TEST(ServeBatcher, ARunningBatchJoinsOnlyWhileFewRequestsAreInFlight) {
     ready.wait();
     for (const int64_t load : {7, 6}) {
       in_flight = load;
-      const auto more_sources = more(1);
-      joined.push_back(more_sources);
-      for (const auto& src : more_sources) {
+      const auto admitted = admit(1);
+      joined.push_back(admitted);
+      for (const auto& src : admitted) {
         all.push_back({decode::Hypothesis{src, 0, 0}});
         finished(int64_t(all.size()) - 1, all.back());
       }

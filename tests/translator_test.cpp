@@ -115,7 +115,7 @@ TEST(Translator, OutputDoesNotDependOnTheBatch) {
   }
 }
 
-// Continuous batching (the server's): sentences fed into a running search -- after different steps, several at
+// Continuous batching (the server's): sentences admitted into a running search -- after different steps, several at
 // once, a repeat, and one after all others ended -- get exactly the translations and scores they get alone, for
 // beam 1 and 5, in float and int8.
 TEST(Translator, SentencesJoiningARunningSearchTranslateExactlyAsAlone) {
@@ -123,9 +123,9 @@ TEST(Translator, SentencesJoiningARunningSearchTranslateExactlyAsAlone) {
   Toy toy;
   std::vector<std::vector<int32_t>> sources;
   for (const auto& line : kLines) sources.push_back(toy.tok->src().encode(line));
-  // Fed after call n of the feed (n counts from 1): sentence indices into kLines.
+  // Admitted after call n of admit (n counts from 1): sentence indices into kLines.
   const std::map<int, std::vector<size_t>> plan = {{1, {1, 2}}, {3, {3}}, {4, {1}}};
-  const std::vector<size_t> order = {0, 1, 2, 3, 1, 4};  // kLines index of each fed sentence, 4 fed last
+  const std::vector<size_t> order = {0, 1, 2, 3, 1, 4};  // kLines index of each admitted sentence, 4 admitted last
   for (const bool int8 : {false, true}) {
     if (int8) {
       toy.model->eval();
@@ -140,15 +140,15 @@ TEST(Translator, SentencesJoiningARunningSearchTranslateExactlyAsAlone) {
           {sources[0]},
           [&](int64_t searching) {
             ++calls;
-            std::vector<std::vector<int32_t>> more;
+            std::vector<std::vector<int32_t>> admitted;
             const auto it = plan.find(calls);
             if (it != plan.end()) {
-              for (const size_t i : it->second) more.push_back(sources[i]);
+              for (const size_t i : it->second) admitted.push_back(sources[i]);
             } else if (searching == 0 && !last && calls > 4) {
               last = true;
-              more.push_back(sources[4]);
+              admitted.push_back(sources[4]);
             }
-            return more;
+            return admitted;
           },
           [&](int64_t i, const std::vector<decode::Hypothesis>&) { told.push_back(i); });
       ASSERT_EQ(all.size(), order.size()) << "beam " << beam;
@@ -156,7 +156,7 @@ TEST(Translator, SentencesJoiningARunningSearchTranslateExactlyAsAlone) {
       for (size_t j = 0; j < order.size(); ++j) {
         const auto alone = tr.translate_ids({sources[order[j]]});
         const std::string where = (int8 ? "int8" : "float") + std::string(" beam ") + std::to_string(beam) +
-                                  ": fed sentence " + std::to_string(j);
+                                  ": admitted sentence " + std::to_string(j);
         ASSERT_EQ(all[j].size(), 1u) << where;
         EXPECT_EQ(all[j][0].tokens, alone[0][0].tokens) << where;
         EXPECT_EQ(all[j][0].score, alone[0][0].score) << where;

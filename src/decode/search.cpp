@@ -486,13 +486,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const std::ve
   in.unk = unk;
   in.on_done = on_done;
   in.abandoned = abandoned;
-  if (admit) {
-    in.admit = [&admit](int64_t searching) {
-      std::vector<SearchSentence> joining;
-      for (const int64_t m : admit(searching)) joining.push_back({m, {}, 0, {}});
-      return joining;
-    };
-  }
+  in.admit = admit;
   return beam_search(fn, options, in);
 }
 

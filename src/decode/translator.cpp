@@ -219,7 +219,7 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
 
 std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<const std::vector<int32_t>*>& sources,
                                                               const std::vector<const TargetControls*>& controls,
-                                                              const SentenceDone& on_done, const Feed& feed,
+                                                              const SentenceDone& on_done, const AdmitSources& admit,
                                                               const Abandoned& abandoned,
                                                               const ControlsOf& controls_of) {
   const auto ids = tokenizer_.special_ids();
@@ -251,19 +251,19 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     for (auto& model : models_) members.push_back(std::make_unique<ModelStep>(model, model->encode(first.src)));
     step = std::make_unique<EnsembleStep>(std::move(members));
   }
-  if (feed) {
+  if (admit) {
     auto numbered = int64_t(sources.size());  // sentences so far, as on_done numbers them
     in.admit = [&, numbered](int64_t searching) mutable {
-      const std::vector<std::vector<int32_t>> more = clip(feed(searching));
-      if (more.empty()) return std::vector<SearchSentence>{};
+      const std::vector<std::vector<int32_t>> admitted = clip(admit(searching));
+      if (admitted.empty()) return std::vector<SearchSentence>{};
       std::vector<const std::vector<int32_t>*> view;
-      for (const auto& s : more) view.push_back(&s);
-      std::vector<TargetControls> fed_controls;
-      for (size_t i = 0; i < more.size(); ++i)
-        fed_controls.push_back(controls_of ? controls_of(numbered + int64_t(i)) : TargetControls{});
-      numbered += int64_t(more.size());
+      for (const auto& s : admitted) view.push_back(&s);
+      std::vector<TargetControls> admitted_controls;
+      for (size_t i = 0; i < admitted.size(); ++i)
+        admitted_controls.push_back(controls_of ? controls_of(numbered + int64_t(i)) : TargetControls{});
+      numbered += int64_t(admitted.size());
       std::vector<const TargetControls*> controls_view;
-      for (const auto& c : fed_controls) controls_view.push_back(&c);
+      for (const auto& c : admitted_controls) controls_view.push_back(&c);
       const Encoded joining = prepare(view);
       step->join(joining.src);
       std::vector<SearchSentence> joined = sentences(view, controls_view, joining.max_lengths);
@@ -287,7 +287,7 @@ std::vector<std::vector<int32_t>> Translator::clip(std::vector<std::vector<int32
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_continuously(
-    const std::vector<std::vector<int32_t>>& sources, const Feed& feed, const SentenceDone& on_done,
+    const std::vector<std::vector<int32_t>>& sources, const AdmitSources& admit, const SentenceDone& on_done,
     const Abandoned& abandoned, const ControlsOf& controls_of) {
   // Inference mode, not just no gradients: LibTorch then skips its autograd and view bookkeeping on every call,
   // which a search of a few sentences makes thousands of per step. No tensor made here outlives the search.
@@ -302,7 +302,7 @@ std::vector<std::vector<Hypothesis>> Translator::translate_continuously(
     for (size_t i = 0; i < first.size(); ++i) controls.push_back(controls_of(int64_t(i)));
     for (const auto& c : controls) controls_view.push_back(&c);
   }
-  return search_batch(view, controls_view, on_done, feed, abandoned, controls_of);
+  return search_batch(view, controls_view, on_done, admit, abandoned, controls_of);
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector<std::vector<int32_t>>& sources,

@@ -305,7 +305,7 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
   // Joining a running batch: only while no batch thread is idle (an idle one starts a batch of its own) and the
   // search has drained below join_below sentences, up to the token budget of the sentences still searching.
   int64_t admitted = int64_t(sources.size());
-  const More more = [&](int64_t searching) -> std::vector<std::vector<int32_t>> {
+  const AdmitSources admit = [&](int64_t searching) -> std::vector<std::vector<int32_t>> {
     // A batch that has taken in its share ends with what it has, and the next starts afresh: what a search keeps
     // per sentence it has seen (its results, the replies' bookkeeping) stays bounded under any load.
     if (!options_.continuous || searching >= options_.join_below || admitted >= options_.max_joined_sentences) {
@@ -348,7 +348,7 @@ void Batcher::run_batch(const BatchKey& key, std::vector<std::shared_ptr<Job>> j
   try {
     results = run_(
         key, sources, [&replies](int64_t s, const std::vector<decode::Hypothesis>& h) { replies.give(size_t(s), h); },
-        more, [&replies](int64_t s) { return replies.abandoned(size_t(s)); },
+        admit, [&replies](int64_t s) { return replies.abandoned(size_t(s)); },
         [&replies](int64_t s) { return replies.controls(size_t(s)); });
   } catch (const std::exception& e) {
     error = bundle::short_what(e);

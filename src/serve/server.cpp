@@ -69,8 +69,9 @@ struct Server::Impl {
     batcher = std::make_unique<Batcher>(
         options.batching,
         [this](const BatchKey& key, const auto& sources, const decode::SentenceDone& finished,
-               const Batcher::More& more, const decode::Abandoned& abandoned, const Batcher::ControlsOf& controls_of) {
-          return translate(key, sources, finished, more, abandoned, controls_of);
+               const Batcher::AdmitSources& admit, const decode::Abandoned& abandoned,
+               const Batcher::ControlsOf& controls_of) {
+          return translate(key, sources, finished, admit, abandoned, controls_of);
         },
         [this](const BatchRecord& r) { metrics.batch(r); });
   }
@@ -83,9 +84,9 @@ struct Server::Impl {
   }
 
   // Each request is answered as soon as its own sentences are translated (`finished`), not when its batch ends.
-  // A batch that is one search (one per thread) takes in more requests as it goes (`more`: continuous batching).
+  // A batch that is one search (one per thread) takes in more requests as it goes (`admit`: continuous batching).
   Hypotheses translate(const BatchKey& key, const std::vector<std::vector<int32_t>>& sources,
-                       const decode::SentenceDone& finished, const Batcher::More& more,
+                       const decode::SentenceDone& finished, const Batcher::AdmitSources& admit,
                        const decode::Abandoned& abandoned, const Batcher::ControlsOf& controls_of) {
     const ServedModel& m = find(key.model);
     if (key.score) {
@@ -108,7 +109,7 @@ struct Server::Impl {
     o.search.scores = key.scores;
     o.workers = options.batches > 1 ? 1 : options.workers;
     decode::Translator translator(m.bundle.model, *m.bundle.tokenizer, o);
-    if (o.workers == 1) return translator.translate_continuously(sources, more, finished, abandoned, controls_of);
+    if (o.workers == 1) return translator.translate_continuously(sources, admit, finished, abandoned, controls_of);
     std::vector<decode::TargetControls> controls;
     for (size_t i = 0; i < sources.size(); ++i) controls.push_back(controls_of(int64_t(i)));
     return translator.translate_ids(sources, finished, abandoned, controls);

@@ -88,12 +88,6 @@ double length_penalty(int64_t length, double alpha);
 // and its final hypotheses, the ones beam_search returns for it.
 using SentenceDone = std::function<void(int64_t sentence, const std::vector<Hypothesis>& hypotheses)>;
 
-// Continuous batching: after each step, with the number of sentences still searching, Admit may add sentences to
-// the step function's state (one fresh row each, see StepFunction::reorder) and returns their max lengths; they
-// become sentences n, n + 1, ... of the search (n: the sentences so far) and start from BOS at once. Each
-// sentence's search is the same whenever it joined: its steps, length limit and min_len count from its own start.
-using Admit = std::function<std::vector<int64_t>(int64_t searching)>;
-
 // Asked before each step for each sentence still searching (its index as SentenceDone numbers it): true ends its
 // search at once, with no hypotheses (SentenceDone is told so), and it costs nothing more from that step on -- a
 // server's client that went away, or a request past its deadline. Any thread; it must not call into the search.
@@ -123,8 +117,11 @@ struct TargetControls {
   std::vector<std::vector<int32_t>> constraints = {};
 };
 
-// Continuous batching with prefixes and seeds: as Admit, returning the joining sentences.
-using AdmitSentences = std::function<std::vector<SearchSentence>(int64_t searching)>;
+// Continuous batching: after each step, with the number of sentences still searching, Admit may add sentences to
+// the step function's state (one fresh row each, see StepFunction::reorder) and returns them; they become sentences
+// n, n + 1, ... of the search (n: the sentences so far) and start from BOS at once. Each sentence's search is the
+// same whenever it joined: its steps, length limit and min_len count from its own start.
+using Admit = std::function<std::vector<SearchSentence>(int64_t searching)>;
 
 // What a search is given besides its options: the sentences of the step function's state, the special ids
 // (BOS, `pad` and `unk` when >= 0 are never generated) and the callbacks.
@@ -137,7 +134,7 @@ struct SearchInput {
   // it returns the first sentences with constraints: the search reads it at each step).
   std::vector<uint8_t> continues_word;
   SentenceDone on_done;
-  AdmitSentences admit;
+  Admit admit;
   Abandoned abandoned;
 };
 

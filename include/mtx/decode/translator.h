@@ -78,15 +78,16 @@ class Translator {
                                                      const std::vector<TargetControls>& controls = {});
 
   // Continuous batching: one search on this thread over `sources`, which sentences join while it runs. After
-  // each step `feed` is told how many sentences are still searching and returns sources to add (none: an empty
-  // list); the search ends when nothing is left. Returns the hypotheses of `sources` and then of the fed ones, in
-  // the order fed; `on_done` numbers them the same way. Each sentence's translation is the one translate_ids
+  // each step `admit` is told how many sentences are still searching and returns sources to add (none: an empty
+  // list); the search ends when nothing is left. Returns the hypotheses of `sources` and then of the admitted ones,
+  // in the order admitted; `on_done` numbers them the same way. Each sentence's translation is the one translate_ids
   // gives it (on the CPU in float and int8: byte for byte).
-  using Feed = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
+  using AdmitSources = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
   // The target controls of sentence i, numbered as on_done numbers them (empty: none).
   using ControlsOf = std::function<TargetControls(int64_t sentence)>;
   std::vector<std::vector<Hypothesis>> translate_continuously(const std::vector<std::vector<int32_t>>& sources,
-                                                              const Feed& feed, const SentenceDone& on_done = {},
+                                                              const AdmitSources& admit,
+                                                              const SentenceDone& on_done = {},
                                                               const Abandoned& abandoned = {},
                                                               const ControlsOf& controls_of = {});
 
@@ -111,7 +112,7 @@ class Translator {
   std::vector<std::vector<int32_t>> clip(std::vector<std::vector<int32_t>> sources) const;  // cut to the model
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
                                                     const std::vector<const TargetControls*>& controls,
-                                                    const SentenceDone& on_done, const Feed& feed,
+                                                    const SentenceDone& on_done, const AdmitSources& admit,
                                                     const Abandoned& abandoned = {},
                                                     const ControlsOf& controls_of = {});
 

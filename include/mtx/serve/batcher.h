@@ -80,7 +80,7 @@ struct BatcherOptions {
   int threads = 1;
   std::function<void()> thread_init;
   // Continuous batching: while every batch thread is busy, a running batch takes in requests with its key between
-  // search steps (Run's `more`), up to max_batch_tokens of sentences still searching. Once the oldest queued
+  // search steps (Run's `admit`), up to max_batch_tokens of sentences still searching. Once the oldest queued
   // request has waited max_wait_ms and is another key's or does not fit, it takes nothing more.
   bool continuous = true;
   // ...and only while fewer than join_below of its sentences are still searching: under load a batch runs as it
@@ -109,15 +109,15 @@ class Batcher {
   // all its sentences are, without waiting for the rest of the batch. Sentences it did not tell of are taken
   // from what it returns. `on_batch` (optional) is told about each batch before it runs.
   // A run that can take sentences into its search as it goes (decode::Translator::translate_continuously) asks
-  // `more` between steps, with the number of sentences still searching: it returns the sources of the requests
+  // `admit` between steps, with the number of sentences still searching: it returns the sources of the requests
   // that join (numbered after the batch's, in order; none: empty).
-  using More = std::function<std::vector<std::vector<int32_t>>(int64_t searching)>;
+  using AdmitSources = decode::Translator::AdmitSources;
   // `abandoned` says which sentences to stop searching (beam_search's Abandoned, numbered as `finished` numbers
   // them): those of jobs whose client left or whose deadline passed. `controls_of` gives a sentence's target
   // prefix and constraints (numbered the same way; empty: none).
   using ControlsOf = decode::Translator::ControlsOf;
   using Run = std::function<Hypotheses(const BatchKey&, const std::vector<std::vector<int32_t>>&,
-                                       const decode::SentenceDone& finished, const More& more,
+                                       const decode::SentenceDone& finished, const AdmitSources& admit,
                                        const decode::Abandoned& abandoned, const ControlsOf& controls_of)>;
   Batcher(BatcherOptions options, Run run, std::function<void(const BatchRecord&)> on_batch = {});
   ~Batcher();  // stop()
