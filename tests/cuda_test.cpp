@@ -33,7 +33,7 @@ namespace {
 const torch::Device kCuda(torch::kCUDA);
 const torch::Device kCpu(torch::kCPU);
 
-config::Config toy_on(const test::TempDir& tmp, config::Device device) {
+config::Config toy_on(const test::TempDir& tmp, mtx::DeviceChoice device) {
   config::Config c = test::toy_setup(tmp);
   c.model.dropout = 0;  // CPU and CUDA draw different random numbers; compare the deterministic update
   c.model.attention_dropout = 0;
@@ -64,15 +64,15 @@ double max_param_diff(model::Transformer& a, model::Transformer& b) {
 }  // namespace
 
 TEST(Device, CpuAndAutoAlwaysResolve) {
-  EXPECT_EQ(select_device(config::Device::cpu, "--device"), kCpu);
-  const torch::Device a = select_device(config::Device::auto_, "--device");
+  EXPECT_EQ(select_device(mtx::DeviceChoice::cpu, "--device"), kCpu);
+  const torch::Device a = select_device(mtx::DeviceChoice::auto_, "--device");
   EXPECT_EQ(a.is_cuda(), cuda_info().devices > 0) << "auto picks CUDA exactly when a device is visible";
 }
 
 TEST(Device, CudaWithoutADeviceIsAOneLineConfigError) {
   if (cuda_info().devices > 0) GTEST_SKIP() << "a CUDA device is visible";
   const std::string msg =
-      test::boundary_error<ConfigError>([] { select_device(config::Device::cuda, "train.device"); });
+      test::boundary_error<ConfigError>([] { select_device(mtx::DeviceChoice::cuda, "train.device"); });
   EXPECT_NE(msg.find("train.device cuda"), std::string::npos) << msg;
   if (cuda_info().compiled) {
     EXPECT_NE(msg.find("no CUDA device is visible"), std::string::npos) << msg;
@@ -100,7 +100,7 @@ TEST(Device, CudaRunsTurnOffCuDnnAttention) {
   EXPECT_FALSE(at::globalContext().userEnabledCuDNNSDP());
   at::globalContext().setSDPUseCuDNN(before);
   if (cuda_info().devices > 0) {
-    select_device(config::Device::cuda, "--device");
+    select_device(mtx::DeviceChoice::cuda, "--device");
     EXPECT_FALSE(at::globalContext().userEnabledCuDNNSDP()) << "select_device(cuda) turns it off";
     at::globalContext().setSDPUseCuDNN(before);
   }
@@ -112,7 +112,8 @@ TEST(Device, CudaRunsTurnOffCuDnnAttention) {
 TEST(Cuda, OneTrainingUpdateEqualsTheCpuUpdate) {
   MTX_REQUIRE_CUDA();
   test::TempDir tmp;
-  for (const auto& [device, dir] : {std::pair{config::Device::cpu, "cpu"}, std::pair{config::Device::cuda, "cuda"}}) {
+  for (const auto& [device, dir] :
+       {std::pair{mtx::DeviceChoice::cpu, "cpu"}, std::pair{mtx::DeviceChoice::cuda, "cuda"}}) {
     config::Config c = toy_on(tmp, device);
     c.train.max_steps = 1;
     mtx::test::train_run(c, tmp / dir);
@@ -145,7 +146,7 @@ TEST(Cuda, OneTrainingUpdateEqualsTheCpuUpdate) {
 TEST(Cuda, GreedyTranslationsEqualTheCpuOnes) {
   MTX_REQUIRE_CUDA();
   test::TempDir tmp;
-  config::Config c = toy_on(tmp, config::Device::cpu);
+  config::Config c = toy_on(tmp, mtx::DeviceChoice::cpu);
   c.train.max_steps = 30;  // a model that has learned something: outputs are not all one token
   mtx::test::train_run(c, tmp / "run");
   auto on_cpu = train::load_checkpoint(tmp / "run" / "last.pt", kCpu);
@@ -169,10 +170,10 @@ TEST(Cuda, GreedyTranslationsEqualTheCpuOnes) {
 TEST(Cuda, CheckpointsMoveBetweenCpuAndCuda) {
   MTX_REQUIRE_CUDA();
   test::TempDir tmp;
-  config::Config gpu = toy_on(tmp, config::Device::cuda);
+  config::Config gpu = toy_on(tmp, mtx::DeviceChoice::cuda);
   gpu.train.max_steps = 3;
   mtx::test::train_run(gpu, tmp / "gpu");
-  config::Config cpu = toy_on(tmp, config::Device::cpu);
+  config::Config cpu = toy_on(tmp, mtx::DeviceChoice::cpu);
   cpu.train.max_steps = 3;
   mtx::test::train_run(cpu, tmp / "cpu");
 
@@ -190,11 +191,11 @@ TEST(Cuda, CheckpointsMoveBetweenCpuAndCuda) {
   // A CUDA run resumes on the CPU and a CPU run on CUDA (optimizer state moves with the weights).
   config::Config more = gpu;
   more.train.max_steps = 5;
-  more.train.device = config::Device::cpu;
+  more.train.device = mtx::DeviceChoice::cpu;
   EXPECT_EQ(mtx::test::train_run(more, tmp / "gpu", train::load_checkpoint(tmp / "gpu" / "last.pt")).steps, 5);
   more = cpu;
   more.train.max_steps = 5;
-  more.train.device = config::Device::cuda;
+  more.train.device = mtx::DeviceChoice::cuda;
   EXPECT_EQ(mtx::test::train_run(more, tmp / "cpu", train::load_checkpoint(tmp / "cpu" / "last.pt", kCuda)).steps, 5);
   auto a = train::load_checkpoint(tmp / "gpu" / "last.pt"), b = train::load_checkpoint(tmp / "cpu" / "last.pt");
   EXPECT_EQ(a.state.step, 5);
@@ -208,7 +209,7 @@ TEST(Cuda, Bf16AutocastTrainingMatchesFp32) {
   // The same run in fp32 and with bf16 autocast: validation losses epoch by epoch (read from metrics.jsonl).
   std::map<bool, std::vector<double>> val;
   for (const bool bf16 : {false, true}) {
-    config::Config c = toy_on(tmp, config::Device::cuda);
+    config::Config c = toy_on(tmp, mtx::DeviceChoice::cuda);
     c.train.bf16 = bf16;
     c.train.max_epochs = 4;
     const fs::path dir = tmp / (bf16 ? "bf16" : "fp32");

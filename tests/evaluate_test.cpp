@@ -173,7 +173,7 @@ TEST(Evaluate, TranslatesWithACheckpointThenScoresWithItsPerplexity) {
     d.beam = 2;
     return d;
   };
-  o.device = config::Device::cpu;
+  o.device = mtx::DeviceChoice::cpu;
   o.threads = 1;
   const auto rows = lines_of(evaluate_to_string(o));
   ASSERT_EQ(rows.size(), 2u);

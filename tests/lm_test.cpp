@@ -68,7 +68,7 @@ config::Config lm_setup(const test::TempDir& tmp) {
   c.model.max_len = 16;
   c.model.init = config::Init::uniform;
   c.model.tie_output = false;
-  c.train.device = config::Device::cpu;
+  c.train.device = mtx::DeviceChoice::cpu;
   c.train.threads = 1;
   c.train.batch_size = 4;
   c.train.bptt = 12;

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "mtx/plot/figures.h"
-#include "mtx/plot/svg.h"
 #include "mtx/tokenizer/tokenizer.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/svg.h"
 #include "mtx/util/utf8.h"
 #include "test_utils.h"
 
@@ -80,20 +80,20 @@ TEST(Plot, TheWellFormednessCheckCanFail) {
 }
 
 TEST(Plot, LabelsAreEscapedAndCutAtCharacterBoundaries) {
-  plot::LineChart c;
+  svg::LineChart c;
   c.title = "loss <train> & \"valid\"";
   c.series.push_back({"a<b", {1, 2, 3}, {3, 2, NAN}});
-  const std::string svg = plot::line_chart_svg(c);
+  const std::string svg = svg::line_chart_svg(c);
   EXPECT_EQ(xml_problem(svg), "");
   EXPECT_NE(svg.find("loss &lt;train&gt; &amp; &quot;valid&quot;"), std::string::npos);
   EXPECT_NE(svg.find(">a&lt;b<"), std::string::npos);
-  plot::Heatmap m;
+  svg::Heatmap m;
   m.rows = 1;
   m.cols = 2;
   m.values = {0, 1};
   m.row_labels = {"▁Straßenbahnhaltestellenschild"};  // 30 characters, most of them 1 byte, 'ß' and '▁' more
   m.col_labels = {"x", "€€€€€€€€€€€€€€€€€€€€€€€€€"};
-  const std::string grid = plot::heatmap_grid_svg({m}, 1, "t");
+  const std::string grid = svg::heatmap_grid_svg({m}, 1, "t");
   EXPECT_EQ(xml_problem(grid), "");
   EXPECT_NE(grid.find("▁Straßenbahnhaltestell.."), std::string::npos) << "cut to 22 characters + ..";
 }
@@ -231,7 +231,7 @@ TEST(Plot, LinesReadTheNamedColumnsOfATable) {
   mtx::test::TempDir tmp;
   const std::string file = (tmp / "curve.tsv").string();
   std::ofstream(file) << "minutes\tupdate\tbleu\n1.5\t50\t3.25\n\n3.0\t100\t12.5\n4.75\t150\t21\n";
-  const plot::Series s = plot::tsv_series(file, "minutes", "bleu", "quick");
+  const svg::Series s = plot::tsv_series(file, "minutes", "bleu", "quick");
   EXPECT_EQ(s.label, "quick");
   EXPECT_EQ(s.x, (std::vector<double>{1.5, 3.0, 4.75}));
   EXPECT_EQ(s.y, (std::vector<double>{3.25, 12.5, 21}));
@@ -249,20 +249,19 @@ TEST(Plot, LinesReadTheNamedColumnsOfATable) {
   std::ofstream(file, std::ios::app) << "6.0\tn/a\t25\n";
   EXPECT_NE(error("update", "bleu").find("curve.tsv:6: column 'update' is not a number"), std::string::npos)
       << error("update", "bleu");
-  const plot::LineChart chart{
-      "BLEU against minutes",
-      "minutes",
-      "BLEU",
-      {plot::tsv_series(file, "minutes", "minutes", "q"), plot::point_series("peer", 60, 35.95)},
-      true,
-      true};
-  const std::string svg = plot::line_chart_svg(chart);
+  const svg::LineChart chart{"BLEU against minutes",
+                             "minutes",
+                             "BLEU",
+                             {plot::tsv_series(file, "minutes", "minutes", "q"), plot::point_series("peer", 60, 35.95)},
+                             true,
+                             true};
+  const std::string svg = svg::line_chart_svg(chart);
   EXPECT_EQ(xml_problem(svg), "");
   EXPECT_NE(svg.find(">peer<"), std::string::npos);
   EXPECT_NE(svg.find(">q<"), std::string::npos);
   // x from zero: the first x tick is 0 (else the data's minimum, 1.5).
-  plot::LineChart from_zero = chart;
+  svg::LineChart from_zero = chart;
   from_zero.x_from_zero = true;
-  EXPECT_NE(plot::line_chart_svg(from_zero).find("text-anchor=\"middle\">0</text>"), std::string::npos);
+  EXPECT_NE(svg::line_chart_svg(from_zero).find("text-anchor=\"middle\">0</text>"), std::string::npos);
   EXPECT_EQ(svg.find("text-anchor=\"middle\">0</text>"), std::string::npos);
 }

@@ -208,10 +208,10 @@ class Translator {
     keep_freed_memory_for_reuse();
     {
       py::gil_scoped_release release;
-      const config::Device where = device == "cpu"    ? config::Device::cpu
-                                   : device == "cuda" ? config::Device::cuda
-                                                      : config::Device::auto_;
-      device_ = select_device(int8 && where == config::Device::auto_ ? config::Device::cpu : where, "device");
+      const mtx::DeviceChoice where = device == "cpu"    ? mtx::DeviceChoice::cpu
+                                      : device == "cuda" ? mtx::DeviceChoice::cuda
+                                                         : mtx::DeviceChoice::auto_;
+      device_ = select_device(int8 && where == mtx::DeviceChoice::auto_ ? mtx::DeviceChoice::cpu : where, "device");
       bundles_ = bundle::load_for_inference(paths, device_, int8);
       for (auto& b : bundles_) models_.push_back(b.model);
       if (threads > 0) set_threads(threads);

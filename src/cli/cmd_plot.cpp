@@ -72,7 +72,7 @@ std::pair<std::string, std::string> label_and(const std::string& arg, const char
 // Curves from tables (and reference points) in one chart: e.g. BLEU against minutes of several recipes.
 void plot_lines(const PlotArgs& a) {
   if (a.series.empty()) throw ConfigError("plot lines: give at least one --series LABEL=FILE");
-  plot::LineChart chart;
+  svg::LineChart chart;
   chart.title = a.title;
   chart.x_label = a.x_label.empty() ? a.x_column : a.x_label;
   chart.y_label = a.y_label.empty() ? a.y_column : a.y_label;
@@ -95,7 +95,7 @@ void plot_lines(const PlotArgs& a) {
     }
     chart.series.push_back(plot::point_series(label, x, y));
   }
-  write(a.out.empty() ? "lines.svg" : a.out, plot::line_chart_svg(chart));
+  write(a.out.empty() ? "lines.svg" : a.out, svg::line_chart_svg(chart));
 }
 
 }  // namespace

@@ -104,6 +104,6 @@ class DecodeFlags {
 };
 
 // --device auto|cpu|cuda (already checked by CLI11) as the config's enum.
-config::Device parse_device(const std::string& device);
+DeviceChoice parse_device(const std::string& device);
 
 }  // namespace mtx::cli

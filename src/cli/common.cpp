@@ -130,10 +130,10 @@ std::string inference_device(const std::string& device, const QuantizeArgs& args
   return args.int8() && device == "auto" ? "cpu" : device;
 }
 
-config::Device parse_device(const std::string& device) {
-  if (device == "cpu") return config::Device::cpu;
-  if (device == "cuda") return config::Device::cuda;
-  return config::Device::auto_;
+DeviceChoice parse_device(const std::string& device) {
+  if (device == "cpu") return DeviceChoice::cpu;
+  if (device == "cuda") return DeviceChoice::cuda;
+  return DeviceChoice::auto_;
 }
 
 }  // namespace mtx::cli

@@ -30,9 +30,9 @@ struct EnumNames<SpmType> {
       {SpmType::unigram, "unigram"}, {SpmType::bpe, "bpe"}, {SpmType::basic_english, "basic_english"}};
 };
 template <>
-struct EnumNames<Device> {
-  static constexpr std::pair<Device, const char*> list[] = {
-      {Device::auto_, "auto"}, {Device::cpu, "cpu"}, {Device::cuda, "cuda"}};
+struct EnumNames<DeviceChoice> {
+  static constexpr std::pair<DeviceChoice, const char*> list[] = {
+      {DeviceChoice::auto_, "auto"}, {DeviceChoice::cpu, "cpu"}, {DeviceChoice::cuda, "cuda"}};
 };
 template <>
 struct EnumNames<Optimizer> {
@@ -374,7 +374,7 @@ std::pair<size_t, size_t> line_and_column(const std::string& text, size_t byte) 
 }  // namespace
 
 std::string to_string(SpmType v) { return enum_name(v); }
-std::string to_string(Device v) { return enum_name(v); }
+std::string to_string(DeviceChoice v) { return enum_name(v); }
 std::string to_string(Optimizer v) { return enum_name(v); }
 std::string to_string(Schedule v) { return enum_name(v); }
 std::string to_string(BestMetric v) { return enum_name(v); }

@@ -113,8 +113,8 @@ eval::System translate_source(const EvalOptions& o, const std::vector<std::strin
     throw DataError(
         fmt::format("--src '{}' has {} lines but reference '{}' has {}", o.src, src.size(), o.refs[0], ref.size()));
   }
-  const bool cpu = o.int8 && o.device == config::Device::auto_;  // int8 runs on the CPU
-  const torch::Device device = select_device(cpu ? config::Device::cpu : o.device, "--device");
+  const bool cpu = o.int8 && o.device == DeviceChoice::auto_;  // int8 runs on the CPU
+  const torch::Device device = select_device(cpu ? DeviceChoice::cpu : o.device, "--device");
   std::vector<bundle::Bundle> bundles = load_checkpoints(o, device);
   std::vector<model::Transformer> models;
   for (auto& b : bundles) models.push_back(b.model);

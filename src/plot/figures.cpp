@@ -10,10 +10,10 @@
 
 #include "mtx/model/layers.h"
 #include "mtx/model/masks.h"
-#include "mtx/plot/svg.h"
 #include "mtx/train/schedule.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/strings.h"
+#include "mtx/util/svg.h"
 
 namespace mtx::plot {
 
@@ -29,12 +29,12 @@ std::string positions_svg(int64_t max_len, int64_t d_model, const std::vector<in
   model::PositionalEncoding pe(max_len, d_model, config::Positions::sinusoidal);
   const torch::Tensor table = pe->table.to(torch::kDouble).contiguous();  // [max_len, d_model]
   const double* t = table.data_ptr<double>();
-  LineChart chart;
+  svg::LineChart chart;
   chart.title = fmt::format("Sinusoidal positional encoding (d_model {})", d_model);
   chart.x_label = "position";
   chart.y_label = "encoding value";
   for (const int64_t d : dims) {
-    Series s;
+    svg::Series s;
     s.label = fmt::format("dim {}", d);
     for (int64_t p = 0; p < max_len; ++p) {
       s.x.push_back(double(p));
@@ -42,7 +42,7 @@ std::string positions_svg(int64_t max_len, int64_t d_model, const std::vector<in
     }
     chart.series.push_back(std::move(s));
   }
-  Heatmap map;
+  svg::Heatmap map;
   map.title = "all dimensions (columns) by position (rows)";
   map.rows = max_len;
   map.cols = d_model;
@@ -50,14 +50,14 @@ std::string positions_svg(int64_t max_len, int64_t d_model, const std::vector<in
   map.lo = -1;
   map.hi = 1;
   map.diverging = true;
-  return to_svg(stack({line_chart(chart), heatmap_grid({map}, 1, "")}));  // the chart above the map
+  return svg::to_svg(svg::stack({svg::line_chart(chart), svg::heatmap_grid({map}, 1, "")}));  // the chart above the map
 }
 
 std::string mask_svg(int64_t len) {
   if (len < 1 || len > 512) throw ConfigError(fmt::format("plot mask: --len must be in [1, 512], got {}", len));
   const torch::Tensor mask =
       model::causal_mask(len, torch::TensorOptions()).view({len, len}).to(torch::kDouble).contiguous();
-  Heatmap map;
+  svg::Heatmap map;
   map.title = "dark: may attend";
   map.rows = map.cols = len;
   map.values.assign(mask.data_ptr<double>(), mask.data_ptr<double>() + len * len);
@@ -65,8 +65,8 @@ std::string mask_svg(int64_t len) {
     map.row_labels.push_back(fmt::format("{}", i));
     map.col_labels.push_back(fmt::format("{}", i));
   }
-  return heatmap_grid_svg({map}, 1,
-                          fmt::format("Subsequent mask ({0} x {0}): query position (rows) by key position", len));
+  return svg::heatmap_grid_svg({map}, 1,
+                               fmt::format("Subsequent mask ({0} x {0}): query position (rows) by key position", len));
 }
 
 std::vector<ScheduleCurve> annotated_transformer_schedules() {
@@ -85,7 +85,7 @@ std::vector<ScheduleCurve> annotated_transformer_schedules() {
 
 std::string schedule_svg(const std::vector<ScheduleCurve>& curves, int64_t steps) {
   if (steps < 1) throw ConfigError(fmt::format("plot schedule: --steps must be positive, got {}", steps));
-  LineChart chart;
+  svg::LineChart chart;
   chart.title = "Learning rate schedules";
   chart.x_label = "update";
   chart.y_label = "learning rate";
@@ -93,7 +93,7 @@ std::string schedule_svg(const std::vector<ScheduleCurve>& curves, int64_t steps
   const int64_t stride = std::max<int64_t>(1, steps / 1000);  // at most ~1000 points a curve
   for (const auto& c : curves) {
     const train::LrSchedule schedule(c.train, c.d_model);
-    Series s;
+    svg::Series s;
     s.label = c.label;
     for (int64_t step = 1; step <= steps; step += stride) {
       s.x.push_back(double(step));
@@ -101,11 +101,11 @@ std::string schedule_svg(const std::vector<ScheduleCurve>& curves, int64_t steps
     }
     chart.series.push_back(std::move(s));
   }
-  return line_chart_svg(chart);
+  return svg::line_chart_svg(chart);
 }
 
-Series tsv_series(const std::string& path, const std::string& x_column, const std::string& y_column,
-                  const std::string& label) {
+svg::Series tsv_series(const std::string& path, const std::string& x_column, const std::string& y_column,
+                       const std::string& label) {
   std::ifstream in(path);
   if (!in) throw DataError(fmt::format("plot lines: cannot read '{}'", path));
   std::string line;
@@ -122,7 +122,7 @@ Series tsv_series(const std::string& path, const std::string& x_column, const st
     return size_t(it - header.begin());
   };
   const size_t xi = column(x_column), yi = column(y_column);
-  Series s;
+  svg::Series s;
   s.label = label;
   for (int64_t number = 2; std::getline(in, line); ++number) {
     if (line.empty()) continue;
@@ -141,8 +141,8 @@ Series tsv_series(const std::string& path, const std::string& x_column, const st
   return s;
 }
 
-Series point_series(const std::string& label, double x, double y) {
-  Series s;
+svg::Series point_series(const std::string& label, double x, double y) {
+  svg::Series s;
   s.label = label;
   s.x = {x};
   s.y = {y};
@@ -157,13 +157,13 @@ namespace {
 // One kind of attention: a heatmap per layer (rows of the grid) and head (columns), weights [h, q, k] each.
 std::string attention_grid(const std::vector<torch::Tensor>& layers, const std::vector<std::string>& queries,
                            const std::vector<std::string>& keys, const std::string& title) {
-  std::vector<Heatmap> maps;
+  std::vector<svg::Heatmap> maps;
   int64_t heads = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
     const torch::Tensor w = layers[l].to(torch::kCPU, torch::kDouble).contiguous();  // [h, q, k]
     heads = w.size(0);
     for (int64_t h = 0; h < heads; ++h) {
-      Heatmap map;
+      svg::Heatmap map;
       map.title = fmt::format("layer {} head {}", l + 1, h + 1);
       map.rows = w.size(1);
       map.cols = w.size(2);
@@ -176,7 +176,7 @@ std::string attention_grid(const std::vector<torch::Tensor>& layers, const std::
       maps.push_back(std::move(map));
     }
   }
-  return heatmap_grid_svg(maps, int(std::max<int64_t>(heads, 1)), title);
+  return svg::heatmap_grid_svg(maps, int(std::max<int64_t>(heads, 1)), title);
 }
 
 }  // namespace

@@ -1,19 +1,19 @@
 #include "mtx/train/curve.h"
 
-#include "mtx/plot/svg.h"
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/svg.h"
 
 namespace mtx::train {
 
 void write_curve_svg(const std::filesystem::path& path, const std::vector<CurvePoint>& train,
                      const std::vector<CurvePoint>& valid, const std::string& title) {
-  plot::LineChart chart;
+  svg::LineChart chart;
   chart.title = title;
   chart.x_label = "updates";
   chart.y_label = "loss (nll per token)";
   chart.markers = true;
   for (const auto& [points, label] : {std::pair{&train, "train"}, std::pair{&valid, "validation"}}) {
-    plot::Series s;
+    svg::Series s;
     s.label = label;
     for (const auto& p : *points) {
       s.x.push_back(p.step);
@@ -21,7 +21,7 @@ void write_curve_svg(const std::filesystem::path& path, const std::vector<CurveP
     }
     chart.series.push_back(std::move(s));
   }
-  write_file_atomic(path, plot::line_chart_svg(chart));
+  write_file_atomic(path, svg::line_chart_svg(chart));
 }
 
 }  // namespace mtx::train

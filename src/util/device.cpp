@@ -35,16 +35,16 @@ bool use_shape_free_attention() {
 #endif
 }
 
-torch::Device select_device(config::Device device, const std::string& setting) {
+torch::Device select_device(DeviceChoice device, const std::string& setting) {
   const CudaInfo cuda = cuda_info();
-  if (device == config::Device::cuda && cuda.devices == 0) {
+  if (device == DeviceChoice::cuda && cuda.devices == 0) {
     if (!cuda.compiled)
       throw ConfigError(setting + " cuda: this mtx is built on LibTorch " + std::string(TORCH_VERSION) +
                         " without CUDA; build it on a CUDA LibTorch (scripts/build.sh --torch pip) or use cpu");
     throw ConfigError(setting + " cuda: CUDA " + cuda.runtime +
                       " is compiled in, but no CUDA device is visible (no GPU or no driver); use cpu or auto");
   }
-  if (device == config::Device::cuda || (device == config::Device::auto_ && cuda.devices > 0)) {
+  if (device == DeviceChoice::cuda || (device == DeviceChoice::auto_ && cuda.devices > 0)) {
     use_shape_free_attention();
     return torch::Device(torch::kCUDA);
   }

@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "mtx/util/device_choice.h"
+
 namespace mtx::config {
 
 enum class SpmType { unigram, bpe, basic_english };
-enum class Device { auto_, cpu, cuda };
+
 enum class Optimizer { adam, adamw, sgd };
 enum class Schedule { noam, inverse_sqrt, plateau, step, constant, cosine, linear };
 enum class BestMetric { loss, bleu };
@@ -92,18 +94,18 @@ struct ModelConfig {
 };
 
 struct TrainConfig {
-  Device device = Device::auto_;          // auto | cpu | cuda
-  int threads = 0;                        // torch intra-op threads (0 = all cores)
-  int64_t seed = 1;                       // model init, dropout and batch order
-  int max_tokens = 4096;                  // token budget per batch, padding included (batch * longest side)
-  int batch_size = 20;                    // task lm: columns the token stream is cut into (the tutorial's batchify)
-  int bptt = 35;                          // task lm: tokens per training window (and the longest context)
-  int eval_batch_size = 10;               // task lm: columns of the validation and test streams
-  int sort_window = 0;                    // examples read ahead, sorted by length and cut into batches (0 = all)
-  int64_t max_steps = 0;                  // stop after this many updates (0 = no limit)
-  int max_epochs = 20;                    // stop after this many epochs (0 = no limit)
-  double max_minutes = 0;                 // stop after this much wall-clock time (0 = no limit)
-  Optimizer optimizer = Optimizer::adam;  // adam | adamw | sgd
+  DeviceChoice device = DeviceChoice::auto_;  // auto | cpu | cuda
+  int threads = 0;                            // torch intra-op threads (0 = all cores)
+  int64_t seed = 1;                           // model init, dropout and batch order
+  int max_tokens = 4096;                      // token budget per batch, padding included (batch * longest side)
+  int batch_size = 20;                        // task lm: columns the token stream is cut into (the tutorial's batchify)
+  int bptt = 35;                              // task lm: tokens per training window (and the longest context)
+  int eval_batch_size = 10;                   // task lm: columns of the validation and test streams
+  int sort_window = 0;                        // examples read ahead, sorted by length and cut into batches (0 = all)
+  int64_t max_steps = 0;                      // stop after this many updates (0 = no limit)
+  int max_epochs = 20;                        // stop after this many epochs (0 = no limit)
+  double max_minutes = 0;                     // stop after this much wall-clock time (0 = no limit)
+  Optimizer optimizer = Optimizer::adam;      // adam | adamw | sgd
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.98;
   double adam_eps = 1e-9;
@@ -233,7 +235,7 @@ std::vector<std::string> differences(const Config& a, const Config& b);
 void write_resolved(const Config& config, const std::filesystem::path& path);
 
 std::string to_string(SpmType v);
-std::string to_string(Device v);
+std::string to_string(DeviceChoice v);
 std::string to_string(Optimizer v);
 std::string to_string(Schedule v);
 std::string to_string(BestMetric v);

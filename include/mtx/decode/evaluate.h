@@ -40,8 +40,8 @@ struct EvalOptions {
   std::string text;
   std::optional<int> text_streams;  // streams the text is cut into (unset: train.eval_batch_size)
 
-  config::Device device = config::Device::auto_;  // with int8, auto is the CPU
-  int threads = 0;                                // CPU threads (0 = one per core)
+  DeviceChoice device = DeviceChoice::auto_;  // with int8, auto is the CPU
+  int threads = 0;                            // CPU threads (0 = one per core)
 };
 
 // Throws ConfigError naming the offending flag (--metric, --ref, --ckpt, --src, --paired-bs, ...) for an

@@ -10,8 +10,8 @@
 
 #include "mtx/config/config.h"
 #include "mtx/model/transformer.h"
-#include "mtx/plot/svg.h"
 #include "mtx/tokenizer/tokenizer.h"
+#include "mtx/util/svg.h"
 
 namespace mtx::plot {
 
@@ -34,10 +34,10 @@ std::string schedule_svg(const std::vector<ScheduleCurve>& curves, int64_t steps
 // A series read from a table: tab-separated columns with a header row naming them (as scripts/bench/budget.sh
 // writes curve.tsv); `x_column` and `y_column` are header names. Throws DataError naming the file, the missing
 // column (and the ones there are) or the line that does not parse.
-Series tsv_series(const std::string& path, const std::string& x_column, const std::string& y_column,
-                  const std::string& label);
+svg::Series tsv_series(const std::string& path, const std::string& x_column, const std::string& y_column,
+                       const std::string& label);
 // A labelled single point (a reference figure drawn with the curves, e.g. another system's score).
-Series point_series(const std::string& label, double x, double y);
+svg::Series point_series(const std::string& label, double x, double y);
 
 // The attention maps of one sentence pair (translation: source ids, target ids, both without specials; the
 // source gets </s>, the target <s> in front) or of one text (a language model: tgt_ids only), every layer a

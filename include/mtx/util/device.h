@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "mtx/config/config.h"
+#include "mtx/util/device_choice.h"
 
 namespace mtx {
 
@@ -25,7 +25,7 @@ std::string cuda_summary(const CudaInfo& info);
 // auto: CUDA when a device is visible, else the CPU. cuda without a device: ConfigError (exit 2) whose
 // message names `setting` (e.g. "train.device", "--device") and says whether CUDA is compiled in at all.
 // Choosing CUDA also calls use_shape_free_attention().
-torch::Device select_device(config::Device device, const std::string& setting);
+torch::Device select_device(DeviceChoice device, const std::string& setting);
 
 // Turns off cuDNN's backend of scaled_dot_product_attention (LibTorch >= 2.3; false where there is none to turn
 // off). LibTorch 2.x picks it first for bf16 on recent GPUs, and it builds a graph for every new shape of its

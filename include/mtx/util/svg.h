@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace mtx::plot {
+namespace mtx::svg {
 
 struct Series {
   std::string label;         // shown in the legend ("" = no legend entry)
@@ -51,4 +51,4 @@ inline std::string heatmap_grid_svg(const std::vector<Heatmap>& maps, int column
 
 std::string xml_escape(const std::string& text);
 
-}  // namespace mtx::plot
+}  // namespace mtx::svg

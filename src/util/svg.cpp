@@ -1,11 +1,11 @@
-#include "mtx/plot/svg.h"
+#include "mtx/util/svg.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-namespace mtx::plot {
+namespace mtx::svg {
 
 std::string xml_escape(const std::string& text) {
   std::string out;
@@ -227,4 +227,4 @@ Figure heatmap_grid(const std::vector<Heatmap>& maps, int columns, const std::st
   return {W, H, svg};
 }
 
-}  // namespace mtx::plot
+}  // namespace mtx::svg
