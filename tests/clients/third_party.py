@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Clients nobody in this project wrote, against a running `mtx serve` (tests/serve_test.cpp starts it):
+"""Clients nobody in this project wrote, against a running `mtx serve` (tests/serve_api_test.cpp starts it):
 
 - libretranslatepy (PyPI), LibreTranslate's own Python client: translate (form-encoded, as it posts), languages,
   and an error for a language the server does not have;
@@ -40,7 +40,7 @@ def main():
 
     exe = os.path.join(os.path.dirname(sys.executable), "schemathesis")
     # CI runs a fixed seed so that a landing's result is reproducible; MTX_SCHEMATHESIS_SEED=random and a larger
-    # MTX_SCHEMATHESIS_EXAMPLES explore (what they find becomes a case in serve_test.cpp).
+    # MTX_SCHEMATHESIS_EXAMPLES explore (what they find becomes a case in serve_api_test.cpp).
     examples = int(os.environ.get("MTX_SCHEMATHESIS_EXAMPLES", a.examples))
     seed = os.environ.get("MTX_SCHEMATHESIS_SEED", "1")
     cmd = [exe, "run", a.url + "/openapi.json", "--checks", "all", "--max-examples", str(examples),
