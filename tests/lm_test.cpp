@@ -151,7 +151,7 @@ TEST(WordModel, MalformedBytesAreDataErrors) {
   }
 }
 
-TEST(TokenStream, BatchifyAndWindowsAreTheTutorials) {
+TEST(BpttBatches, BatchifyAndWindowsAreTheTutorials) {
   std::vector<int32_t> tokens(23);
   for (int32_t i = 0; i < 23; ++i) tokens[size_t(i)] = 100 + i;
   // batchify(data, 3): 7 tokens per tokens (2 dropped); tokens j is tokens 7j..7j+6. bptt 4: windows at 0 and
