@@ -7,6 +7,7 @@
 #       in the plain suites
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/step.sh   # each phase a step: timed into MTX_STEP_TIMES when set
 mirror_args=() fuzz_seconds=20 build_only=0 skip=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -19,15 +20,18 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--mirror DIR] [--fuzz-seconds N] [--build-only] [--skip-e2e]" >&2; exit 2 ;;
   esac
 done
-MTX_EXTRA_PACKAGES="clang ${MTX_EXTRA_PACKAGES:-}" scripts/setup.sh
+step "asan: packages" env MTX_EXTRA_PACKAGES="clang ${MTX_EXTRA_PACKAGES:-}" scripts/setup.sh
 build=build-asan
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DMTX_SANITIZE=ON -DMTX_FUZZ=ON
-fi
-cmake --build "$build" -j "$(nproc)"
+build_asan() {
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DMTX_SANITIZE=ON -DMTX_FUZZ=ON
+  fi
+  cmake --build "$build" -j "$(nproc)"
+}
+step "asan: build" build_asan
 [ "$build_only" = 1 ] && exit 0
-scripts/get_multi30k.sh data/multi30k "${mirror_args[@]}"
+step "data" scripts/get_multi30k.sh data/multi30k "${mirror_args[@]}"
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Tests run side by side, one per core: OpenMP threads that spin between parallel regions would take the cores
 # from each other's working threads (docs/environment_variables.md#omp_num_threads-omp_wait_policy).
@@ -38,9 +42,17 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 serve_tests='^Serve'
 skip_args=()
 [ -n "$skip" ] && skip_args=(-E "$skip")
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
-  ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -R "$serve_tests" "${skip_args[@]}"
-ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0 \
-  ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -E "$serve_tests${skip:+|$skip}"
+serve_ctest() {
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
+    ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -R "$serve_tests" "${skip_args[@]}" 2>&1 |
+    tee "$build/ctest-serve.log"
+}
+rest_ctest() {
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0 \
+    ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -E "$serve_tests${skip:+|$skip}" 2>&1 |
+    tee "$build/ctest.log"
+}
+step "asan: serve tests (LeakSanitizer on)" serve_ctest
+step "asan: tests" rest_ctest
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0
-[ "$fuzz_seconds" = 0 ] || scripts/fuzz.sh --seconds "$fuzz_seconds" --build "$build"
+[ "$fuzz_seconds" = 0 ] || step "asan: fuzz targets" scripts/fuzz.sh --seconds "$fuzz_seconds" --build "$build"

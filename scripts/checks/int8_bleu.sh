@@ -4,17 +4,19 @@
 # layers and a float output projection, and translates its first 300 lines with a stored int8 bundle (mtx
 # quantize), batched and one sentence at a time. Fails unless int8's BLEU is within 0.3 of float's, the stored
 # bundle translates exactly as --quantize int8 does, and int8 translations do not depend on the batch.
-#   scripts/checks/int8_bleu.sh [--steps N] [--work DIR]     (env MTX: the binary; DATA: Multi30k)
+#   scripts/checks/int8_bleu.sh [--steps N] [--ckpt FILE] [--work DIR]     (env MTX: the binary; DATA: Multi30k)
+#     --ckpt FILE: that trained model instead of training one (ctest passes Fixture.QuickModel's)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mtx=${MTX:-build/bin/mtx}
 data=${DATA:-data/multi30k}
-steps=700 work=""
+steps=700 work="" given=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
+    --ckpt) given=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--work DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--steps N] [--ckpt FILE] [--work DIR]" >&2; exit 2 ;;
   esac
 done
 [ -n "$work" ] || { work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; }
@@ -24,11 +26,13 @@ fail() { echo "int8_bleu: FAIL: $*" >&2; exit 1; }
 zcat "$data/test_2016_flickr.de.gz" > "$work/test.de"
 zcat "$data/test_2016_flickr.en.gz" > "$work/test.en"
 
-say "training configs/quick.json for $steps updates"
-"$mtx" --log-level warn train --config configs/quick.json --set data.dir="$data" --set data.cache_dir="$work/cache" \
-  --set train.max_minutes=0 --set train.max_steps="$steps" --set train.threads=2 --out "$work/run" > "$work/train.log" 2>&1 ||
-  fail "training failed: $(tail -3 "$work/train.log")"
-ckpt=$work/run/last.pt
+if [ -n "$given" ]; then
+  [ -f "$given" ] || fail "no trained model at $given"
+  ckpt=$given
+else
+  scripts/checks/quick_model.sh --steps "$steps" --out "$work/model" || fail "training failed"
+  ckpt=$work/model/run/last.pt
+fi
 
 bleu() {  # NAME CKPT [FLAGS...]: BLEU of the checkpoint's test translations (also kept in $work/NAME.en)
   local name=$1 ck=$2; shift 2
