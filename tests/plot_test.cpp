@@ -15,6 +15,7 @@
 #include "test_utils.h"
 
 namespace plot = mtx::plot;
+namespace svg = mtx::svg;
 
 namespace {
 
