@@ -1,5 +1,5 @@
 // The language-model task (PyTorch's Transformer tutorial): basic_english and its vocabulary, the
-// batchified token tokens, the decoder-only model and its cache, perplexity, sampling, and training
+// batchified token sequence, the decoder-only model and its cache, perplexity, sampling, and training
 // with checkpoints and exact resume.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -152,11 +152,11 @@ TEST(WordModel, MalformedBytesAreDataErrors) {
 }
 
 TEST(BpttBatches, BatchifyAndWindowsAreTheTutorials) {
-  std::vector<int32_t> tokens(23);
-  for (int32_t i = 0; i < 23; ++i) tokens[size_t(i)] = 100 + i;
-  // batchify(data, 3): 7 tokens per tokens (2 dropped); tokens j is tokens 7j..7j+6. bptt 4: windows at 0 and
+  std::vector<int32_t> ids(23);
+  for (int32_t i = 0; i < 23; ++i) ids[size_t(i)] = 100 + i;
+  // batchify(data, 3): 7 tokens per row (2 dropped); row j is tokens 7j..7j+6. bptt 4: windows at 0 and
   // 4 of lengths 4 and 2 (the last input has no next token).
-  data::BpttBatches b(tokens, 3, 4, "test");
+  data::BpttBatches b(ids, 3, 4, "test");
   EXPECT_EQ(b.epoch_batches(), 2);
   EXPECT_EQ(b.tokens(), 21);
   data::Batch w;
@@ -175,8 +175,8 @@ TEST(BpttBatches, BatchifyAndWindowsAreTheTutorials) {
   ASSERT_TRUE(b.next(w));
   EXPECT_EQ(w.tgt_in.size(1), 2);
 
-  EXPECT_FALSE(test::boundary_error<DataError>([&] { data::BpttBatches(tokens, 12, 4, "data.valid"); }).empty())
-      << "23 tokens in 12 streams leave one token each";
+  EXPECT_FALSE(test::boundary_error<DataError>([&] { data::BpttBatches(ids, 12, 4, "data.valid"); }).empty())
+      << "23 tokens in 12 rows leave one token each";
 
   const auto words = tokenizer::WordModel::train({"a b", "b"}, 1);
   EXPECT_EQ(data::encode_lm_text(*words, {"a b", "", "  ", "b"}), (std::vector<int32_t>{5, 4, 3, 4, 3}))
@@ -208,15 +208,15 @@ TEST(LanguageModel, IsCausalAndItsIncrementalStepMatchesTheFullPass) {
   EXPECT_EQ(m->output->bias.abs().max().item<double>(), 0.0);
 }
 
-TEST(LanguageModel, StreamLossIsTheMeanNextTokenNll) {
+TEST(LanguageModel, TextLossIsTheMeanNextTokenNll) {
   model::Transformer m = tiny_lm(30);
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 41; ++i) tokens.push_back(4 + (i * 7) % 26);
-  // Two streams of 20, windows of 8: the nll of tokens 1..19 of each given 0..k of its window.
-  const decode::TextLoss got = decode::text_loss(m, tokens, 2, 8, torch::kCPU);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 41; ++i) ids.push_back(4 + (i * 7) % 26);
+  // Two rows of 20, windows of 8: the nll of tokens 1..19 of each given 0..k of its window.
+  const decode::TextLoss got = decode::text_loss(m, ids, 2, 8, torch::kCPU);
   torch::NoGradGuard no_grad;
   m->eval();
-  const torch::Tensor rows = torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.begin() + 40)).view({2, 20});
+  const torch::Tensor rows = torch::tensor(std::vector<int64_t>(ids.begin(), ids.begin() + 40)).view({2, 20});
   double nll = 0;
   for (int64_t start = 0; start < 19; start += 8) {
     const int64_t len = std::min<int64_t>(8, 19 - start);

@@ -20,18 +20,18 @@ std::vector<int32_t> encode_lm_text(const tokenizer::Model& model, const std::ve
   return tokens;
 }
 
-BpttBatches::BpttBatches(const std::vector<int32_t>& tokens, int64_t columns, int64_t bptt, const std::string& what)
-    : columns_(columns), length_(columns > 0 ? int64_t(tokens.size()) / columns : 0), bptt_(bptt) {
+BpttBatches::BpttBatches(const std::vector<int32_t>& ids, int64_t columns, int64_t bptt, const std::string& what)
+    : columns_(columns), length_(columns > 0 ? int64_t(ids.size()) / columns : 0), bptt_(bptt) {
   if (columns <= 0 || bptt <= 0) throw Error("BpttBatches: columns and bptt must be positive");
   if (length_ < 2) {
     throw DataError(
-        fmt::format("{}: {} tokens cannot be cut into {} streams of 2 or more (one input and its next "
+        fmt::format("{}: {} tokens cannot be cut into {} rows of 2 or more (one input and its next "
                     "token); give more text or a smaller batch size",
-                    what, tokens.size(), columns));
+                    what, ids.size(), columns));
   }
   torch::Tensor flat = torch::empty({columns_ * length_}, torch::kLong);  // [columns * length]
   auto* p = flat.data_ptr<int64_t>();
-  for (int64_t i = 0; i < columns_ * length_; ++i) p[i] = tokens[size_t(i)];
+  for (int64_t i = 0; i < columns_ * length_; ++i) p[i] = ids[size_t(i)];
   rows_ = flat.view({columns_, length_});  // [columns, length]: row j holds tokens j*length ..
 }
 

@@ -13,13 +13,13 @@
 
 namespace mtx::decode {
 
-TextLoss text_loss(model::Transformer& model, const std::vector<int32_t>& tokens, int64_t columns, int64_t bptt,
+TextLoss text_loss(model::Transformer& model, const std::vector<int32_t>& ids, int64_t columns, int64_t bptt,
                    const torch::Device& device) {
   TORCH_CHECK(model->options.decoder_only(), "text_loss: needs a language model (task lm)");
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  const data::BpttBatches windows(tokens, columns, bptt, "text");
+  const data::BpttBatches windows(ids, columns, bptt, "text");
   double nll = 0;
   int64_t tokens = 0;
   for (int64_t i = 0; i < windows.epoch_batches(); ++i) {

@@ -18,9 +18,9 @@ std::vector<int32_t> encode_lm_text(const tokenizer::Model& model, const std::ve
 
 class BpttBatches {
  public:
-  // Cuts `tokens` into `columns` rows of tokens.size() / columns tokens (the rest dropped); a window is
+  // Cuts `ids` into `columns` rows of ids.size() / columns tokens (the rest dropped); a window is
   // up to `bptt` positions of every row. Throws DataError when the sequence is too short for one window.
-  BpttBatches(const std::vector<int32_t>& tokens, int64_t columns, int64_t bptt, const std::string& what);
+  BpttBatches(const std::vector<int32_t>& ids, int64_t columns, int64_t bptt, const std::string& what);
 
   // The next window as a batch (tgt_in [columns, len], tgt_out the same positions + 1); at the end of
   // an epoch returns false once and moves to the next epoch, as BatchSampler::next.

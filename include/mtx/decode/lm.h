@@ -17,7 +17,7 @@ struct TextLoss {
 };
 // The token sequence cut into `columns` rows, read in windows of `bptt` (each predicting its next tokens);
 // `model` is left in the mode it was in. Throws DataError when the sequence is too short.
-TextLoss text_loss(model::Transformer& model, const std::vector<int32_t>& tokens, int64_t columns, int64_t bptt,
+TextLoss text_loss(model::Transformer& model, const std::vector<int32_t>& ids, int64_t columns, int64_t bptt,
                    const torch::Device& device);
 
 struct GenerateOptions {
