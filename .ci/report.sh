@@ -35,8 +35,10 @@ if [ $# -gt 0 ]; then
   done | sort -t$'\t' -k1,1 -g -r | head -n 30 | awk -F'\t' '{ printf "%8.1f  %-6s %s\n", $1, $2, $3 }'
 fi
 if [ "$status" != 0 ]; then
-  awk -F'\t' 'NR == FNR { if (!/^#/) b[$1] = $2; next } !($1 in b) || $2 > b[$1] {
-    printf "ci: step \"%s\" took %s s, over its budget of %s s in .ci/budgets.tsv: make it faster, or raise the budget with the reason in the commit\n", $1, $2, ($1 in b) ? b[$1] : "(none)" }' \
+  awk -F'\t' 'NR == FNR { if (!/^#/) b[$1] = $2; next }
+    !($1 in b) { printf "ci: step \"%s\" (%s s) has no budget: add a line for it to .ci/budgets.tsv\n", $1, $2 }
+    ($1 in b) && $2 > b[$1] {
+      printf "ci: step \"%s\" took %s s, over its budget of %s s in .ci/budgets.tsv: make it faster, or raise the budget with the reason in the commit\n", $1, $2, b[$1] }' \
     .ci/budgets.tsv "$times" >&2
 fi
 if [ "$elapsed" -gt "$total" ]; then
