@@ -32,7 +32,7 @@ if [ $# -gt 0 ]; then
     [ -f "$file" ] || continue
     # ctest's lines: "  12/315 Test  #45: Suite.Name .......   Passed    1.23 sec"
     sed -nE "s/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec\$/\2\t$suite\t\1/p" "$file"
-  done | sort -t$'\t' -k1,1 -g -r | head -n 30 | awk -F'\t' '{ printf "%8.1f  %-6s %s\n", $1, $2, $3 }'
+  done | sort -t$'\t' -k1,1 -g -r | awk -F'\t' 'NR <= 30 { printf "%8.1f  %-6s %s\n", $1, $2, $3 }'
 fi
 if [ "$status" != 0 ]; then
   awk -F'\t' 'NR == FNR { if (!/^#/) b[$1] = $2; next }
