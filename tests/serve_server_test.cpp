@@ -371,6 +371,32 @@ TEST_F(ServeTest, AConnectionIdleAfterItsAnswerIsClosedAfterTheIdleTimeout) {
   EXPECT_EQ(server->metrics().count(200), 2);
 }
 
+// A client that sends "Expect: 100-continue" (curl does for bodies over 1 MB) waits for 100 Continue before it
+// sends its body: it gets it at once, then the answer; a body over the limit gets 413 instead, never 100.
+TEST_F(ServeTest, ExpectContinueIsAnsweredBeforeTheBody) {
+  serve::ServerOptions o;
+  o.api.max_request_bytes = 4096;
+  start(o);
+  const std::string body = json{{"text", kSentences[0]}}.dump();
+  const std::string head =
+      "POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nExpect: 100-continue\r\nContent-Length: ";
+  Raw raw(port);
+  raw.send(head + std::to_string(body.size()) + "\r\n\r\n");
+  const std::string first = raw.read_until("\r\n\r\n", 5s);  // nothing more comes until the body is sent
+  ASSERT_EQ(first, "HTTP/1.1 100 Continue\r\n\r\n");
+  raw.send(body);
+  const std::string out = raw.read_all(60s);
+  EXPECT_EQ(out.rfind("HTTP/1.1 200", 0), 0u) << out;
+  EXPECT_NE(out.find("\"translations\""), std::string::npos) << out;
+
+  Raw big(port);
+  big.send(head + "100000\r\n\r\n");
+  const std::string refused = big.read_all(60s);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 413", 0), 0u) << refused;
+  EXPECT_EQ(refused.find("100 Continue"), std::string::npos) << refused;
+}
+
 // The binary: SIGTERM during a long request starts the drain (/health 503 meanwhile); a second SIGTERM ends the
 // process at once.
 TEST(Serve, ASecondSigtermExitsAtOnce) {

@@ -95,6 +95,21 @@ std::string Raw::read_all(std::chrono::milliseconds wait) {
   return out;
 }
 
+std::string Raw::read_until(const std::string& marker, std::chrono::milliseconds wait) {
+  std::string out;
+  char buf[4096];
+  stream_.expires_after(wait);
+  std::function<void(beast::error_code, size_t)> more = [&](beast::error_code ec, size_t n) {
+    out.append(buf, n);
+    if (out.find(marker) != std::string::npos) return stream_.expires_never();
+    if (!ec) stream_.async_read_some(net::buffer(buf), more);
+  };
+  stream_.async_read_some(net::buffer(buf), more);
+  ioc_.restart();
+  ioc_.run();
+  return out;
+}
+
 void Raw::close() {
   beast::error_code ec;
   stream_.socket().close(ec);

@@ -43,6 +43,8 @@ class Raw {
   explicit Raw(int port);
   void send(const std::string& bytes);
   std::string read_all(std::chrono::milliseconds wait);
+  // Whatever comes back until it holds `marker` (the connection stays open) or `wait` passes (then it is closed).
+  std::string read_until(const std::string& marker, std::chrono::milliseconds wait);
   void close();
 
  private:

@@ -265,11 +265,28 @@ class Session : public std::enable_shared_from_this<Session> {
                             false, false);
       }
       self->limit_read(self->server_.options.body_timeout_ms);
-      http::async_read(self->stream_, self->buffer_, *self->parser_, [self](beast::error_code e, std::size_t) {
-        self->read_timer_.cancel();
-        if (e) return self->read_failed(e);
-        self->handle();
-      });
+      // A client that asks to be told before it sends the body (curl does for bodies over 1 MB) gets 100 Continue;
+      // one whose body would be over the limit got 413 already (the parser checks Content-Length with the headers).
+      const auto& header = self->parser_->get();
+      if (header.version() == 11 && beast::iequals(header[http::field::expect], "100-continue")) {
+        auto go_on = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+        return http::async_write(self->stream_, *go_on, [self, go_on](beast::error_code e, std::size_t) {
+          if (e) {
+            self->read_timer_.cancel();
+            return self->read_failed(e);
+          }
+          self->read_body();
+        });
+      }
+      self->read_body();
+    });
+  }
+
+  void read_body() {
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code e, std::size_t) {
+      self->read_timer_.cancel();
+      if (e) return self->read_failed(e);
+      self->handle();
     });
   }
 
