@@ -359,6 +359,16 @@ TEST_F(ServeTest, SpeaksLibreTranslatesApi) {
   EXPECT_EQ(j["translatedText"], mtx_text("ein Hund läuft"));
   EXPECT_EQ(j["detectedLanguage"]["language"], "de");
   EXPECT_TRUE(j["alternatives"].is_array());
+  // deep-translator's LibreTranslator: every field in the query string, an empty body without a Content-Type; a
+  // form's fields win over the query's.
+  r = call(port, http::verb::post, "/translate?q=ein+Hund+l%C3%A4uft&source=de&target=en&format=text", "",
+           {{"Content-Type", ""}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["translatedText"], mtx_text("ein Hund läuft"));
+  r = call(port, http::verb::post, "/translate?q=Kinder&target=fr", "source=de&target=en",
+           {{"Content-Type", "application/x-www-form-urlencoded"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["translatedText"], mtx_text("Kinder"));
   r = call(
       port, http::verb::post, "/translate",
       json{{"q", {kSentences[1], kSentences[2] + "\n" + kSentences[3]}}, {"source", "de"}, {"target", "en"}}.dump());

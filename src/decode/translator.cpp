@@ -451,10 +451,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     const int32_t source = line_source.empty() ? source_code_
                                                : language_id(languages, line_source,
                                                              "line " + std::to_string(i + 1) + "'s source language");
-    if (source >= 0) {
-      sources.back() = tokenizer_.encode_source(lines[i], source);
-      if (!tokenizer_.code_after_eos()) sources.back().pop_back();  // prepare() appends the </s>
-    }
+    if (source >= 0) sources.back() = source_ids(tokenizer_, lines[i], source);
     if (!controls.empty() || target_code_ >= 0) {
       control_ids.push_back(target_controls(controls.empty() ? LineControls{} : controls[i], int64_t(i) + 1));
     }
@@ -468,6 +465,13 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     for (const auto& h : t.hypotheses) t.texts.push_back(tokenizer_.tgt().decode(h.tokens));
   }
   return out;
+}
+
+std::vector<int32_t> source_ids(const tokenizer::Tokenizer& tokenizer, std::string_view text, int32_t code) {
+  if (code < 0) return tokenizer.src().encode(text);
+  std::vector<int32_t> ids = tokenizer.encode_source(text, code);
+  if (!tokenizer.code_after_eos()) ids.pop_back();  // the translator appends the </s> (prepare)
+  return ids;
 }
 
 }  // namespace mtx::decode

@@ -260,7 +260,11 @@ struct Api::Impl {
     json body;
     if (e->body != Body::none) {
       const std::string type = media_type(r.content_type);
-      if (type == "application/json") {
+      const size_t mark = r.target.find('?');
+      const std::string query = mark == std::string::npos ? "" : r.target.substr(mark + 1);
+      if (e->body == Body::json_or_form && r.body.empty() && !query.empty()) {
+        body = json::object();  // every field in the query string (deep-translator's LibreTranslator posts so)
+      } else if (type == "application/json") {
         try {
           body = json::parse(r.body);
         } catch (const json::exception& ex) {
@@ -275,6 +279,13 @@ struct Api::Impl {
                                ", not " + (type.empty() ? "a body without Content-Type" : type)};
       }
       if (!body.is_object()) throw bad("the body must be a JSON object");
+      // LibreTranslate reads a field from the query string when the body lacks it (Flask's request.values).
+      if (e->body == Body::json_or_form && !query.empty()) {
+        const json fields = parse_form(query);
+        for (const auto& [name, value] : fields.items()) {
+          if (!body.contains(name)) body[name] = value;
+        }
+      }
     }
     check_access(r, *e, body);
     Routed out = (this->*(e->handle))(r, body);
@@ -510,7 +521,7 @@ struct Api::Impl {
         throw bad(where(i) + " has " + std::to_string(ids.size()) + " pieces; the model takes at most " +
                   std::to_string(longest));
       }
-      if (languages.source >= 0) ids.insert(ids.begin(), languages.source);
+      if (languages.source >= 0) ids = decode::source_ids(tok, lines[i], languages.source);
       tokens += int64_t(ids.size()) + 1;
       job->sources.push_back(std::move(ids));
     }

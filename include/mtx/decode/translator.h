@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mtx/config/config.h"
@@ -133,5 +134,10 @@ class Translator {
 
 // The id of `code` among `languages`; ConfigError naming `flag`, the code and the closest codes otherwise.
 int32_t language_id(const tokenizer::Languages& languages, const std::string& code, const std::string& flag);
+
+// A source's ids as the translator takes them: its pieces, and with a language's token (`code` >= 0) where the
+// tokenizer puts it -- first, or after </s> in NLLB's legacy layout (a source the translator then takes whole). The
+// CLI, the server and the Python package encode sources through it.
+std::vector<int32_t> source_ids(const tokenizer::Tokenizer& tokenizer, std::string_view text, int32_t code);
 
 }  // namespace mtx::decode
