@@ -215,7 +215,10 @@ TEST(BeamSearch, SentencesAdmittedMidSearchAreSearchedAsIfAlone) {
             }
             fn.join(sentences);
             std::vector<SearchSentence> joining;
-            for (const int64_t s : sentences) joining.push_back({limit[size_t(s)]});
+            for (const int64_t s : sentences) {
+              joining.emplace_back();
+              joining.back().max_length = limit[size_t(s)];
+            }
             return joining;
           });
       EXPECT_EQ(searching_seen, 0) << "the last call comes when nothing is left";
