@@ -31,7 +31,9 @@ packages=(
   libutf8proc-dev   # Unicode categories and case mapping for sacreBLEU-exact tokenisation
   libminizip-dev libyaml-cpp-dev   # Marian's .npz models and .yml files (mtx import --from marian)
   libboost-dev      # Boost.Beast/Asio, headers only: mtx serve's HTTP
-  libgumbo-dev      # an HTML5 parser: the text of HTML that mtx serve translates (LibreTranslate format "html")
+  libgumbo-dev      # an HTML5 parser: inline markup placed on aligned words (text/markup.h)
+  libicu-dev        # ICU: sentence segmentation with per-language abbreviations (text/segment.h)
+  libcld2-dev       # CLD2: language identification for source "auto" and /detect (text/language_id.h)
   libgloo-dev       # the headers c10d's ProcessGroupGloo includes (data-parallel training on CPUs)
 )
 # What only the test suite uses (scripts/test.sh installs them; scripts/quickstart.sh does without).

@@ -1,0 +1,191 @@
+#include "mtx/text/segment.h"
+
+#include <unicode/brkiter.h>
+#include <unicode/filteredbrk.h>
+#include <unicode/uchar.h>
+#include <unicode/utext.h>
+#include <unicode/utf8.h>
+
+#include <mutex>
+
+#include "mtx/text/languages.h"
+#include "mtx/util/errors.h"
+
+namespace mtx::text {
+
+bool is_space(std::string_view text, size_t at, size_t* length) {
+  int32_t i = int32_t(at);
+  UChar32 c = 0;
+  U8_NEXT(reinterpret_cast<const uint8_t*>(text.data()), i, int32_t(text.size()), c);
+  if (length) *length = size_t(i) - at;
+  return c >= 0 && u_isUWhiteSpace(c);
+}
+
+namespace {
+
+// The code point that ends just before byte `at` (-1 at the start).
+UChar32 before(std::string_view text, size_t at) {
+  if (at == 0) return -1;
+  int32_t i = int32_t(at);
+  UChar32 c = 0;
+  U8_PREV(reinterpret_cast<const uint8_t*>(text.data()), 0, i, c);
+  return c;
+}
+
+UChar32 at_char(std::string_view text, size_t at) {
+  if (at >= text.size()) return -1;
+  int32_t i = int32_t(at);
+  UChar32 c = 0;
+  U8_NEXT(reinterpret_cast<const uint8_t*>(text.data()), i, int32_t(text.size()), c);
+  return c;
+}
+
+// [begin, end) without the whitespace at either end.
+Range trimmed(std::string_view text, size_t begin, size_t end) {
+  size_t n = 0;
+  while (begin < end && is_space(text, begin, &n)) begin += n;
+  while (end > begin) {
+    size_t back = end - 1;
+    while (back > begin && (uint8_t(text[back]) & 0xC0) == 0x80) --back;
+    if (!is_space(text, back)) break;
+    end = back;
+  }
+  return {begin, end};
+}
+
+// Abbreviations after which a sentence does not end, beyond CLDR's (measured on tests/text_test.cpp's cases):
+// titles and common abbreviations, and German day-of-month ordinals ("am 3. Mai").
+std::vector<const char*> extra_abbreviations(const std::string& language) {
+  if (language == "en") {
+    return {"Dr.", "Prof.", "St.", "Mt.", "Jr.", "Sr.", "vs.", "etc.", "approx.", "No.", "Fig.", "Inc.", "Ltd.",
+            "Co.", "Corp.", "Jan.", "Feb.", "Aug.", "Sept.", "Oct.", "Nov.", "Dec."};
+  }
+  if (language == "de") {
+    std::vector<const char*> a = {"z. B.", "d. h.", "u. a.", "o. ä.", "u. U.", "v. a.", "s. o.", "s. u.", "ca.", "bzw.", "usw.", "Nr.",
+                                  "Dr.", "Prof.", "Str.", "vgl.", "ggf.", "evtl.", "S.", "Abs.", "Jh.", "Mio.",
+                                  "Mrd.", "inkl.", "zzgl.", "sog.", "bspw.", "Hr.", "Fr."};
+    static const char* const days[] = {"1.",  "2.",  "3.",  "4.",  "5.",  "6.",  "7.",  "8.",  "9.",  "10.", "11.",
+                                       "12.", "13.", "14.", "15.", "16.", "17.", "18.", "19.", "20.", "21.", "22.",
+                                       "23.", "24.", "25.", "26.", "27.", "28.", "29.", "30.", "31."};
+    a.insert(a.end(), std::begin(days), std::end(days));
+    return a;
+  }
+  return {};
+}
+
+}  // namespace
+
+struct Segmenter::Impl {
+  std::string locale;
+  std::unique_ptr<icu::BreakIterator> prototype;
+  std::mutex mutex;  // clone() of one prototype from several threads
+};
+
+Segmenter::Segmenter(const std::string& language) : impl_(std::make_unique<Impl>()) {
+  const Language* l = language.empty() ? nullptr : find_language(language);
+  std::string base = l ? (l->iso639_1.empty() ? l->iso639_3 : l->iso639_1) : "";
+  // The locale's sentence-break suppressions (CLDR's "ss=standard": abbreviations such as "Mr."), and mtx's own
+  // for abbreviations CLDR lacks (extra_abbreviations).
+  impl_->locale = base.empty() ? "und" : base + "@ss=standard";
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Locale locale(base.empty() ? "und" : base.c_str());
+  std::unique_ptr<icu::FilteredBreakIteratorBuilder> filter(
+      icu::FilteredBreakIteratorBuilder::createInstance(locale, status));
+  if (U_SUCCESS(status) && filter) {
+    for (const char* a : extra_abbreviations(base)) filter->suppressBreakAfter(icu::UnicodeString::fromUTF8(a), status);
+  }
+  icu::BreakIterator* plain = icu::BreakIterator::createSentenceInstance(locale, status);
+  if (U_SUCCESS(status) && plain) {
+    impl_->prototype.reset(filter ? filter->wrapIteratorWithFilter(plain, status) : plain);
+  }
+  if (U_FAILURE(status) || !impl_->prototype) {
+    throw ConfigError(std::string("sentence segmentation: ICU has no sentence rules for ") + impl_->locale + ": " +
+                      u_errorName(status));
+  }
+}
+
+Segmenter::~Segmenter() = default;
+Segmenter::Segmenter(Segmenter&&) noexcept = default;
+Segmenter& Segmenter::operator=(Segmenter&&) noexcept = default;
+
+const std::string& Segmenter::locale() const { return impl_->locale; }
+
+std::vector<Range> Segmenter::sentences(std::string_view text) const {
+  std::unique_ptr<icu::BreakIterator> it;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    it.reset(impl_->prototype->clone());
+  }
+  UErrorCode status = U_ZERO_ERROR;
+  UText* ut = utext_openUTF8(nullptr, text.data(), int64_t(text.size()), &status);
+  std::vector<Range> out;
+  if (U_FAILURE(status)) throw ConfigError(std::string("sentence segmentation: ") + u_errorName(status));
+  it->setText(ut, status);
+  if (U_SUCCESS(status)) {
+    int32_t start = it->first();
+    for (int32_t end = it->next(); end != icu::BreakIterator::DONE; start = end, end = it->next()) {
+      // A boundary's native index is a byte offset into the UTF-8 text.
+      const Range r = trimmed(text, size_t(start), size_t(end));
+      if (r.size() > 0) out.push_back(r);
+    }
+  }
+  utext_close(ut);
+  if (U_FAILURE(status)) throw ConfigError(std::string("sentence segmentation: ") + u_errorName(status));
+  return out;
+}
+
+std::vector<Range> Segmenter::clauses(std::string_view text, Range sentence,
+                                      const std::function<bool(std::string_view)>& fits) {
+  // Cuts: a whitespace run [begin, end) inside the sentence; `clause` where a clause ends before it or a dash or
+  // an opening bracket starts after it.
+  struct Cut {
+    size_t begin, end;
+    bool clause;
+  };
+  std::vector<Cut> cuts;
+  for (size_t i = sentence.begin, n = 0; i < sentence.end; i += n) {
+    if (!is_space(text, i, &n)) continue;
+    Cut c{i, i, false};
+    while (c.end < sentence.end && is_space(text, c.end, &n)) c.end += n;
+    const UChar32 prev = before(text, c.begin), next = at_char(text, c.end);
+    c.clause = prev == ',' || prev == ';' || prev == ':' || prev == 0x060C || prev == 0x3001 || prev == 0xFF0C ||
+               prev == 0xFF1B || prev == 0xFF1A || next == 0x2013 || next == 0x2014 || next == '(' || next == '-';
+    if (c.begin > sentence.begin && c.end < sentence.end) cuts.push_back(c);
+    n = c.end - i;
+  }
+  std::vector<Range> out;
+  size_t at = sentence.begin;
+  auto piece = [&](size_t end) { return text.substr(at, end - at); };
+  while (at < sentence.end) {
+    if (fits(piece(sentence.end))) {
+      out.push_back({at, sentence.end});
+      break;
+    }
+    const Cut* best = nullptr;
+    for (const bool clause_only : {true, false}) {
+      for (const Cut& c : cuts) {
+        if (c.begin <= at || (clause_only && !c.clause)) continue;
+        if (!fits(piece(c.begin))) break;
+        best = &c;
+      }
+      if (best) break;
+    }
+    if (!best) {  // one word longer than the model takes: alone, for the translator to cut
+      for (const Cut& c : cuts) {
+        if (c.begin > at) {
+          best = &c;
+          break;
+        }
+      }
+    }
+    if (!best) {
+      out.push_back({at, sentence.end});
+      break;
+    }
+    out.push_back({at, best->begin});
+    at = best->end;
+  }
+  return out;
+}
+
+}  // namespace mtx::text
