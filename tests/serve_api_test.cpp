@@ -126,10 +126,12 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
       {"{\"text\": 5}", "a string or a non-empty list"},
       {"{\"text\": []}", "a string or a non-empty list"},
       {"{\"text\": [\"a\", 3]}", "a string or a list of strings"},
-      {"{\"text\": \"\"}", "\"text\" is empty"},
-      {"{\"text\": [\"ein Hund\", \"   \"]}", "\"text\"[1] is empty"},
+      {"{\"text\": \"\", \"format\": \"sentence\"}", "\"text\" is empty"},
+      {"{\"text\": [\"ein Hund\", \"   \"], \"format\": \"sentence\"}", "\"text\"[1] is empty"},
       {"{\"text\": \"\xff\xfe\"}", "invalid JSON"},  // JSON must be UTF-8 already
-      {"{\"text\": \"a\\nb\"}", "line break"},
+      {"{\"text\": \"a\\nb\", \"format\": \"sentence\"}", "line break"},
+      {"{\"text\": \"a\", \"format\": \"pdf\"}", "\"format\" must be sentence, text or html"},
+      {"{\"text\": \"a\", \"format\": \"text\", \"alignment\": true}", "apply to single sentences"},
       {"{\"text\": \"ein Hund\", \"model\": \"nope\"}", "unknown model \"nope\" (serving: toy)"},
       {"{\"text\": \"ein Hund\", \"beam\": 0}", "\"beam\" must be in [1, 32]"},
       {"{\"text\": \"ein Hund\", \"beam\": 2, \"nbest\": 3}", "\"nbest\" must be in [1, 2]"},
@@ -146,11 +148,25 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
     EXPECT_NE(error.find(reason), std::string::npos) << body << " -> " << e.body;
     EXPECT_EQ(std::count(e.body.begin(), e.body.end(), '\n'), 1) << "one line: " << e.body;
   }
+  // A sentence longer than the model takes: refused as one sentence, translated in pieces as text.
   std::string many;
   for (int i = 0; i < 300; ++i) many += "Hund ";
-  r = post(port, {{"text", many}});
+  r = post(port, {{"text", many}, {"format", "sentence"}});
   EXPECT_EQ(r.status, 400);
   EXPECT_NE(r.body.find("pieces; the model takes at most"), std::string::npos) << r.body;
+  r = post(port, {{"text", many}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  // Text: a paragraph's sentences each translated, blank texts kept as they are.
+  r = post(port, {{"text", {kSentences[0] + ". Zwei Männer.\n\nKinder!", "", " \n"}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body)["translations"];
+  EXPECT_EQ(
+      j[0]["text"],
+      json::parse(post(port, {{"text", kSentences[0] + "."}}).body)["translations"][0]["text"].get<std::string>() +
+          " " + json::parse(post(port, {{"text", "Zwei Männer."}}).body)["translations"][0]["text"].get<std::string>() +
+          "\n\n" + json::parse(post(port, {{"text", "Kinder!"}}).body)["translations"][0]["text"].get<std::string>());
+  EXPECT_EQ(j[1]["text"], "");
+  EXPECT_EQ(j[2]["text"], " \n");
   r = post(port, {{"text", std::string(3000, 'a')}});
   EXPECT_EQ(r.status, 413) << r.body;
   EXPECT_EQ(call(port, http::verb::get, "/nowhere").status, 404);
@@ -376,7 +392,53 @@ TEST_F(ServeTest, SpeaksLibreTranslatesApi) {
   j = json::parse(r.body)["translatedText"];
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[1], mtx_text(kSentences[2]) + "\n" + mtx_text(kSentences[3]));
-  // HTML: each text node translated in place; tags, attributes, entities around them and scripts kept.
+  // A paragraph: every sentence translated, the whitespace between them kept.
+  r = call(
+      port, http::verb::post, "/translate",
+      json{{"q", "Ein Hund läuft. Eine Frau liest ein Buch.  Kinder!\n\nZwei Männer spielen Fußball im Park heute."},
+           {"source", "de"},
+           {"target", "en"}}
+          .dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["translatedText"],
+            mtx_text("Ein Hund läuft.") + " " + mtx_text("Eine Frau liest ein Buch.") + "  " + mtx_text("Kinder!") +
+                "\n\n" + mtx_text("Zwei Männer spielen Fußball im Park heute."));
+  // LibreTranslate's page posts FormData: multipart/form-data, answered as the same fields in JSON are.
+  const std::string boundary = "----WebKitFormBoundaryx7Zq";
+  std::string form;
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"q", "ein Hund läuft"}, {"source", "de"}, {"target", "en"}, {"format", "text"}, {"api_key", ""}}) {
+    form += "--" + boundary + "\r\nContent-Disposition: form-data; name=\"" + name + "\"\r\n\r\n" + value + "\r\n";
+  }
+  form += "--" + boundary + "--\r\n";
+  r = call(port, http::verb::post, "/translate", form, {{"Content-Type", "multipart/form-data; boundary=" + boundary}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["translatedText"], mtx_text("ein Hund läuft"));
+  r = call(port, http::verb::post, "/translate", "--" + boundary + "\r\nContent-Disposition: form-data\r\n\r\nx",
+           {{"Content-Type", "multipart/form-data; boundary=" + boundary}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  // /detect, /frontend/settings, /spec, /suggest.
+  const auto expect_error = [](const Reply& e, int status, const std::string& reason) {
+    EXPECT_EQ(e.status, status) << e.body;
+    EXPECT_NE(e.body.find(reason), std::string::npos) << e.body;
+  };
+  r = call(port, http::verb::post, "/detect", "q=Ein+Hund+l%C3%A4uft+durch+das+hohe+Gras.",
+           {{"Content-Type", "application/x-www-form-urlencoded"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)[0]["language"], "de") << r.body;
+  EXPECT_GT(json::parse(r.body)[0]["confidence"].get<double>(), 50) << r.body;
+  expect_error(call(port, http::verb::post, "/detect", "", {{"Content-Type", ""}}), 400, "missing q");
+  EXPECT_EQ(call(port, http::verb::get, "/detect").status, 405);
+  r = call(port, http::verb::get, "/frontend/settings");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["language"]["target"]["code"], "en") << r.body;
+  EXPECT_EQ(json::parse(call(port, http::verb::get, "/spec").body)["openapi"],
+            json::parse(call(port, http::verb::get, "/openapi.json").body)["openapi"]);
+  expect_error(call(port, http::verb::post, "/suggest", "q=a&s=b&source=de&target=en",
+                    {{"Content-Type", "application/x-www-form-urlencoded"}}),
+               403, "Suggestions are disabled");
+  // HTML: a block's sentences translated whole, its inline elements placed on the translation (each once, well
+  // nested), the text outside them and scripts kept.
   const std::string page = "<p class=\"x\">ein Hund &amp; <b>zwei Männer</b></p>\n<script>var a = '<p>';</script>";
   r = call(port, http::verb::post, "/translate",
            json{{"q", page}, {"source", "de"}, {"target", "en"}, {"format", "html"}}.dump());
@@ -387,9 +449,12 @@ TEST_F(ServeTest, SpeaksLibreTranslatesApi) {
     for (const char c : t) out += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : std::string(1, c);
     return out;
   };
-  EXPECT_EQ(html, "<p class=\"x\">" + escaped(mtx_text("ein Hund &")) + " <b>" + escaped(mtx_text("zwei Männer")) +
-                      "</b></p>\n<script>var a = '<p>';</script>")
-      << html;
+  const std::string inner = html.substr(html.find('>') + 1, html.find("</p>") - html.find('>') - 1);
+  EXPECT_EQ(std::regex_replace(inner, std::regex("</?b>"), ""), escaped(mtx_text("ein Hund & zwei Männer"))) << html;
+  EXPECT_EQ(html.rfind("<p class=\"x\">", 0), 0u) << html;
+  EXPECT_NE(html.find("</p>\n<script>var a = '<p>';</script>"), std::string::npos) << html;
+  EXPECT_NE(inner.find("<b>"), std::string::npos) << html;
+  EXPECT_LT(inner.find("<b>"), inner.find("</b>")) << html;
   const std::vector<std::tuple<json, int, std::string>> bad = {
       {{{"source", "de"}, {"target", "en"}}, 400, "missing q"},
       {{{"q", "x"}, {"source", "fr"}, {"target", "en"}}, 400, "fr is not supported"},

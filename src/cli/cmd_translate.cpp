@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "commands.h"
 #include "mtx/bundle/bundle.h"
 #include "mtx/decode/stream.h"
+#include "mtx/decode/text.h"
 #include "mtx/decode/translator.h"
 #include "mtx/util/device.h"
 #include "mtx/util/errors.h"
@@ -36,11 +38,42 @@ struct TranslateArgs {
   int threads = 0;
   int chunk_lines = 2000;
   std::string input, output;
+  std::string format = "lines";                                               // lines | text | html
   std::shared_ptr<ControlFlags> controls = std::make_shared<ControlFlags>();  // --target-prefix, --constraints, ...
   QuantizeArgs quantize;
 };
 
 namespace {
+
+// --format text or html: paragraphs (or an HTML document) through the text layer. Text is read in chunks of about
+// chunk_lines lines that end at a blank line, each translated as one text, so memory stays bounded and a
+// paragraph is never split; HTML is one document.
+decode::StreamStats translate_text_stream(decode::Translator& translator, decode::LineSource& in, std::ostream& out,
+                                          text::Format format, int chunk_lines, const std::string& src_lang) {
+  const text::Segmenter segmenter(src_lang);
+  decode::StreamStats stats;
+  const auto start = std::chrono::steady_clock::now();
+  std::string chunk, line;
+  int lines = 0;
+  auto flush = [&] {
+    if (chunk.empty()) return;
+    out << decode::translate_texts(translator, {chunk}, format, segmenter).front();
+    out.flush();
+    chunk.clear();
+    lines = 0;
+  };
+  while (in.next(line)) {
+    ++stats.lines;
+    const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+    if (format == text::Format::text && blank && lines >= chunk_lines) flush();
+    chunk += line;
+    chunk += '\n';
+    ++lines;
+  }
+  flush();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
 
 int run_translate(const TranslateArgs& args) {
   const torch::Device device = select_device(parse_device(inference_device(args.device, args.quantize)), "--device");
@@ -99,7 +132,11 @@ int run_translate(const TranslateArgs& args) {
   if (const char* p = std::getenv("MTX_PROFILE"); p && *p) {
     profile = std::make_unique<torch::autograd::profiler::RecordProfile>(std::string(p));
   }
-  const decode::StreamStats s = decode::translate_stream(translator, *in, out, stream);
+  const decode::StreamStats s =
+      args.format == "lines"
+          ? decode::translate_stream(translator, *in, out, stream)
+          : translate_text_stream(translator, *in, out, text::parse_format(args.format, "--format"), args.chunk_lines,
+                                  options.source_lang.empty() ? first.config.data.src_lang : options.source_lang);
   profile.reset();
 
   log::info("{} lines in {:.2f} s: {:.1f} sentences/s, {:.0f} generated tokens/s", s.lines, s.seconds,
@@ -156,10 +193,21 @@ Command add_translate(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   add_quantize_flags(*cmd, args->quantize);
   args->controls->add(*cmd);
+  cmd->add_option("--format", args->format,
+                  "lines: one sentence per line, in and out (the default); text: paragraphs, split into sentences "
+                  "and put back with their spaces, line breaks and blank lines; html: an HTML document or fragment, "
+                  "its inline markup placed on the aligned words")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"lines", "text", "html"}));
   cmd->add_option("--input", args->input, "Read this file instead of stdin");
   cmd->add_option("--output", args->output, "Write this file instead of stdout");
   return {cmd, [args, align] {
             if (align->count() > 0 && args->align.empty()) args->align = "hard";  // a bare --align
+            if (args->format != "lines" && (!args->align.empty() || args->scores || args->language_columns)) {
+              throw ConfigError("--format " + args->format +
+                                " writes text as it came in: --align, --scores and --language-columns need "
+                                "--format lines");
+            }
             return run_translate(*args);
           }};
 }

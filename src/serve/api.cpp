@@ -12,8 +12,11 @@
 #include <sstream>
 
 #include "mtx/decode/align.h"
+#include "mtx/decode/text.h"
 #include "mtx/decode/translator.h"
-#include "mtx/serve/html.h"
+#include "mtx/text/language_id.h"
+#include "mtx/text/languages.h"
+#include "mtx/text/layout.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/strings.h"
 #include "mtx/util/utf8.h"
@@ -90,6 +93,62 @@ json parse_form(const std::string& body) {
   return doc;
 }
 
+// multipart/form-data (RFC 7578, what browsers' FormData posts) -> a JSON object of its fields' values as strings
+// (a repeated name keeps its last value); parts that carry a file (a filename) are left out.
+json parse_multipart(const std::string& body, const std::string& content_type) {
+  const std::string type = lower(content_type);
+  size_t at = type.find("boundary=");
+  if (at == std::string::npos) throw bad("Invalid request: multipart/form-data without a boundary");
+  std::string boundary = content_type.substr(at + 9);
+  boundary = boundary.substr(0, boundary.find(';'));
+  while (!boundary.empty() && boundary.back() == ' ') boundary.pop_back();
+  if (boundary.size() >= 2 && boundary.front() == '"' && boundary.back() == '"') {
+    boundary = boundary.substr(1, boundary.size() - 2);
+  }
+  if (boundary.empty() || boundary.size() > 70)
+    throw bad("Invalid request: multipart/form-data's boundary is not valid");
+  const std::string delimiter = "--" + boundary;
+  json doc = json::object();
+  size_t part = body.find(delimiter);
+  if (part == std::string::npos) throw bad("Invalid request: the multipart/form-data body has no part");
+  while (true) {
+    part += delimiter.size();
+    if (body.compare(part, 2, "--") == 0) break;  // the closing delimiter
+    if (body.compare(part, 2, "\r\n") != 0) throw bad("Invalid request: a multipart/form-data part is malformed");
+    part += 2;
+    const size_t head_end = body.find("\r\n\r\n", part);
+    if (head_end == std::string::npos) throw bad("Invalid request: a multipart/form-data part has no end of headers");
+    const std::string head = body.substr(part, head_end - part);
+    const size_t next = body.find("\r\n" + delimiter, head_end + 4);
+    if (next == std::string::npos) throw bad("Invalid request: the multipart/form-data body is cut short");
+    const std::string value = body.substr(head_end + 4, next - head_end - 4);
+    // Content-Disposition: form-data; name="q"[; filename="..."]
+    const std::string lowered = lower(head);
+    const size_t disposition = lowered.find("content-disposition:");
+    if (disposition == std::string::npos) throw bad("Invalid request: a multipart/form-data part has no name");
+    const auto parameter = [&](const std::string& key) -> std::optional<std::string> {
+      size_t k = disposition;
+      while ((k = lowered.find(key + "=", k)) != std::string::npos) {
+        if (k > 0 && (lowered[k - 1] == ' ' || lowered[k - 1] == ';')) break;
+        ++k;
+      }
+      if (k == std::string::npos) return std::nullopt;
+      k += key.size() + 1;
+      if (k < head.size() && head[k] == '"') {
+        const size_t close = head.find('"', k + 1);
+        return head.substr(k + 1, close == std::string::npos ? std::string::npos : close - k - 1);
+      }
+      const size_t end = head.find_first_of(";\r\n", k);
+      return head.substr(k, end == std::string::npos ? std::string::npos : end - k);
+    };
+    const std::optional<std::string> name = parameter("name");
+    if (!name) throw bad("Invalid request: a multipart/form-data part has no name");
+    if (!parameter("filename")) doc[*name] = value;
+    part = next + 2;
+  }
+  return doc;
+}
+
 // A field that is a string (`single`) or a non-empty list of strings, as strings; `name` starts the errors.
 std::vector<std::string> string_or_list(const json& value, const std::string& name, bool& single) {
   std::vector<std::string> out;
@@ -105,17 +164,6 @@ std::vector<std::string> string_or_list(const json& value, const std::string& na
     throw bad(name + " must be a string or a non-empty list of strings");
   }
   return out;
-}
-
-// Language names for /languages (ISO 639-1); other codes are their own names.
-std::string language_name(const std::string& code) {
-  static const std::map<std::string, std::string> names = {
-      {"ar", "Arabic"},    {"cs", "Czech"},  {"de", "German"},     {"en", "English"},  {"es", "Spanish"},
-      {"fr", "French"},    {"hi", "Hindi"},  {"it", "Italian"},    {"ja", "Japanese"}, {"ko", "Korean"},
-      {"nl", "Dutch"},     {"pl", "Polish"}, {"pt", "Portuguese"}, {"ru", "Russian"},  {"tr", "Turkish"},
-      {"uk", "Ukrainian"}, {"zh", "Chinese"}};
-  const auto it = names.find(code);
-  return it == names.end() ? code : it->second;
 }
 
 }  // namespace
@@ -180,12 +228,16 @@ struct Api::Impl {
     Handler handle;
   };
   // The API, one entry an endpoint (docs/serving.md and src/serve/openapi.json describe the same).
-  static const std::array<Endpoint, 10>& endpoints() {
-    static const std::array<Endpoint, 10> table = {{
+  static const std::array<Endpoint, 14>& endpoints() {
+    static const std::array<Endpoint, 14> table = {{
         {"/v1/translate", "POST", Access::key, Body::json, &Impl::translate},
         {"/v1/score", "POST", Access::key, Body::json, &Impl::score},
         {"/translate", "POST", Access::key, Body::json_or_form, &Impl::libre_translate},
+        {"/detect", "POST", Access::key, Body::json_or_form, &Impl::detect},
+        {"/suggest", "POST", Access::key, Body::json_or_form, &Impl::suggest},
         {"/languages", "GET", Access::open, Body::none, &Impl::languages},
+        {"/frontend/settings", "GET", Access::open, Body::none, &Impl::frontend_settings},
+        {"/spec", "GET", Access::open, Body::none, &Impl::openapi},
         {"/health", "GET", Access::open, Body::none, &Impl::health},
         {"/v1/models", "GET", Access::open, Body::none, &Impl::list_models},
         {"/metrics", "GET", Access::metrics, Body::none, &Impl::metrics_text},
@@ -262,8 +314,8 @@ struct Api::Impl {
       const std::string type = media_type(r.content_type);
       const size_t mark = r.target.find('?');
       const std::string query = mark == std::string::npos ? "" : r.target.substr(mark + 1);
-      if (e->body == Body::json_or_form && r.body.empty() && !query.empty()) {
-        body = json::object();  // every field in the query string (deep-translator's LibreTranslator posts so)
+      if (e->body == Body::json_or_form && r.body.empty()) {
+        body = json::object();  // fields in the query string, or none (deep-translator's LibreTranslator posts so)
       } else if (type == "application/json") {
         try {
           body = json::parse(r.body);
@@ -272,10 +324,13 @@ struct Api::Impl {
         }
       } else if (e->body == Body::json_or_form && type == "application/x-www-form-urlencoded") {
         body = parse_form(r.body);
+      } else if (e->body == Body::json_or_form && type == "multipart/form-data") {
+        body = parse_multipart(r.body, r.content_type);
       } else {
         throw Refusal{415, std::string(e->path) + " takes " +
                                (e->body == Body::json ? "application/json"
-                                                      : "application/json or application/x-www-form-urlencoded") +
+                                                      : "application/json, application/x-www-form-urlencoded or "
+                                                        "multipart/form-data") +
                                ", not " + (type.empty() ? "a body without Content-Type" : type)};
       }
       if (!body.is_object()) throw bad("the body must be a JSON object");
@@ -465,9 +520,113 @@ struct Api::Impl {
     }
     json list = json::array();
     for (const auto& [code, to] : targets) {
-      list.push_back({{"code", code}, {"name", language_name(code)}, {"targets", json(to)}});
+      list.push_back({{"code", code}, {"name", text::language_name(code)}, {"targets", json(to)}});
     }
     return answer(200, dump(list));
+  }
+
+  // ---- text ---------------------------------------------------------------------------------------------------
+
+  // The segmenter of a source language, made once per code.
+  mutable std::mutex segmenters_mutex;
+  mutable std::map<std::string, std::unique_ptr<text::Segmenter>> segmenters;
+  const text::Segmenter& segmenter(const std::string& code) const {
+    std::lock_guard<std::mutex> lock(segmenters_mutex);
+    auto& s = segmenters[code];
+    if (!s) s = std::make_unique<text::Segmenter>(code);
+    return *s;
+  }
+
+  // Texts laid out for one job: their sentences, in order, are the job's sources.
+  struct TextPlan {
+    std::vector<text::Layout> layouts;
+    std::vector<std::string> sentences;
+  };
+  // `field` names the texts in errors; `language`: the source's code (segmentation rules).
+  TextPlan plan_texts(const ServedModel& model, const std::vector<std::string>& texts, text::Format format,
+                      const std::string& language, const std::string& field) const {
+    TextPlan plan;
+    const auto& tok = *model.bundle.tokenizer;
+    const text::Fits fits = decode::fits_in(tok, int64_t(model.bundle.config.model.max_len) - 1);
+    const text::Segmenter& cut = segmenter(language.empty() ? model.bundle.config.data.src_lang : language);
+    for (size_t t = 0; t < texts.size(); ++t) {
+      const size_t invalid = utf8::find_invalid(texts[t]);
+      if (invalid != utf8::kValid) {
+        throw bad(field + (texts.size() > 1 ? "[" + std::to_string(t) + "]" : "") + " is not valid UTF-8 (byte " +
+                  std::to_string(invalid) + ")");
+      }
+      plan.layouts.push_back(text::layout(texts[t], format, cut, fits));
+      const auto& s = plan.layouts.back().sentences;
+      plan.sentences.insert(plan.sentences.end(), s.begin(), s.end());
+    }
+    return plan;
+  }
+  // The plan's texts with each sentence's `rank`-th hypothesis (its last where it has fewer); inline markup
+  // placed through the model's alignments. On a batch thread.
+  static std::vector<std::string> render_texts(const ServedModel& model, const TextPlan& plan, const Hypotheses& hyps,
+                                               size_t rank) {
+    const auto& tok = *model.bundle.tokenizer;
+    std::vector<std::string> out;
+    size_t at = 0;
+    for (const text::Layout& l : plan.layouts) {
+      std::vector<std::string> parts;
+      std::vector<std::vector<int32_t>> sources, targets;
+      bool align = false;
+      for (size_t i = 0; i < l.sentences.size(); ++i, ++at) {
+        const auto& h = at < hyps.size() ? hyps[at] : std::vector<decode::Hypothesis>{};
+        const decode::Hypothesis* best = h.empty() ? nullptr : &h[std::min(rank, h.size() - 1)];
+        parts.push_back(best ? tok.tgt().decode(best->tokens) : "");
+        const bool needs = l.needs_alignment[i] && best;
+        align = align || needs;
+        sources.push_back(needs ? tok.src().encode(l.sentences[i]) : std::vector<int32_t>{});
+        targets.push_back(needs ? decode::without_language(tok, best->tokens) : std::vector<int32_t>{});
+      }
+      std::vector<text::WordLinks> links;
+      if (align) {
+        // cross_attention leaves the model as it is: safe while searches run.
+        model::Transformer m = model.bundle.model;
+        links = decode::links_for(m, tok, l, sources, targets);
+      }
+      out.push_back(text::render(l, parts, links));
+    }
+    return out;
+  }
+
+  // A served model's codes for a side: a multilingual model's languages, else its config's language.
+  static std::vector<std::string> codes_of(const ServedModel& m, bool source) {
+    const tokenizer::Languages& languages = m.bundle.tokenizer->languages();
+    if (languages.empty()) return {source ? m.bundle.config.data.src_lang : m.bundle.config.data.tgt_lang};
+    std::vector<std::string> out;
+    for (const auto& [code, id] : languages) out.push_back(code);
+    return out;
+  }
+  // The code among `codes` that `asked` names: itself, or the same language in another scheme (de for
+  // deu_Latn); "" when none.
+  static std::string served_code(const std::string& asked, const std::vector<std::string>& codes) {
+    if (std::find(codes.begin(), codes.end(), asked) != codes.end()) return asked;
+    const text::Language* l = text::find_language(asked);
+    return l ? text::code_for(*l, codes) : "";
+  }
+  // Every source language served.
+  std::vector<std::string> served_sources() const {
+    std::set<std::string> all;
+    for (const auto& m : models) {
+      for (const auto& c : codes_of(m, true)) all.insert(c);
+    }
+    return {all.begin(), all.end()};
+  }
+  struct Detected {
+    std::string code;
+    double confidence = 0;
+  };
+  // The language of `text` among `codes`: CLD2's most likely language that one of them names.
+  static std::optional<Detected> detect_among(const std::string& text, bool html,
+                                              const std::vector<std::string>& codes) {
+    for (const text::Detection& d : text::detect_language(text, html)) {
+      const std::string c = text::code_for(*d.language, codes);
+      if (!c.empty()) return Detected{c, d.confidence};
+    }
+    return std::nullopt;
   }
 
   // ---- translation --------------------------------------------------------------------------------------------
@@ -595,8 +754,8 @@ struct Api::Impl {
 
   Routed translate(const HttpRequest&, const json& doc) const {
     // The request's own fields, then every decoding option a request may set (config::decode_options()).
-    std::vector<std::string> known = {"text",      "target_prefix", "constraints", "model", "scores",
-                                      "alignment", "timeout_ms",    "source",      "target"};
+    std::vector<std::string> known = {"text",      "target_prefix", "constraints", "model",  "scores",
+                                      "alignment", "timeout_ms",    "source",      "target", "format"};
     for (const auto& o : config::decode_options()) {
       if (o.request) known.emplace_back(o.key);
     }
@@ -636,8 +795,39 @@ struct Api::Impl {
       if (!doc[field].is_string()) throw bad(std::string("\"") + field + "\" must be a string (a language code)");
       return doc[field].get<std::string>();
     };
-    const LanguagePair languages =
-        language_pair(*model, language_field("source"), language_field("target"), "\"source\"", "\"target\"");
+    // "format": sentence (each item one sentence, as given), text or html (each item a text, laid out into
+    // sentences: text/layout.h). Target prefixes, constraints and alignments belong to single sentences, so with
+    // them the default is sentence, else text.
+    const bool per_sentence = doc.contains("target_prefix") || doc.contains("constraints") || alignment;
+    std::string format = per_sentence ? "sentence" : "text";
+    if (doc.contains("format")) {
+      if (!doc["format"].is_string()) throw bad("\"format\" must be sentence, text or html");
+      format = doc["format"].get<std::string>();
+      if (format != "sentence" && format != "text" && format != "html") {
+        throw bad("\"format\" must be sentence, text or html, not \"" + format + "\"");
+      }
+      if (format != "sentence" && per_sentence) {
+        throw bad(
+            "\"target_prefix\", \"constraints\" and \"alignment\" apply to single sentences: \"format\": "
+            "\"sentence\"");
+      }
+    }
+    std::string source = language_field("source");
+    std::optional<Detected> detected;
+    if (source == "auto") {  // a multilingual model's source, told from the text
+      const std::vector<std::string> codes = codes_of(*model, true);
+      std::string all;
+      for (const auto& l : lines) all += l + "\n";
+      detected = detect_among(all, format == "html", codes);
+      if (!detected && codes.size() == 1) detected = Detected{codes.front(), 0.0};
+      if (!detected) throw bad("\"source\": the language of \"text\" could not be told; name it");
+      source = model->bundle.tokenizer->languages().empty() ? "" : detected->code;
+    }
+    const LanguagePair languages = language_pair(*model, source, language_field("target"), "\"source\"", "\"target\"");
+    if (format != "sentence") {
+      return translate_texts(*model, key, lines, format == "html" ? text::Format::html : text::Format::text, source,
+                             languages, timeout_ms, scores, detected);
+    }
     Routed out;
     out.job = job_of(
         *model, key, lines,
@@ -742,6 +932,56 @@ struct Api::Impl {
     return out;
   }
 
+  // /v1/translate's texts (format text or html): each laid out into sentences, all of them one job; each text's
+  // "score" is the mean of its sentences', "nbest" its texts made of each sentence's n-th hypothesis.
+  Routed translate_texts(const ServedModel& model, const BatchKey& key, const std::vector<std::string>& texts,
+                         text::Format format, const std::string& source, LanguagePair languages, int64_t timeout_ms,
+                         bool scores, std::optional<Detected> detected) const {
+    const TextPlan plan = plan_texts(model, texts, format, source, "\"text\"");
+    const int nbest = key.decode.nbest;
+    const ServedModel* m = &model;
+    auto shared = std::make_shared<const TextPlan>(plan);
+    const auto answer_of = [m, shared, scores, nbest, detected](const Hypotheses& hyps) {
+      std::vector<std::vector<std::string>> variants(shared->layouts.size());
+      for (size_t rank = 0; rank < size_t(nbest); ++rank) {
+        const std::vector<std::string> texts = render_texts(*m, *shared, hyps, rank);
+        for (size_t t = 0; t < texts.size(); ++t) variants[t].push_back(texts[t]);
+      }
+      json list = json::array();
+      size_t at = 0;
+      for (size_t t = 0; t < variants.size(); ++t) {
+        json one = {{"text", variants[t].front()}};
+        double sum = 0;
+        const size_t n = shared->layouts[t].sentences.size();
+        for (size_t i = 0; i < n; ++i, ++at) {
+          if (at < hyps.size() && !hyps[at].empty()) sum += hyps[at].front().score;
+        }
+        if (scores) one["score"] = n ? sum / double(n) : 0.0;
+        if (nbest > 1) {
+          json alternatives = json::array();
+          for (const auto& v : variants[t]) alternatives.push_back({{"text", v}});
+          one["nbest"] = alternatives;
+        }
+        if (detected) one["detected_language"] = {{"language", detected->code}, {"confidence", detected->confidence}};
+        list.push_back(one);
+      }
+      return json{{"translations", list}, {"model", m->name}};
+    };
+    if (plan.sentences.empty()) return answer(200, dump(answer_of(Hypotheses{})));
+    Routed out;
+    out.job = job_of(
+        model, key, plan.sentences, [](size_t i) { return "\"text\"'s sentence " + std::to_string(i + 1); }, timeout_ms,
+        languages);
+    auto sources = std::make_shared<const std::vector<std::vector<int32_t>>>(out.job->sources);
+    out.finish = [this, sources, answer_of](const Hypotheses& hyps) {
+      count_translated(*sources, hyps);
+      HttpAnswer a;
+      a.body = dump(answer_of(hyps));
+      return a;
+    };
+    return out;
+  }
+
   // POST /v1/score: the teacher-forced log-probabilities of given translations ("target", like "text"), as
   // mtx score gives them; one scoring job through the batcher (BatchKey::score).
   Routed score(const HttpRequest&, const json& doc) const {
@@ -823,21 +1063,25 @@ struct Api::Impl {
     return out;
   }
 
-  // LibreTranslate's POST /translate: q (a string or a list), source ("auto" where one source language is
-  // served), target, format ("text" or "html"), alternatives, api_key; JSON or form-encoded.
+  // LibreTranslate's POST /translate: q (a string or a list of texts), source (a code, or "auto"), target, format
+  // ("text" or "html"), alternatives, api_key; JSON, form-encoded, multipart or the query string. Codes may be
+  // given in any scheme the language table knows (de for a model's deu_Latn).
   Routed libre_translate(const HttpRequest&, const json& doc) const {
     auto text_field = [&](const char* key, const std::string& fallback) {
       if (!doc.contains(key) || doc[key].is_null()) return fallback;
       if (!doc[key].is_string()) throw bad(std::string("Invalid request: ") + key + " must be a string");
       return doc[key].get<std::string>();
     };
-    if (!doc.contains("q")) throw bad("Invalid request: missing q parameter");
+    if (!doc.contains("q") || doc["q"].is_null()) throw bad("Invalid request: missing q parameter");
     const std::string source = text_field("source", "");
     const std::string target = text_field("target", "");
     if (source.empty()) throw bad("Invalid request: missing source parameter");
     if (target.empty()) throw bad("Invalid request: missing target parameter");
-    const std::string format = text_field("format", "text");
-    if (format != "text" && format != "html") throw bad("Invalid request: format must be text or html, not " + format);
+    const std::string format_name = text_field("format", "text");
+    if (format_name != "text" && format_name != "html") {
+      throw bad("Invalid request: format must be text or html, not " + format_name);
+    }
+    const text::Format format = format_name == "html" ? text::Format::html : text::Format::text;
     int64_t alternatives = 0;
     if (doc.contains("alternatives") && !doc["alternatives"].is_null()) {
       const json& a = doc["alternatives"];
@@ -851,140 +1095,133 @@ struct Api::Impl {
                   "]");
       }
     }
-    // The model of the direction asked for: a one-pair model's, else a multilingual model that has both codes.
-    std::set<std::string> sources;
-    for (const auto& m : models) {
-      const tokenizer::Languages& languages = m.bundle.tokenizer->languages();
-      if (languages.empty()) sources.insert(m.bundle.config.data.src_lang);
-      for (const auto& [code, id] : languages) sources.insert(code);
-    }
-    std::string from = source;
-    const bool detect = source == "auto";
-    if (detect) {
-      if (sources.size() != 1) {
-        throw bad("Invalid request: source auto needs one source language, and this server translates from " +
-                  std::to_string(sources.size()) + "; name the source");
-      }
-      from = *sources.begin();
-    }
-    if (!sources.count(from)) throw bad(from + " is not supported");
-    const ServedModel* model = nullptr;
-    LanguagePair languages;
-    for (const auto& m : models) {
-      const tokenizer::Languages& codes = m.bundle.tokenizer->languages();
-      const auto has = [&](const std::string& c) {
-        return std::any_of(codes.begin(), codes.end(), [&](const auto& l) { return l.first == c; });
-      };
-      if (codes.empty() && m.bundle.config.data.src_lang == from && m.bundle.config.data.tgt_lang == target) {
-        model = &m;
-        break;
-      }
-      if (!codes.empty() && has(from) && has(target) && from != target) {
-        model = &m;
-        languages = language_pair(m, from, target, "source", "target");
-        break;
-      }
-    }
-    if (!model) throw bad(target + " is not supported");
     bool single = false;
     std::vector<std::string> texts = string_or_list(doc["q"], "Invalid request: q", single);
-    // Each text: its lines (text) or its text nodes (html), each one sentence; blank ones are kept as they are.
-    struct Piece {
-      size_t text = 0;
-      std::vector<html::Span> spans;   // html
-      std::vector<std::string> lines;  // text: the text's lines
-      std::vector<int64_t> sentence;   // per line or span: its sentence, or -1 (blank)
-    };
-    std::vector<Piece> pieces(texts.size());
-    std::vector<std::string> lines;
-    for (size_t t = 0; t < texts.size(); ++t) {
-      Piece& p = pieces[t];
-      p.text = t;
-      std::vector<std::string> parts;
-      if (format == "html") {
-        p.spans = html::text_spans(texts[t]);
-        for (const auto& s : p.spans) parts.push_back(s.text);
-      } else {
-        std::string line;
-        std::istringstream in(texts[t]);
-        while (std::getline(in, line)) {
-          if (!line.empty() && line.back() == '\r') line.pop_back();
-          p.lines.push_back(line);
-        }
-        if (texts[t].empty() || texts[t].back() == '\n') p.lines.emplace_back();
-        parts = p.lines;
+    // The source: named, or detected among the served sources.
+    const std::vector<std::string> sources = served_sources();
+    std::string from;
+    std::optional<Detected> detected;
+    if (source == "auto") {
+      std::string all;
+      for (const auto& t : texts) all += t + "\n";
+      detected = detect_among(all, format == text::Format::html, sources);
+      if (!detected && sources.size() == 1) detected = Detected{sources.front(), 0.0};
+      if (!detected) {
+        throw bad("Invalid request: the language of q could not be told among the " + std::to_string(sources.size()) +
+                  " served; name the source");
       }
-      for (const auto& part : parts) {
-        if (part.find_first_not_of(" \t\f\v") == std::string::npos) {
-          p.sentence.push_back(-1);
-          continue;
-        }
-        p.sentence.push_back(int64_t(lines.size()));
-        lines.push_back(part);
-      }
+      from = detected->code;
+    } else {
+      from = served_code(source, sources);
+      if (from.empty()) throw bad(source + " is not supported");
     }
+    // The model of the direction: a one-pair model's, else a multilingual model that has both languages.
+    const ServedModel* model = nullptr;
+    LanguagePair languages;
+    std::string to;
+    for (const auto& m : models) {
+      const std::vector<std::string> froms = codes_of(m, true), tos = codes_of(m, false);
+      const std::string f = served_code(from, froms), t = served_code(target, tos);
+      if (f.empty() || t.empty() || f == t) continue;
+      model = &m;
+      to = t;
+      if (!m.bundle.tokenizer->languages().empty()) languages = language_pair(m, f, t, "source", "target");
+      from = f;
+      break;
+    }
+    if (!model) throw bad(target + " is not supported");
+    const TextPlan plan = plan_texts(*model, texts, format, from, "Invalid request: q");
     BatchKey key;
     key.model = model->name;
     key.decode = model->bundle.config.decode;
     key.decode.nbest = int(alternatives) + 1;
     if (!config::sampling(key.decode)) key.decode.beam = std::max(key.decode.beam, key.decode.nbest);
     key.scores = key.decode.beam > 1 || config::sampling(key.decode);
-    Routed out;
-    if (lines.empty()) {  // nothing but blanks: they are their own translation
-      json translated = json::array();
-      for (const auto& t : texts) translated.push_back(t);
-      json a = {{"translatedText", single ? translated[0] : translated}};
-      if (detect) a["detectedLanguage"] = {{"confidence", 100.0}, {"language", from}};
-      return answer(200, dump(a));
-    }
-    out.job = job_of(
-        *model, key, lines, [](size_t i) { return "q's sentence " + std::to_string(i + 1); }, 0, languages);
-    auto shared = std::make_shared<std::vector<Piece>>(std::move(pieces));
-    auto originals = std::make_shared<std::vector<std::string>>(std::move(texts));
-    auto sources_copy = std::make_shared<const std::vector<std::vector<int32_t>>>(out.job->sources);
-    const bool html_format = format == "html";
-    out.finish = [this, model, shared, originals, sources_copy, single, detect, from, alternatives,
-                  html_format](const Hypotheses& hyps) {
-      const auto& tok = *model->bundle.tokenizer;
-      auto text_of = [&](int64_t s, size_t rank, const std::string& fallback) -> std::string {
-        if (s < 0) return fallback;
-        const auto& h = hyps[size_t(s)];
-        if (h.empty()) return "";
-        return tok.tgt().decode(h[std::min(rank, h.size() - 1)].tokens);
-      };
+    const auto answer_of = [single, alternatives, detected](const std::vector<std::vector<std::string>>& variants) {
       json translated = json::array(), alts = json::array();
-      for (const Piece& p : *shared) {
-        std::vector<std::string> variants;
-        for (size_t rank = 0; rank <= size_t(alternatives); ++rank) {
-          if (html_format) {
-            std::vector<std::string> parts;
-            for (size_t i = 0; i < p.spans.size(); ++i) parts.push_back(text_of(p.sentence[i], rank, p.spans[i].text));
-            variants.push_back(html::replace((*originals)[p.text], p.spans, parts));
-          } else {
-            std::string joined;
-            for (size_t i = 0; i < p.lines.size(); ++i) {
-              if (i) joined += "\n";
-              joined += text_of(p.sentence[i], rank, p.lines[i]);
-            }
-            variants.push_back(joined);
-          }
-        }
-        translated.push_back(variants.front());
+      for (const auto& v : variants) {
+        translated.push_back(v.front());
         json others = json::array();
-        for (size_t v = 1; v < variants.size(); ++v) {
-          if (variants[v] != variants.front()) others.push_back(variants[v]);
+        for (size_t k = 1; k < v.size(); ++k) {
+          if (v[k] != v.front() && std::find(others.begin(), others.end(), v[k]) == others.end())
+            others.push_back(v[k]);
         }
         alts.push_back(others);
       }
-      count_translated(*sources_copy, hyps);
       json a = {{"translatedText", single ? translated[0] : translated}};
       if (alternatives > 0) a["alternatives"] = single ? alts[0] : alts;
-      if (detect) a["detectedLanguage"] = {{"confidence", 100.0}, {"language", from}};
-      HttpAnswer answer;
-      answer.body = dump(a);
-      return answer;
+      if (detected) {
+        json d = {{"confidence", detected->confidence}, {"language", detected->code}};
+        a["detectedLanguage"] = single ? d : json(std::vector<json>(variants.size(), d));
+      }
+      return a;
+    };
+    if (plan.sentences.empty()) {  // nothing but blanks: they are their own translation
+      std::vector<std::vector<std::string>> variants;
+      for (const auto& t : texts) variants.push_back({t});
+      return answer(200, dump(answer_of(variants)));
+    }
+    Routed out;
+    out.job = job_of(
+        *model, key, plan.sentences, [](size_t i) { return "q's sentence " + std::to_string(i + 1); }, 0, languages);
+    auto shared = std::make_shared<const TextPlan>(plan);
+    auto sources_copy = std::make_shared<const std::vector<std::vector<int32_t>>>(out.job->sources);
+    out.finish = [this, model, shared, sources_copy, alternatives, answer_of](const Hypotheses& hyps) {
+      std::vector<std::vector<std::string>> variants(shared->layouts.size());
+      for (size_t rank = 0; rank <= size_t(alternatives); ++rank) {
+        const std::vector<std::string> texts = render_texts(*model, *shared, hyps, rank);
+        for (size_t t = 0; t < texts.size(); ++t) variants[t].push_back(texts[t]);
+      }
+      count_translated(*sources_copy, hyps);
+      HttpAnswer a;
+      a.body = dump(answer_of(variants));
+      return a;
     };
     return out;
+  }
+
+  // LibreTranslate's POST /detect: q's languages among the served sources, most likely first, as
+  // [{"confidence": 0-100, "language": code}] (for a list of texts, the candidates of their concatenation).
+  Routed detect(const HttpRequest&, const json& doc) const {
+    if (!doc.contains("q") || doc["q"].is_null()) throw bad("Invalid request: missing q parameter");
+    bool single = false;
+    const std::vector<std::string> texts = string_or_list(doc["q"], "Invalid request: q", single);
+    std::string all;
+    for (const auto& t : texts) all += t + "\n";
+    const std::vector<std::string> sources = served_sources();
+    json list = json::array();
+    std::set<std::string> seen;
+    for (const text::Detection& d : text::detect_language(all)) {
+      const std::string c = text::code_for(*d.language, sources);
+      if (c.empty() || !seen.insert(c).second) continue;
+      list.push_back({{"confidence", d.confidence}, {"language", c}});
+    }
+    if (list.empty() && sources.size() == 1) list.push_back({{"confidence", 0.0}, {"language", sources.front()}});
+    return answer(200, dump(list));
+  }
+
+  // LibreTranslate's POST /suggest: mtx takes no suggestions.
+  Routed suggest(const HttpRequest&, const json&) const {
+    throw Refusal{403, "Suggestions are disabled on this server."};
+  }
+
+  // LibreTranslate's GET /frontend/settings: what its web page and clients read of a server.
+  Routed frontend_settings(const HttpRequest&, const json&) const {
+    // The page's first choice: auto-detection into the first model's (first other) target.
+    const ServedModel& m = models.front();
+    const std::vector<std::string> tos = codes_of(m, false);
+    const std::string to = tos.size() > 1 && tos.front() == codes_of(m, true).front() ? tos[1] : tos.front();
+    const json settings = {{"apiKeys", bool(options.keys)},
+                           {"charLimit", options.max_request_bytes},
+                           {"frontendTimeout", 500},
+                           {"keyRequired", bool(options.keys)},
+                           {"suggestions", false},
+                           {"filesTranslation", false},
+                           {"supportedFilesFormat", json::array()},
+                           {"language",
+                            {{"source", {{"code", "auto"}, {"name", "Auto Detect"}}},
+                             {"target", {{"code", to}, {"name", text::language_name(to)}}}}}};
+    return answer(200, dump(settings));
   }
 };
 

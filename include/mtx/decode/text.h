@@ -1,0 +1,39 @@
+// Text, not sentences: the translator's side of the text layer (text/layout.h). A text -- running prose or an
+// HTML fragment -- is laid out into sentences, its sentences are tokenized and translated in one batch with every
+// other sentence of the call, and the translations go back where their sources stood; inline markup is placed on
+// the target words aligned to its source words (align.h). The CLI, the server and the Python package translate
+// text through these functions, so a text comes out the same from each.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mtx/decode/translator.h"
+#include "mtx/text/layout.h"
+#include "mtx/text/segment.h"
+
+namespace mtx::decode {
+
+// Whether a sentence fits `tokenizer`'s source side in `max_tokens` pieces (the layout's clause split).
+text::Fits fits_in(const tokenizer::Tokenizer& tokenizer, int64_t max_tokens);
+
+// The word links of `layout`'s sentences whose markup needs them (empty for the others): sentence i's
+// `sources[i]` (pieces, no language code) and its translation's `targets[i]` (pieces, no language code), through
+// the model's cross-attention.
+std::vector<text::WordLinks> links_for(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
+                                       const text::Layout& layout, const std::vector<std::vector<int32_t>>& sources,
+                                       const std::vector<std::vector<int32_t>>& targets);
+
+// A hypothesis' tokens without a multilingual model's leading target-language token.
+std::vector<int32_t> without_language(const tokenizer::Tokenizer& tokenizer, const std::vector<int32_t>& tokens);
+
+// `texts` translated with `translator` (its languages and options), each laid out as `format` says and cut with
+// `segmenter`. Empty and all-blank texts come back as they are.
+std::vector<std::string> translate_texts(Translator& translator, const std::vector<std::string>& texts,
+                                         text::Format format, const text::Segmenter& segmenter);
+
+// The segmenter for a model's source language: `code` (a multilingual model's, in any scheme) or its config's.
+text::Segmenter segmenter_for(const config::Config& config, const std::string& code = "");
+
+}  // namespace mtx::decode
