@@ -60,8 +60,8 @@ TEST(Cli, HelpListsTheSubcommands) {
   EXPECT_EQ(r.code, 0);
   std::vector<std::string> listed = help_subcommands(r.output);
   std::sort(listed.begin(), listed.end());
-  std::vector<std::string> expected = {"average", "eval",     "export", "generate", "import", "info",     "plot",
-                                       "prepare", "quantize", "score",  "serve",    "train",  "translate"};
+  std::vector<std::string> expected = {"average", "detect",  "eval",     "export", "generate", "import", "info",
+                                       "plot",    "prepare", "quantize", "score",  "serve",    "train",  "translate"};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(listed, expected) << r.output;
   // The reader itself: a help without a subcommand's line lacks it, whatever the description says.

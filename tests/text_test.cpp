@@ -44,6 +44,9 @@ TEST(Segment, SplitsSentencesAndKeepsAbbreviationsNumbersAndQuotes) {
   // Abbreviations of the locale (ICU's suppressions), decimals, quotes that close a sentence.
   EXPECT_EQ(sentences_of(de, "Er kam ca. um 3.5 Uhr an. „Hallo!“ Sie ging."),
             (std::vector<std::string>{"Er kam ca. um 3.5 Uhr an.", "„Hallo!“", "Sie ging."}));
+  // Whole words only: ICU's own filter took "Wasser." for the abbreviation "r." and did not split here.
+  EXPECT_EQ(sentences_of(de, "Er trinkt Wasser. Sie steht am Tor. Er geht."),
+            (std::vector<std::string>{"Er trinkt Wasser.", "Sie steht am Tor.", "Er geht."}));
   EXPECT_EQ(sentences_of(de, "Ein Mann, z. B. ein Koch, steht am 3. Mai in der Küche. Er kocht."),
             (std::vector<std::string>{"Ein Mann, z. B. ein Koch, steht am 3. Mai in der Küche.", "Er kocht."}));
   const text::Segmenter en("eng_Latn");
@@ -59,13 +62,13 @@ TEST(Segment, CutsALongSentenceAtClausesThenAtWords) {
   const std::string t = "Ein Mann, der einen Hut trägt, steht am Strand; eine Frau liest.";
   const auto fits = [](std::string_view s) { return s.size() <= 32; };
   std::vector<std::string> got;
-  for (const text::Range r : text::Segmenter::clauses(t, {0, t.size()}, fits)) got.push_back(t.substr(r.begin, r.size()));
+  for (const text::Range r : text::Segmenter::clauses(t, {0, t.size()}, fits))
+    got.push_back(t.substr(r.begin, r.size()));
   EXPECT_EQ(got, (std::vector<std::string>{"Ein Mann, der einen Hut trägt,", "steht am Strand;", "eine Frau liest."}));
   got.clear();
   const std::string words = "eins zwei drei vier fünf sechs sieben";
-  for (const text::Range r : text::Segmenter::clauses(words, {0, words.size()}, [](std::string_view s) {
-         return s.size() <= 10;
-       })) {
+  for (const text::Range r :
+       text::Segmenter::clauses(words, {0, words.size()}, [](std::string_view s) { return s.size() <= 10; })) {
     got.push_back(words.substr(r.begin, r.size()));
   }
   EXPECT_EQ(got, (std::vector<std::string>{"eins zwei", "drei vier", "fünf", "sechs", "sieben"}));
@@ -81,20 +84,19 @@ TEST(Layout, PlainTextComesBackWithEveryByteBetweenSentences) {
             "  EIN HUND LäUFT.  EINE FRAU LIEST.\r\nZWEI MäNNER.\n\n\nKINDER SPIELEN. \n");
   EXPECT_EQ(text::render(l, l.sentences), t);
   // A sentence the model does not take whole is translated in clauses, the space between them kept.
-  const text::Layout cut =
-      text::layout("Ein Mann, der einen Hut trägt, steht.", text::Format::text, de,
-                   [](std::string_view s) { return s.size() <= 24; });
+  const text::Layout cut = text::layout("Ein Mann, der einen Hut trägt, steht.", text::Format::text, de,
+                                        [](std::string_view s) { return s.size() <= 24; });
   EXPECT_EQ(cut.sentences, (std::vector<std::string>{"Ein Mann,", "der einen Hut trägt,", "steht."}));
   EXPECT_THROW(text::parse_format("pdf", "--format"), ConfigError);
 }
 
 TEST(Layout, InlineMarkupGoesOntoTheAlignedWordsWellNestedAndOnce) {
   const text::Segmenter de("de");
-  const std::string html = "<p class=\"x\">Ein <b>großer</b> Hund läuft. Eine <i>Frau</i> liest.</p>\n<ul><li>Zwei "
-                           "<a href=\"/m?a=1&amp;b=2\">Männer</a></li></ul>";
+  const std::string html =
+      "<p class=\"x\">Ein <b>großer</b> Hund läuft. Eine <i>Frau</i> liest.</p>\n<ul><li>Zwei "
+      "<a href=\"/m?a=1&amp;b=2\">Männer</a></li></ul>";
   const text::Layout l = text::layout(html, text::Format::html, de, {});
-  ASSERT_EQ(l.sentences,
-            (std::vector<std::string>{"Ein großer Hund läuft.", "Eine Frau liest.", "Zwei Männer"}));
+  ASSERT_EQ(l.sentences, (std::vector<std::string>{"Ein großer Hund läuft.", "Eine Frau liest.", "Zwei Männer"}));
   EXPECT_EQ(l.needs_alignment, (std::vector<uint8_t>{1, 1, 1}));
   // "A dog big runs." with big <- großer: the element moves with its word.
   const std::vector<std::string> translations = {"A dog big runs.", "A woman reads.", "Two men"};
@@ -104,6 +106,10 @@ TEST(Layout, InlineMarkupGoesOntoTheAlignedWordsWellNestedAndOnce) {
             "href=\"/m?a=1&amp;b=2\">men</a></li></ul>");
   // Without alignments, by position; still well nested, each element once.
   const std::string placed = text::render(l, translations);
+  // Words nothing was aligned to: the element goes onto the nearest aligned words, never empty.
+  EXPECT_EQ(text::render(l, translations, {{3, 2, 3, 3}, {0, 1, 2}, {0, 1}}),
+            "<p class=\"x\">A <b>dog</b> big runs. A <i>woman</i> reads.</p>\n<ul><li>Two <a "
+            "href=\"/m?a=1&amp;b=2\">men</a></li></ul>");
   EXPECT_EQ(strip_tags(placed), "A dog big runs. A woman reads.\nTwo men");
   for (const char* tag : {"<b>", "</b>", "<i>", "</i>", "</a>"}) {
     EXPECT_EQ(placed.find(tag), placed.rfind(tag)) << placed;

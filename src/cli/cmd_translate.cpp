@@ -45,32 +45,41 @@ struct TranslateArgs {
 
 namespace {
 
-// --format text or html: paragraphs (or an HTML document) through the text layer. Text is read in chunks of about
-// chunk_lines lines that end at a blank line, each translated as one text, so memory stays bounded and a
-// paragraph is never split; HTML is one document.
-decode::StreamStats translate_text_stream(decode::Translator& translator, decode::LineSource& in, std::ostream& out,
+// --format text or html: paragraphs (or an HTML document) through the text layer, read as bytes so that the
+// output ends as the input does. Text is translated in chunks of about chunk_lines lines that end at a blank
+// line, so memory stays bounded and a paragraph is never split; HTML is one document.
+decode::StreamStats translate_text_stream(decode::Translator& translator, int fd, std::ostream& out,
                                           text::Format format, int chunk_lines, const std::string& src_lang) {
   const text::Segmenter segmenter(src_lang);
   decode::StreamStats stats;
   const auto start = std::chrono::steady_clock::now();
-  std::string chunk, line;
-  int lines = 0;
-  auto flush = [&] {
-    if (chunk.empty()) return;
-    out << decode::translate_texts(translator, {chunk}, format, segmenter).front();
+  std::string buffer;
+  auto translate = [&](size_t end) {
+    if (end == 0) return;
+    const std::string text = buffer.substr(0, end);
+    buffer.erase(0, end);
+    stats.lines += int64_t(std::count(text.begin(), text.end(), '\n'));
+    out << decode::translate_texts(translator, {text}, format, segmenter).front();
     out.flush();
-    chunk.clear();
-    lines = 0;
   };
-  while (in.next(line)) {
-    ++stats.lines;
-    const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
-    if (format == text::Format::text && blank && lines >= chunk_lines) flush();
-    chunk += line;
-    chunk += '\n';
-    ++lines;
+  std::vector<char> block(size_t(1) << 16);
+  for (;;) {
+    const ssize_t n = ::read(fd, block.data(), block.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw DataError(std::string("cannot read the input: ") + std::strerror(errno));
+    if (n == 0) break;
+    buffer.append(block.data(), size_t(n));
+    while (format == text::Format::text) {  // whole paragraphs past chunk_lines lines
+      size_t at = 0;
+      for (int lines = 0; lines < chunk_lines && at != std::string::npos; ++lines) {
+        at = buffer.find('\n', at == 0 ? 0 : at + 1);
+      }
+      const size_t blank = at == std::string::npos ? at : buffer.find("\n\n", at);
+      if (blank == std::string::npos) break;
+      translate(blank + 1);
+    }
   }
-  flush();
+  translate(buffer.size());
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }
@@ -135,13 +144,18 @@ int run_translate(const TranslateArgs& args) {
   const decode::StreamStats s =
       args.format == "lines"
           ? decode::translate_stream(translator, *in, out, stream)
-          : translate_text_stream(translator, *in, out, text::parse_format(args.format, "--format"), args.chunk_lines,
+          : translate_text_stream(translator, input_fd, out, text::parse_format(args.format, "--format"),
+                                  args.chunk_lines,
                                   options.source_lang.empty() ? first.config.data.src_lang : options.source_lang);
   profile.reset();
 
-  log::info("{} lines in {:.2f} s: {:.1f} sentences/s, {:.0f} generated tokens/s", s.lines, s.seconds,
-            s.seconds > 0 ? double(s.translated) / s.seconds : 0.0,
-            s.seconds > 0 ? double(s.generated_tokens) / s.seconds : 0.0);
+  if (args.format != "lines") {
+    log::info("{} lines of {} in {:.2f} s", s.lines, args.format, s.seconds);
+  } else {
+    log::info("{} lines in {:.2f} s: {:.1f} sentences/s, {:.0f} generated tokens/s", s.lines, s.seconds,
+              s.seconds > 0 ? double(s.translated) / s.seconds : 0.0,
+              s.seconds > 0 ? double(s.generated_tokens) / s.seconds : 0.0);
+  }
   if (s.chunk_seconds.size() >= 2) {
     std::vector<double> t = s.chunk_seconds;
     std::sort(t.begin(), t.end());

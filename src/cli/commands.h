@@ -35,6 +35,7 @@ Command add_export(CLI::App& app);
 Command add_import(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_score(CLI::App& app);
+Command add_detect(CLI::App& app);
 
 // --config FILE and repeated --set section.key=value, shared by every config-reading subcommand.
 struct ConfigArgs {

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
       mtx::cli::add_train(app),    mtx::cli::add_translate(app), mtx::cli::add_eval(app),   mtx::cli::add_prepare(app),
       mtx::cli::add_info(app),     mtx::cli::add_average(app),   mtx::cli::add_plot(app),   mtx::cli::add_generate(app),
       mtx::cli::add_quantize(app), mtx::cli::add_export(app),    mtx::cli::add_import(app), mtx::cli::add_serve(app),
-      mtx::cli::add_score(app)};
+      mtx::cli::add_score(app),    mtx::cli::add_detect(app)};
 
   try {
     app.parse(argc, argv);

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "mtx/util/errors.h"
@@ -19,29 +20,24 @@ std::vector<int> word_of_pieces(const tokenizer::Model& model, const std::vector
   return words;
 }
 
-WordAlignment align_words(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
-                          const std::vector<int32_t>& src, const std::vector<int32_t>& tgt, int layer) {
-  WordAlignment out;
-  if (tgt.empty() || src.empty()) return out;
+namespace {
+
+int chosen_layer(model::Transformer& model, int layer) {
   const auto layers = int(model->options.decoder_layers());
   const int chosen = layer < 0 ? layers + layer : layer;
   if (chosen < 0 || chosen >= layers) {
     throw ConfigError("align layer " + std::to_string(layer) + ": the model has decoder layers 0.." +
                       std::to_string(layers - 1) + " (or -1.." + std::to_string(-layers) + " from the last)");
   }
-  const tokenizer::SpecialIds ids = tokenizer.special_ids();
-  const auto device = model->parameters().front().device();
-  std::vector<int64_t> s(src.begin(), src.end()), t = {ids.bos};
-  s.push_back(ids.eos);
-  t.insert(t.end(), tgt.begin(), tgt.end());
-  const torch::Tensor src_t = torch::tensor(s, torch::kLong).unsqueeze(0).to(device);  // [1, S + 1]
-  const torch::Tensor tgt_t = torch::tensor(t, torch::kLong).unsqueeze(0).to(device);  // [1, T + 1]
-  // Row j of the teacher-forced pass produced target piece j; the source's EOS column is left out.
-  // cross_attention leaves the model as it is: the server aligns while other threads translate with it.
-  const torch::Tensor attn = model
-                                 ->cross_attention(src_t, tgt_t)[size_t(chosen)][0]  // [h, T + 1, S + 1]
-                                 .mean(0)
-                                 .narrow(0, 0, int64_t(tgt.size()))
+  return chosen;
+}
+
+// Word alignment from one pair's cross-attention `attn` [>= T, >= S] (row j: target piece j; column i: source
+// piece i; the rest ignored).
+WordAlignment from_attention(const torch::Tensor& attn, const tokenizer::Tokenizer& tokenizer,
+                             const std::vector<int32_t>& src, const std::vector<int32_t>& tgt) {
+  WordAlignment out;
+  const torch::Tensor used = attn.narrow(0, 0, int64_t(tgt.size()))
                                  .narrow(1, 0, int64_t(src.size()))
                                  .to(torch::kCPU, torch::kFloat)
                                  .contiguous();  // [T, S]
@@ -49,10 +45,8 @@ WordAlignment align_words(model::Transformer& model, const tokenizer::Tokenizer&
   const std::vector<int> tgt_words = word_of_pieces(tokenizer.tgt(), tgt);
   const auto n_src = size_t(src_words.back() + 1), n_tgt = size_t(tgt_words.back() + 1);
   out.soft.assign(n_tgt, std::vector<float>(n_src, 0.f));
-  std::vector<int> pieces(n_tgt, 0);
-  const auto a = attn.accessor<float, 2>();
+  const auto a = used.accessor<float, 2>();
   for (size_t i = 0; i < tgt.size(); ++i) {
-    ++pieces[size_t(tgt_words[i])];
     for (size_t j = 0; j < src.size(); ++j)
       out.soft[size_t(tgt_words[i])][size_t(src_words[j])] += a[int64_t(i)][int64_t(j)];
   }
@@ -65,6 +59,61 @@ WordAlignment align_words(model::Transformer& model, const tokenizer::Tokenizer&
       if (out.soft[w][j] > out.soft[w][size_t(best)]) best = int(j);
     }
     out.hard.push_back(best);
+  }
+  return out;
+}
+
+}  // namespace
+
+WordAlignment align_words(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
+                          const std::vector<int32_t>& src, const std::vector<int32_t>& tgt, int layer) {
+  if (tgt.empty() || src.empty()) return {};
+  return std::move(align_batch(model, tokenizer, {&src}, {&tgt}, layer).front());
+}
+
+std::vector<WordAlignment> align_batch(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
+                                       const std::vector<const std::vector<int32_t>*>& src,
+                                       const std::vector<const std::vector<int32_t>*>& tgt, int layer) {
+  TORCH_CHECK(src.size() == tgt.size(), "align_batch: ", src.size(), " sources for ", tgt.size(), " targets");
+  const int chosen = chosen_layer(model, layer);
+  std::vector<WordAlignment> out(src.size());
+  std::vector<size_t> used;  // the pairs with both sides
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (!src[i]->empty() && !tgt[i]->empty()) used.push_back(i);
+  }
+  if (used.empty()) return out;
+  const tokenizer::SpecialIds ids = tokenizer.special_ids();
+  const auto device = model->parameters().front().device();
+  // In groups of up to 32 pairs (every layer's weights of a group are held at once), each padded to its longest:
+  // the encoder's mask hides the sources' padding, and a target's rows depend only on the positions before them,
+  // so each pair's rows are its own.
+  constexpr size_t kGroup = 32;
+  for (size_t first = 0; first < used.size(); first += kGroup) {
+    const size_t n = std::min(kGroup, used.size() - first);
+    size_t longest_s = 0, longest_t = 0;
+    for (size_t k = 0; k < n; ++k) {
+      longest_s = std::max(longest_s, src[used[first + k]]->size());
+      longest_t = std::max(longest_t, tgt[used[first + k]]->size());
+    }
+    torch::Tensor s = torch::full({int64_t(n), int64_t(longest_s) + 1}, int64_t(ids.pad), torch::kLong);
+    torch::Tensor t = torch::full({int64_t(n), int64_t(longest_t) + 1}, int64_t(ids.pad), torch::kLong);
+    auto sa = s.accessor<int64_t, 2>();
+    auto ta = t.accessor<int64_t, 2>();
+    for (size_t k = 0; k < n; ++k) {
+      const auto& a = *src[used[first + k]];
+      const auto& b = *tgt[used[first + k]];
+      for (size_t j = 0; j < a.size(); ++j) sa[int64_t(k)][int64_t(j)] = a[j];
+      sa[int64_t(k)][int64_t(a.size())] = ids.eos;
+      ta[int64_t(k)][0] = ids.bos;
+      for (size_t j = 0; j < b.size(); ++j) ta[int64_t(k)][int64_t(j) + 1] = b[j];
+    }
+    // Row j of the teacher-forced pass produced target piece j; the source's EOS column is left out.
+    // cross_attention leaves the model as it is: the server aligns while other threads translate with it.
+    const torch::Tensor attn = model->cross_attention(s.to(device), t.to(device))[size_t(chosen)].mean(1);
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = used[first + k];
+      out[i] = from_attention(attn[int64_t(k)], tokenizer, *src[i], *tgt[i]);
+    }
   }
   return out;
 }

@@ -19,7 +19,8 @@ text::Fits fits_in(const tokenizer::Tokenizer& tokenizer, int64_t max_tokens) {
 std::vector<int32_t> without_language(const tokenizer::Tokenizer& tokenizer, const std::vector<int32_t>& tokens) {
   const tokenizer::Languages& languages = tokenizer.languages();
   if (tokens.empty() || languages.empty()) return tokens;
-  const bool code = std::any_of(languages.begin(), languages.end(), [&](const auto& l) { return l.second == tokens[0]; });
+  const bool code =
+      std::any_of(languages.begin(), languages.end(), [&](const auto& l) { return l.second == tokens[0]; });
   return code ? std::vector<int32_t>(tokens.begin() + 1, tokens.end()) : tokens;
 }
 
@@ -27,11 +28,17 @@ std::vector<text::WordLinks> links_for(model::Transformer& model, const tokenize
                                        const text::Layout& layout, const std::vector<std::vector<int32_t>>& sources,
                                        const std::vector<std::vector<int32_t>>& targets) {
   std::vector<text::WordLinks> links(layout.sentences.size());
+  std::vector<size_t> which;
+  std::vector<const std::vector<int32_t>*> src, tgt;
   for (size_t i = 0; i < links.size() && i < sources.size() && i < targets.size(); ++i) {
     if (!layout.needs_alignment[i] || sources[i].empty() || targets[i].empty()) continue;
-    const WordAlignment a = align_words(model, tokenizer, sources[i], targets[i]);
-    links[i].assign(a.hard.begin(), a.hard.end());
+    which.push_back(i);
+    src.push_back(&sources[i]);
+    tgt.push_back(&targets[i]);
   }
+  // One batched pass for every sentence that needs it.
+  const std::vector<WordAlignment> a = align_batch(model, tokenizer, src, tgt);
+  for (size_t k = 0; k < which.size(); ++k) links[which[k]].assign(a[k].hard.begin(), a[k].hard.end());
   return links;
 }
 
@@ -40,7 +47,8 @@ text::Segmenter segmenter_for(const config::Config& config, const std::string& c
 }
 
 std::vector<std::string> translate_texts(Translator& translator, const std::vector<std::string>& texts,
-                                         text::Format format, const text::Segmenter& segmenter) {
+                                         text::Format format, const text::Segmenter& segmenter,
+                                         const Abandoned& abandoned) {
   const tokenizer::Tokenizer& tok = translator.tokenizer();
   const text::Fits fits = fits_in(tok, translator.max_source_tokens());
   std::vector<text::Layout> layouts;
@@ -53,7 +61,7 @@ std::vector<std::string> translate_texts(Translator& translator, const std::vect
     layouts.push_back(text::layout(texts[t], format, segmenter, fits));
     sentences.insert(sentences.end(), layouts.back().sentences.begin(), layouts.back().sentences.end());
   }
-  std::vector<Translation> translated = translator.translate(sentences);
+  std::vector<Translation> translated = translator.translate(sentences, {}, abandoned);
   std::vector<std::string> out;
   size_t at = 0;
   for (const text::Layout& l : layouts) {
@@ -70,8 +78,8 @@ std::vector<std::string> translate_texts(Translator& translator, const std::vect
                               : std::vector<int32_t>{});
       }
     }
-    out.push_back(text::render(l, parts, any ? links_for(translator.model(), tok, l, sources, targets)
-                                            : std::vector<text::WordLinks>{}));
+    out.push_back(text::render(
+        l, parts, any ? links_for(translator.model(), tok, l, sources, targets) : std::vector<text::WordLinks>{}));
   }
   return out;
 }

@@ -17,9 +17,8 @@ std::vector<Detection> detect_language(std::string_view text, bool html) {
   CLD2::CLDHints hints = {nullptr, nullptr, CLD2::UNKNOWN_ENCODING, CLD2::UNKNOWN_LANGUAGE};
   int valid_prefix = 0;
   // kCLDFlagBestEffort: an answer for short text too (sentences of 20-40 characters are what clients send).
-  CLD2::ExtDetectLanguageSummaryCheckUTF8(text.data(), int(text.size()), !html, &hints, CLD2::kCLDFlagBestEffort,
-                                          top, percent, scores,
-                                          nullptr, &bytes, &reliable, &valid_prefix);
+  CLD2::ExtDetectLanguageSummaryCheckUTF8(text.data(), int(text.size()), !html, &hints, CLD2::kCLDFlagBestEffort, top,
+                                          percent, scores, nullptr, &bytes, &reliable, &valid_prefix);
   std::vector<Detection> out;
   for (int i = 0; i < 3; ++i) {
     if (top[i] == CLD2::UNKNOWN_LANGUAGE || percent[i] <= 0) continue;

@@ -27,9 +27,9 @@ std::vector<std::string> fields(const std::string& line) {
 struct Table {
   std::vector<Language> rows;
   std::vector<std::pair<std::string, std::string>> extra;  // per row: its M2M100 and mBART-50 codes
-  std::map<std::string, size_t> exact;  // nllb and cld2 codes, lower case, '-' as '_'
-  std::map<std::string, size_t> base;   // iso639_1 and iso639_3: the first row of each
-  std::map<std::string, size_t> scripted;  // "<iso>_<script>" lower case
+  std::map<std::string, size_t> exact;                     // nllb and cld2 codes, lower case, '-' as '_'
+  std::map<std::string, size_t> base;                      // iso639_1 and iso639_3: the first row of each
+  std::map<std::string, size_t> scripted;                  // "<iso>_<script>" lower case
 
   Table() {
     std::istringstream in(kLanguageTable);
@@ -49,8 +49,8 @@ struct Table {
         }
         return "";
       };
-      rows.push_back({column("iso639_1"), column("iso639_3"), column("script"), column("nllb"), column("cld2"),
-                      column("name")});
+      rows.push_back(
+          {column("iso639_1"), column("iso639_3"), column("script"), column("nllb"), column("cld2"), column("name")});
       extra.push_back({column("m2m100"), column("mbart50")});
     }
     for (size_t i = 0; i < rows.size(); ++i) {

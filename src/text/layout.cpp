@@ -95,7 +95,8 @@ struct HtmlLayout {
         end = std::max(end, c.end);
       }
       const size_t close = offset(e.original_end_tag);
-      if (close != std::string::npos && e.original_end_tag.length > 0) end = std::max(end, close + e.original_end_tag.length);
+      if (close != std::string::npos && e.original_end_tag.length > 0)
+        end = std::max(end, close + e.original_end_tag.length);
       return {b, end};
     }
     const GumboText& t = n->v.text;
@@ -118,12 +119,36 @@ struct HtmlLayout {
   }
   static bool inline_tag(GumboTag t) {
     switch (t) {
-      case GUMBO_TAG_A: case GUMBO_TAG_ABBR: case GUMBO_TAG_B: case GUMBO_TAG_BDI: case GUMBO_TAG_BDO:
-      case GUMBO_TAG_BIG: case GUMBO_TAG_CITE: case GUMBO_TAG_DATA: case GUMBO_TAG_DFN: case GUMBO_TAG_EM:
-      case GUMBO_TAG_FONT: case GUMBO_TAG_I: case GUMBO_TAG_INS: case GUMBO_TAG_DEL: case GUMBO_TAG_LABEL:
-      case GUMBO_TAG_MARK: case GUMBO_TAG_Q: case GUMBO_TAG_S: case GUMBO_TAG_SMALL: case GUMBO_TAG_SPAN:
-      case GUMBO_TAG_STRIKE: case GUMBO_TAG_STRONG: case GUMBO_TAG_SUB: case GUMBO_TAG_SUP: case GUMBO_TAG_TIME:
-      case GUMBO_TAG_TT: case GUMBO_TAG_U: case GUMBO_TAG_NOBR: case GUMBO_TAG_RUBY: case GUMBO_TAG_RT:
+      case GUMBO_TAG_A:
+      case GUMBO_TAG_ABBR:
+      case GUMBO_TAG_B:
+      case GUMBO_TAG_BDI:
+      case GUMBO_TAG_BDO:
+      case GUMBO_TAG_BIG:
+      case GUMBO_TAG_CITE:
+      case GUMBO_TAG_DATA:
+      case GUMBO_TAG_DFN:
+      case GUMBO_TAG_EM:
+      case GUMBO_TAG_FONT:
+      case GUMBO_TAG_I:
+      case GUMBO_TAG_INS:
+      case GUMBO_TAG_DEL:
+      case GUMBO_TAG_LABEL:
+      case GUMBO_TAG_MARK:
+      case GUMBO_TAG_Q:
+      case GUMBO_TAG_S:
+      case GUMBO_TAG_SMALL:
+      case GUMBO_TAG_SPAN:
+      case GUMBO_TAG_STRIKE:
+      case GUMBO_TAG_STRONG:
+      case GUMBO_TAG_SUB:
+      case GUMBO_TAG_SUP:
+      case GUMBO_TAG_TIME:
+      case GUMBO_TAG_TT:
+      case GUMBO_TAG_U:
+      case GUMBO_TAG_NOBR:
+      case GUMBO_TAG_RUBY:
+      case GUMBO_TAG_RT:
       case GUMBO_TAG_RP:
         return true;
       default:
@@ -139,9 +164,12 @@ struct HtmlLayout {
   }
   Kind kind(const GumboNode* n) const {
     switch (n->type) {
-      case GUMBO_NODE_TEXT: case GUMBO_NODE_WHITESPACE: case GUMBO_NODE_CDATA:
+      case GUMBO_NODE_TEXT:
+      case GUMBO_NODE_WHITESPACE:
+      case GUMBO_NODE_CDATA:
         return Kind::text;
-      case GUMBO_NODE_COMMENT: case GUMBO_NODE_TEMPLATE:
+      case GUMBO_NODE_COMMENT:
+      case GUMBO_NODE_TEMPLATE:
         return Kind::point;
       case GUMBO_NODE_ELEMENT:
         break;
@@ -199,7 +227,8 @@ struct HtmlLayout {
     }
     const auto index = int(b.elements.size());
     b.elements.push_back(e);
-    for (unsigned i = 0; i < el.children.length; ++i) add(b, static_cast<const GumboNode*>(el.children.data[i]), index, false);
+    for (unsigned i = 0; i < el.children.length; ++i)
+      add(b, static_cast<const GumboNode*>(el.children.data[i]), index, false);
     b.elements[size_t(index)].end_char = b.plain.size();
   }
 
@@ -310,8 +339,8 @@ struct Placer {
   struct Span {
     int begin = 0, end = 0;
   };
-  std::vector<Span> spans;               // per element: its target words
-  std::vector<std::vector<int>> kids;    // per element + 1 (0: the run): children in document order
+  std::vector<Span> spans;             // per element: its target words
+  std::vector<std::vector<int>> kids;  // per element + 1 (0: the run): children in document order
   std::string out;
   bool space = false;
 
@@ -352,6 +381,19 @@ struct Placer {
         }
       }
       if (s.end >= 0) return s;
+      // Words nothing was aligned to: onto the target words aligned nearest to them (an element keeps its text).
+      int best = -1;
+      for (int t = 0; t < n; ++t) {
+        const int src = source[size_t(t)];
+        const int d = src < e.first_word ? e.first_word - src : src - (e.end_word - 1);
+        if (best < 0 || d < best) {
+          best = d;
+          s = {t, t + 1};
+        } else if (d == best) {
+          s.end = t + 1;
+        }
+      }
+      if (best >= 0) return s;
     }
     // A point, or words nothing was aligned to: before the first target word aligned at or after it.
     int at = n;

@@ -1,8 +1,9 @@
 #include "mtx/text/segment.h"
 
 #include <unicode/brkiter.h>
-#include <unicode/filteredbrk.h>
 #include <unicode/uchar.h>
+#include <unicode/udata.h>
+#include <unicode/ures.h>
 #include <unicode/utext.h>
 #include <unicode/utf8.h>
 
@@ -57,13 +58,13 @@ Range trimmed(std::string_view text, size_t begin, size_t end) {
 // titles and common abbreviations, and German day-of-month ordinals ("am 3. Mai").
 std::vector<const char*> extra_abbreviations(const std::string& language) {
   if (language == "en") {
-    return {"Dr.", "Prof.", "St.", "Mt.", "Jr.", "Sr.", "vs.", "etc.", "approx.", "No.", "Fig.", "Inc.", "Ltd.",
-            "Co.", "Corp.", "Jan.", "Feb.", "Aug.", "Sept.", "Oct.", "Nov.", "Dec."};
+    return {"Dr.",  "Prof.", "St.", "Mt.",   "Jr.",  "Sr.",  "vs.",  "etc.",  "approx.", "No.",  "Fig.",
+            "Inc.", "Ltd.",  "Co.", "Corp.", "Jan.", "Feb.", "Aug.", "Sept.", "Oct.",    "Nov.", "Dec."};
   }
   if (language == "de") {
-    std::vector<const char*> a = {"z. B.", "d. h.", "u. a.", "o. ä.", "u. U.", "v. a.", "s. o.", "s. u.", "ca.", "bzw.", "usw.", "Nr.",
-                                  "Dr.", "Prof.", "Str.", "vgl.", "ggf.", "evtl.", "S.", "Abs.", "Jh.", "Mio.",
-                                  "Mrd.", "inkl.", "zzgl.", "sog.", "bspw.", "Hr.", "Fr."};
+    std::vector<const char*> a = {"z. B.", "d. h.", "u. a.", "o. ä.", "u. U.", "v. a.", "s. o.", "s. u.", "ca.", "bzw.",
+                                  "usw.",  "Nr.",   "Dr.",   "Prof.", "Str.",  "vgl.",  "ggf.",  "evtl.", "S.",  "Abs.",
+                                  "Jh.",   "Mio.",  "Mrd.",  "inkl.", "zzgl.", "sog.",  "bspw.", "Hr.",   "Fr."};
     static const char* const days[] = {"1.",  "2.",  "3.",  "4.",  "5.",  "6.",  "7.",  "8.",  "9.",  "10.", "11.",
                                        "12.", "13.", "14.", "15.", "16.", "17.", "18.", "19.", "20.", "21.", "22.",
                                        "23.", "24.", "25.", "26.", "27.", "28.", "29.", "30.", "31."};
@@ -73,10 +74,56 @@ std::vector<const char*> extra_abbreviations(const std::string& language) {
   return {};
 }
 
+// CLDR's sentence-break exceptions of a language (ICU's data: brkitr/<language>, exceptions/SentenceBreak).
+std::vector<std::string> cldr_abbreviations(const std::string& language) {
+  std::vector<std::string> out;
+  if (language.empty()) return out;
+  UErrorCode status = U_ZERO_ERROR;
+  UResourceBundle* root = ures_open(U_ICUDATA_NAME U_TREE_SEPARATOR_STRING "brkitr", language.c_str(), &status);
+  UResourceBundle* exceptions = ures_getByKey(root, "exceptions", nullptr, &status);
+  UResourceBundle* list = ures_getByKey(exceptions, "SentenceBreak", nullptr, &status);
+  while (U_SUCCESS(status) && ures_hasNext(list)) {
+    int32_t length = 0;
+    const UChar* s = ures_getNextString(list, &length, nullptr, &status);
+    if (U_FAILURE(status)) break;
+    std::string word;
+    icu::UnicodeString(s, length).toUTF8String(word);
+    out.push_back(word);
+  }
+  ures_close(list);
+  ures_close(exceptions);
+  ures_close(root);
+  return out;
+}
+
 }  // namespace
 
 struct Segmenter::Impl {
   std::string locale;
+  std::vector<std::string> abbreviations;  // a sentence does not end after one of these words
+  bool ordinals = false;                   // nor after a day of the month ("am 3. Mai")
+  // Whether the text before `end` (trailing whitespace left out) ends in an abbreviation, as whole words.
+  bool abbreviation_before(std::string_view text, size_t end) const {
+    while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == '\t')) --end;
+    const std::string_view head = text.substr(0, end);
+    const auto whole = [&](size_t n) {
+      if (n > head.size()) return false;
+      const size_t at = head.size() - n;
+      return at == 0 || is_space(text, at - 1) || text[at - 1] == '(' || text[at - 1] == '"';
+    };
+    for (const std::string& a : abbreviations) {
+      if (head.size() >= a.size() && head.compare(head.size() - a.size(), a.size(), a) == 0 && whole(a.size()))
+        return true;
+    }
+    if (ordinals && !head.empty() && head.back() == '.') {
+      size_t digits = 0;
+      while (digits < 3 && digits + 1 < head.size() &&
+             std::isdigit(static_cast<unsigned char>(head[head.size() - 2 - digits])))
+        ++digits;
+      if (digits >= 1 && digits <= 2 && whole(digits + 1)) return true;
+    }
+    return false;
+  }
   std::unique_ptr<icu::BreakIterator> prototype;
   std::mutex mutex;  // clone() of one prototype from several threads
 };
@@ -84,20 +131,15 @@ struct Segmenter::Impl {
 Segmenter::Segmenter(const std::string& language) : impl_(std::make_unique<Impl>()) {
   const Language* l = language.empty() ? nullptr : find_language(language);
   std::string base = l ? (l->iso639_1.empty() ? l->iso639_3 : l->iso639_1) : "";
-  // The locale's sentence-break suppressions (CLDR's "ss=standard": abbreviations such as "Mr."), and mtx's own
-  // for abbreviations CLDR lacks (extra_abbreviations).
+  // ICU's sentence rules; the locale's abbreviations (CLDR's "ss=standard" list, and mtx's own) are applied in
+  // sentences() as whole words: ICU's own filter matches them as word endings ("Wasser." ends in "r.").
   impl_->locale = base.empty() ? "und" : base + "@ss=standard";
   UErrorCode status = U_ZERO_ERROR;
   const icu::Locale locale(base.empty() ? "und" : base.c_str());
-  std::unique_ptr<icu::FilteredBreakIteratorBuilder> filter(
-      icu::FilteredBreakIteratorBuilder::createInstance(locale, status));
-  if (U_SUCCESS(status) && filter) {
-    for (const char* a : extra_abbreviations(base)) filter->suppressBreakAfter(icu::UnicodeString::fromUTF8(a), status);
-  }
-  icu::BreakIterator* plain = icu::BreakIterator::createSentenceInstance(locale, status);
-  if (U_SUCCESS(status) && plain) {
-    impl_->prototype.reset(filter ? filter->wrapIteratorWithFilter(plain, status) : plain);
-  }
+  impl_->abbreviations = cldr_abbreviations(base);
+  for (const char* a : extra_abbreviations(base)) impl_->abbreviations.emplace_back(a);
+  impl_->ordinals = base == "de";
+  impl_->prototype.reset(icu::BreakIterator::createSentenceInstance(locale, status));
   if (U_FAILURE(status) || !impl_->prototype) {
     throw ConfigError(std::string("sentence segmentation: ICU has no sentence rules for ") + impl_->locale + ": " +
                       u_errorName(status));
@@ -123,10 +165,16 @@ std::vector<Range> Segmenter::sentences(std::string_view text) const {
   it->setText(ut, status);
   if (U_SUCCESS(status)) {
     int32_t start = it->first();
-    for (int32_t end = it->next(); end != icu::BreakIterator::DONE; start = end, end = it->next()) {
-      // A boundary's native index is a byte offset into the UTF-8 text.
+    for (int32_t end = it->next(); end != icu::BreakIterator::DONE; end = it->next()) {
+      // A boundary's native index is a byte offset into the UTF-8 text. After an abbreviation it is none, unless
+      // a line break ends the line there.
+      if (size_t(end) < text.size() && text[size_t(end) - 1] != '\n' && text[size_t(end) - 1] != '\r' &&
+          impl_->abbreviation_before(text, size_t(end))) {
+        continue;
+      }
       const Range r = trimmed(text, size_t(start), size_t(end));
       if (r.size() > 0) out.push_back(r);
+      start = end;
     }
   }
   utext_close(ut);

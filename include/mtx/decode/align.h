@@ -29,6 +29,12 @@ std::vector<int> word_of_pieces(const tokenizer::Model& model, const std::vector
 WordAlignment align_words(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
                           const std::vector<int32_t>& src, const std::vector<int32_t>& tgt, int layer = -1);
 
+// The alignments of several pairs (as align_words gives each alone, up to float rounding) from one padded
+// teacher-forced pass; a pair with an empty side gets an empty alignment.
+std::vector<WordAlignment> align_batch(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
+                                       const std::vector<const std::vector<int32_t>*>& src,
+                                       const std::vector<const std::vector<int32_t>*>& tgt, int layer = -1);
+
 std::string pharaoh(const WordAlignment& a);    // "0-0 1-2 2-1": target word i aligned to source word hard[i]
 std::string soft_text(const WordAlignment& a);  // "0.912,0.088 0.103,0.897": one row per target word
 

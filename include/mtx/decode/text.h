@@ -29,9 +29,10 @@ std::vector<text::WordLinks> links_for(model::Transformer& model, const tokenize
 std::vector<int32_t> without_language(const tokenizer::Tokenizer& tokenizer, const std::vector<int32_t>& tokens);
 
 // `texts` translated with `translator` (its languages and options), each laid out as `format` says and cut with
-// `segmenter`. Empty and all-blank texts come back as they are.
+// `segmenter`. Empty and all-blank texts come back as they are. `abandoned`: as Translator::translate's.
 std::vector<std::string> translate_texts(Translator& translator, const std::vector<std::string>& texts,
-                                         text::Format format, const text::Segmenter& segmenter);
+                                         text::Format format, const text::Segmenter& segmenter,
+                                         const Abandoned& abandoned = {});
 
 // The segmenter for a model's source language: `code` (a multilingual model's, in any scheme) or its config's.
 text::Segmenter segmenter_for(const config::Config& config, const std::string& code = "");

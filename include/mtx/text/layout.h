@@ -25,19 +25,19 @@ Format parse_format(const std::string& name, const std::string& field);
 
 // An inline element of HTML over a run's source words (internal to layout and render).
 struct InlineElement {
-  std::string open, close;  // as written ("" close: a void element, a comment or something kept untouched)
-  int parent = -1;          // index of the enclosing element in the run, -1: none
+  std::string open, close;              // as written ("" close: a void element, a comment or something kept untouched)
+  int parent = -1;                      // index of the enclosing element in the run, -1: none
   size_t first_char = 0, end_char = 0;  // over the run's text
   int first_word = 0, end_word = 0;     // over the run's source words (equal: a point before first_word)
 };
 
 // Consecutive text translated together: one plain-text sentence, or one HTML block's inline content.
 struct Run {
-  Range bytes;                      // what the rendering replaces in the original
+  Range bytes;  // what the rendering replaces in the original
   size_t first_sentence = 0, sentences = 0;
-  std::vector<int> words;           // per sentence: its source words (whitespace-separated)
+  std::vector<int> words;               // per sentence: its source words (whitespace-separated)
   std::vector<InlineElement> elements;  // in document order (parents first)
-  bool markup = false;              // HTML: words joined by one space, text escaped
+  bool markup = false;                  // HTML: words joined by one space, text escaped
 };
 
 struct Layout {
