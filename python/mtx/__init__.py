@@ -96,6 +96,24 @@ class Translator:
                                     target_prefix=None if target_prefix is None else list(target_prefix),
                                     alignment=alignment, **options)
 
+    def translate_text(self, texts: Union[str, Sequence[str]], *, format: str = "text",
+                       source_lang: Optional[str] = None, target_lang: Optional[str] = None,
+                       **options) -> Union[str, List[str]]:
+        """Translate text as people write it: each text (a paragraph, a document, or with ``format="html"`` an HTML
+        fragment) is split into sentences, translated, and put back with its spaces, line breaks and blank lines,
+        and its inline markup placed on the aligned words (``mtx translate --format text|html``). A string gives a
+        string, a list a list. Decoding options as ``translate``'s. Ctrl-C stops the call within a second."""
+        one = isinstance(texts, str)
+        out = self._impl.translate_text([texts] if one else list(texts), format=format, source_lang=source_lang,
+                                        target_lang=target_lang, **options)
+        return out[0] if one else out
+
+    def translate_html(self, texts: Union[str, Sequence[str]], *, source_lang: Optional[str] = None,
+                       target_lang: Optional[str] = None, **options) -> Union[str, List[str]]:
+        """``translate_text(texts, format="html")``: tags, attributes, entities and comments kept, inline elements
+        on the aligned target words; code, pre, script, style and ``translate="no"`` left untouched."""
+        return self.translate_text(texts, format="html", source_lang=source_lang, target_lang=target_lang, **options)
+
     def translate_iter(self, lines: Iterable[str], *, batch_lines: int = 256, **options) -> Iterator[TranslationResult]:
         """Translate a stream of lines (e.g. an open file), ``batch_lines`` at a time; yields results in order."""
         if batch_lines < 1:

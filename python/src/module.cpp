@@ -36,6 +36,7 @@
 #include "mtx/decode/align.h"
 #include "mtx/decode/scoring.h"
 #include "mtx/decode/stream.h"
+#include "mtx/decode/text.h"
 #include "mtx/decode/translator.h"
 #include "mtx/eval/metrics.h"
 #include "mtx/train/average.h"
@@ -177,6 +178,59 @@ void keep_freed_memory_for_reuse() {
 #endif
 }
 
+// ---- long calls: Ctrl-C and fork ---------------------------------------------------------------------------
+// Runs work(stop) on a thread of its own while the calling thread, taking the GIL every 50 ms, lets Python run its
+// signal handlers: Ctrl-C (or a handler's exception) sets `stop` -- searches give up at their next step -- and the
+// exception is raised as soon as the work has returned. A thread of its own also serves a process forked after a
+// call (multiprocessing's fork, gunicorn's preload): the parent's OpenMP team is not in the child, and a new thread
+// starts a team of its own where the calling thread would wait for the parent's forever.
+template <class F>
+auto interruptible(F work) {
+  using R = decltype(work(std::declval<const std::atomic<bool>&>()));
+  struct State {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool done = false;
+    std::optional<R> result;
+    std::exception_ptr error;
+  };
+  State state;
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    std::optional<R> r;
+    std::exception_ptr error;
+    try {
+      r.emplace(work(stop));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.result = std::move(r);
+    state.error = error;
+    state.done = true;
+    state.wake.notify_all();
+  });
+  bool interrupted = false;
+  for (;;) {
+    {
+      py::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(state.mutex);
+      if (state.wake.wait_for(lock, std::chrono::milliseconds(50), [&] { return state.done; })) break;
+    }
+    if (!interrupted && PyErr_CheckSignals() != 0) {  // the error stays set, to be raised below
+      interrupted = true;
+      stop = true;
+    }
+  }
+  {
+    py::gil_scoped_release release;
+    worker.join();
+  }
+  if (interrupted) throw py::error_already_set();
+  if (state.error) std::rethrow_exception(state.error);
+  return std::move(*state.result);
+}
+
 // ---- Translator ----------------------------------------------------------------------------------------
 class Translator {
  public:
@@ -234,7 +288,38 @@ class Translator {
       }
     }
     auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""));
-    py::gil_scoped_release release;
+    return interruptible([&](const std::atomic<bool>& stop) {
+      return run_translate(*t, items, prefixes, source_lang || target_lang, alignment, stop);
+    });
+  }
+
+  // `texts` (each a paragraph, a document's text or an HTML fragment) translated whole: split into sentences,
+  // translated, put back with their whitespace and markup (decode/text.h, the CLI's --format text/html).
+  std::vector<std::string> translate_text(const py::handle& texts, const std::string& format,
+                                          const std::optional<std::string>& source_lang,
+                                          const std::optional<std::string>& target_lang, const py::kwargs& options) {
+    if (py::isinstance<py::str>(texts)) {
+      throw ConfigError("texts: expected a list of texts, not one string (wrap it in a list)");
+    }
+    std::vector<std::string> items;
+    for (const py::handle item : texts) {
+      if (!py::isinstance<py::str>(item)) throw ConfigError("texts: each item is a string");
+      items.push_back(item.cast<std::string>());
+    }
+    const text::Format f = text::parse_format(format, "format");
+    auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""));
+    return interruptible([&](const std::atomic<bool>& stop) {
+      const text::Segmenter segmenter = decode::segmenter_for(bundles_.front().config, source_lang.value_or(""));
+      return decode::translate_texts(*t, items, f, segmenter, [&stop](int64_t) { return stop.load(); });
+    });
+  }
+
+ private:
+  std::vector<TranslationResult> run_translate(decode::Translator& translator, const std::vector<Source>& items,
+                                               const std::vector<std::string>& prefixes, bool languages_named,
+                                               bool alignment, const std::atomic<bool>& stop) {
+    decode::Translator* t = &translator;
+    const decode::Abandoned abandoned = [&stop](int64_t) { return stop.load(); };
     const tokenizer::Tokenizer& tok = t->tokenizer();
     std::vector<TranslationResult> out(items.size());
     std::vector<std::string> lines;
@@ -249,7 +334,7 @@ class Translator {
         if (!prefixes.empty()) controls.push_back(decode::LineControls{prefixes[i], {}});
       } else {
         // Pieces are the model's input as given: no language code is added to them or forced after them.
-        if (source_lang || target_lang) {
+        if (languages_named) {
           throw ConfigError("source_lang/target_lang: source " + std::to_string(i) +
                             " is given as pieces, which are translated as they are, without language codes; give "
                             "the sources as text to name the languages");
@@ -259,7 +344,7 @@ class Translator {
       }
     }
     if (!lines.empty()) {
-      const auto done = t->translate(lines, controls);
+      const auto done = t->translate(lines, controls, abandoned);
       for (size_t j = 0; j < done.size(); ++j) fill(*t, done[j], out[text_at[j]], alignment, &lines[j]);
     }
     if (!ids.empty()) {
@@ -268,7 +353,7 @@ class Translator {
         for (size_t j = 0; j < ids.size(); ++j)
           targets.push_back(t->target_controls(decode::LineControls{prefixes[ids_at[j]], {}}, 0));
       }
-      const auto hyps = t->translate_ids(ids, {}, {}, targets);
+      const auto hyps = t->translate_ids(ids, {}, abandoned, targets);
       for (size_t j = 0; j < hyps.size(); ++j) {
         decode::Translation tr;
         tr.hypotheses = hyps[j];
@@ -280,6 +365,7 @@ class Translator {
     return out;
   }
 
+ public:
   // mtx translate's output, byte for byte: `src` translated into `out` through the same stream.
   py::dict translate_file(const std::string& src, const std::string& out, const std::optional<std::string>& source_lang,
                           const std::optional<std::string>& target_lang, const py::kwargs& options) {
@@ -296,16 +382,16 @@ class Translator {
     }
     std::ofstream file(out, std::ios::binary | std::ios::trunc);
     if (!file) throw Error("out: cannot write '" + out + "': " + std::strerror(errno));
-    decode::StreamStats s;
-    {
-      py::gil_scoped_release release;
+    const decode::StreamStats s = interruptible([&](const std::atomic<bool>& stop) {
       std::unique_ptr<decode::LineSource> in = decode::fd_line_source(fd);
       decode::StreamOptions stream;
       stream.nbest_format = t->options().search.scores;  // mtx translate's: --scores, or nbest > 1
-      s = decode::translate_stream(*t, *in, file, stream);
+      stream.abandoned = [&stop](int64_t) { return stop.load(); };
+      decode::StreamStats stats = decode::translate_stream(*t, *in, file, stream);
       file.flush();
       if (!file) throw Error("out: cannot write '" + out + "' (disk full?)");
-    }
+      return stats;
+    });
     if (s.invalid_utf8 > 0) {
       throw DataError(std::to_string(s.invalid_utf8) + " line(s) of '" + src +
                       "' were not valid UTF-8; their translations were left empty");
@@ -669,6 +755,15 @@ PYBIND11_MODULE(_mtx, m) {
            py::arg("workers") = 0)
       .def("translate", &Translator::translate, py::arg("sources"), py::kw_only(), py::arg("source_lang") = py::none(),
            py::arg("target_lang") = py::none(), py::arg("target_prefix") = py::none(), py::arg("alignment") = false)
+      .def("translate_text", &Translator::translate_text, py::arg("texts"), py::kw_only(), py::arg("format") = "text",
+           py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
+      .def(
+          "translate_html",
+          [](Translator& self, const py::handle& texts, const std::optional<std::string>& source_lang,
+             const std::optional<std::string>& target_lang, const py::kwargs& options) {
+            return self.translate_text(texts, "html", source_lang, target_lang, options);
+          },
+          py::arg("texts"), py::kw_only(), py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
       .def("translate_file", &Translator::translate_file, py::arg("src"), py::arg("out"), py::kw_only(),
            py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
       .def("score", &Translator::score, py::arg("sources"), py::arg("targets"), py::kw_only(),

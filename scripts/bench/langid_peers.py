@@ -3,13 +3,20 @@
 side by side with other detectors' answers (mtx's CLD2), as markdown tables.
 
     .venv/bin/python scripts/bench/langid_peers.py --in data/cache/langid/corpus.tsv
-        [--answers cld2=FILE[@MS]]... [--peers langdetect,lingua[,lingua-low]] [--min-chars 20]
+        [--answers cld2=FILE[@MS[@LOAD_S]]]... [--about NAME=TEXT]... [--supported NAME=SPEC]...
+        [--peers langdetect,lingua[,lingua-low]] [--min-chars 20] [--focus de,en,fr,...]
         [--save-answers DIR] [--limit N]
 
 --in: `lang<TAB>sentence` lines. Only sentences of at least --min-chars characters are scored.
 --answers NAME=FILE: another detector's answers, one per line in corpus order (all lines of --in, the short ones
-  included); the first field of each line is the code ("en", "iw", "zh-Hant", "deu_Latn", "" for none). @MS gives
-  its time per sentence in milliseconds, for the table.
+  included); the first field of each line is the code ("en", "iw", "zh-Hant", "deu_Latn", "" or "und" for none).
+  @MS gives its time per sentence in milliseconds, for the table, and a further @LOAD_S its load (start) seconds.
+--about NAME=TEXT: how the answers of NAME were made, for the table's heading (default: the file they came from).
+--supported NAME=SPEC: the languages the detector NAME of --answers knows (else it counts as knowing every
+  language): "mtx" for those mtx detect can answer (CLD2 with libcld2.so's own tables, which mtx links, that
+  src/text/languages.tsv names; no cld2 peer other than cld2-small in the same run), or a comma-separated code list.
+--focus: corpus languages (as in its first column) for a third table: each one's accuracy per detector, their
+  accuracy together and per language on average, and the detectors' time per sentence.
 --peers: the libraries to run (installed into the running Python; pip install langdetect lingua-language-detector);
   lingua-low is lingua's low accuracy mode. cld2 calls Debian's libcld2 through ctypes as mtx does (its full
   tables, the first of its top three), cld2-summary takes CLD2's summary language instead, cld2-best passes
@@ -215,7 +222,10 @@ def percent(right, n):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--in", dest="corpus", required=True)
-    p.add_argument("--answers", action="append", default=[], metavar="NAME=FILE[@MS]")
+    p.add_argument("--answers", action="append", default=[], metavar="NAME=FILE[@MS[@LOAD_S]]")
+    p.add_argument("--about", action="append", default=[], metavar="NAME=TEXT")
+    p.add_argument("--supported", action="append", default=[], metavar="NAME=SPEC")
+    p.add_argument("--focus", default="", help="comma-separated corpus languages for a table of their own")
     p.add_argument("--peers", default="langdetect,lingua")
     p.add_argument("--min-chars", type=int, default=20)
     p.add_argument("--table", default=str(ROOT / "src/text/languages.tsv"))
@@ -258,19 +268,34 @@ def main():
         if a.save_answers:
             Path(a.save_answers).mkdir(parents=True, exist_ok=True)
             Path(a.save_answers, f"{name}.txt").write_text("".join(x + "\n" for x in answers), encoding="utf-8")
+    abouts = dict(pair("--about", x) for x in a.about)
+    supported_specs = dict(pair("--supported", x) for x in a.supported)
+    answer_names = [pair("--answers", x)[0] for x in a.answers]
+    for name in list(abouts) + list(supported_specs):
+        if name not in answer_names:
+            raise SystemExit(f"langid_peers: --about/--supported name {name!r} is none of --answers' ({answer_names})")
     for spec in a.answers:
-        name, _, path = spec.partition("=")
-        ms = None
-        if "@" in path:
-            path, _, ms_text = path.rpartition("@")
-            ms = float(ms_text)
+        name, path = pair("--answers", spec)
+        numbers = []  # trailing @MS[@LOAD_S]
+        while "@" in path and len(numbers) < 2:
+            head, _, tail = path.rpartition("@")
+            try:
+                numbers.insert(0, float(tail))
+            except ValueError:
+                break
+            path = head
+        ms = numbers[0] if numbers else None
+        load = numbers[1] if len(numbers) > 1 else None
         lines = Path(path).read_text(encoding="utf-8").split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         if len(lines) not in (total_lines, len(corpus)):
             raise SystemExit(f"langid_peers: {path} has {len(lines)} lines, the corpus {total_lines}")
         answers = [(line.split() or [""])[0] for line in lines[:len(corpus)]]
-        columns.append((name, answers, None, ms, None, f"{name}: answers from {path}"))
+        supported = None
+        if name in supported_specs:
+            supported = {norm(c) for c in supported_languages(supported_specs[name], a.table)} - {""}
+        columns.append((name, answers, supported, ms, load, abouts.get(name, f"{name}: answers from {path}")))
     if not columns:
         raise SystemExit("langid_peers: nothing to score (no --peers, no --answers)")
 
@@ -282,15 +307,18 @@ def main():
           f"{len(groups)} languages ({Path(a.corpus).name})\n")
     print(f"CPU: {cpu_name()}, one thread; Python {platform.python_version()}. "
           + "; ".join(c[5] for c in columns) + ".\n")
-    print(f"| detector | accuracy, all {len(scored)} | accuracy, {len(shared_scored)} in the {len(shared)} "
-          "languages every library run here knows | ms / sentence | load s |")
+    known_groups = [g for g in groups if norm(g) in shared]
+    print(f"The corpus's languages every detector here knows ({len(known_groups)} of {len(groups)}): "
+          + " ".join(known_groups) + "\n")
+    print(f"| detector | accuracy, all {len(scored)} | accuracy, {len(shared_scored)} in the {len(known_groups)} "
+          "corpus languages every detector here knows | ms / sentence | load s |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, answers, _, ms, load, _ in columns:
         right = sum(1 for i in scored if norm(answers[i]) == gold[i])
         right_shared = sum(1 for i in shared_scored if norm(answers[i]) == gold[i])
         print(f"| {name} | {percent(right, len(scored))}% ({right}) | "
               f"{percent(right_shared, len(shared_scored))}% ({right_shared}) | "
-              f"{'–' if ms is None else f'{ms:.3f}'} | {'–' if load is None else f'{load:.1f}'} |")
+              f"{'–' if ms is None else ms_text(ms)} | {'–' if load is None else f'{load:.1f}'} |")
     print("\nPer language: accuracy %, and the most frequent wrong answer; n/s: the library does not know the "
           "language.\n")
     print("| lang | n | " + " | ".join(c[0] for c in columns) + " |")
@@ -310,6 +338,66 @@ def main():
             top = f" ({wrong.most_common(1)[0][0]})" if wrong else ""
             cells.append(percent(right, len(idx)) + top)
         print(f"| {group} | {len(idx)} | " + " | ".join(cells) + " |")
+    if a.focus:
+        focus_table([x for x in a.focus.split(",") if x], by_group, columns, gold, norm, a.min_chars)
+
+
+def focus_table(focus, by_group, columns, gold, norm, min_chars):
+    """Per language of `focus`: each detector's accuracy; then all of them together (micro), their mean (macro)
+    and the time per sentence."""
+    missing = [g for g in focus if not by_group.get(g)]
+    if missing:
+        raise SystemExit(f"langid_peers: --focus languages not in the corpus (or no sentence of {min_chars}+ "
+                         f"characters): {' '.join(missing)}")
+    print(f"\n{len(focus)} focus languages: accuracy % on their sentences of {min_chars}+ characters, and the most "
+          "frequent wrong answer; n/s: the detector does not know the language.\n")
+    print("| lang | n | " + " | ".join(c[0] for c in columns) + " |")
+    print("| --- | ---: | " + " | ".join("---:" for _ in columns) + " |")
+    totals = [[0, 0, []] for _ in columns]  # right, n, per-language shares
+    for group in focus:
+        idx = by_group[group]
+        cells = []
+        for k, (_, answers, supported, _, _, _) in enumerate(columns):
+            right = sum(1 for i in idx if norm(answers[i]) == gold[i])
+            totals[k][0] += right
+            totals[k][1] += len(idx)
+            totals[k][2].append(right / len(idx))
+            if supported is not None and gold[idx[0]] not in supported:
+                cells.append("n/s")
+                continue
+            wrong = Counter(norm(answers[i]) or "none" for i in idx if norm(answers[i]) != gold[i])
+            top = f" ({wrong.most_common(1)[0][0]})" if wrong else ""
+            cells.append(percent(right, len(idx)) + top)
+        print(f"| {group} | {len(idx)} | " + " | ".join(cells) + " |")
+    n = sum(len(by_group[g]) for g in focus)
+    print(f"| all {len(focus)}, together | {n} | " +
+          " | ".join(f"{percent(r, m)}% ({r})" for r, m, _ in totals) + " |")
+    print(f"| all {len(focus)}, mean of languages | {n} | " +
+          " | ".join(f"{100.0 * sum(s) / len(s):.1f}%" for _, _, s in totals) + " |")
+    print("| ms / sentence (whole corpus) | | " +
+          " | ".join("–" if c[3] is None else ms_text(c[3]) for c in columns) + " |")
+
+
+def ms_text(ms):
+    return f"{ms:.3f}" if ms >= 0.1 else f"{ms:.4f}"
+
+
+def pair(option, text):
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise SystemExit(f"langid_peers: {option} {text!r}: expected NAME=VALUE")
+    return name, value
+
+
+def supported_languages(spec, table_path):
+    """The codes of a --supported SPEC (see the usage)."""
+    if spec != "mtx":
+        return {c.strip() for c in spec.split(",") if c.strip()}
+    _, cld2, _, _ = run_cld2(tables="small")
+    named = load_table(table_path)
+    if not named:
+        raise SystemExit(f"langid_peers: --supported mtx needs the language table {table_path}")
+    return {c for c in cld2 if c.lower().replace("_", "-") in named}
 
 
 if __name__ == "__main__":

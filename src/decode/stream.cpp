@@ -199,7 +199,7 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
   std::vector<std::string> valid;  // the chunk's lines with invalid ones emptied
   std::string line;
   bool more = true;
-  while (more) {
+  while (more && !(options.abandoned && options.abandoned(-1))) {
     chunk.clear();
     // Fill the chunk, but do not wait for a slow producer once there is something to translate.
     while (int(chunk.size()) < options.chunk_lines && (chunk.empty() || in.ready())) {
@@ -237,7 +237,7 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
       valid[i] = std::move(chunk[i]);
     }
     const auto chunk_start = std::chrono::steady_clock::now();
-    const std::vector<Translation> results = translator.translate(valid, controls);
+    const std::vector<Translation> results = translator.translate(valid, controls, options.abandoned);
     stats.chunk_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - chunk_start).count());
     for (size_t i = 0; i < results.size(); ++i) {

@@ -422,7 +422,7 @@ TargetControls Translator::target_controls(const LineControls& controls, int64_t
 }
 
 std::vector<Translation> Translator::translate(const std::vector<std::string>& lines,
-                                               const std::vector<LineControls>& controls) {
+                                               const std::vector<LineControls>& controls, const Abandoned& abandoned) {
   TORCH_CHECK(controls.empty() || controls.size() == lines.size(), "translate: ", controls.size(),
               " target controls for ", lines.size(), " lines");
   const tokenizer::Languages& languages = tokenizer_.languages();
@@ -458,7 +458,7 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     out[i].truncated = int64_t(sources.back().size()) > max_source_tokens();
     where.push_back(i);
   }
-  auto hyps = translate_ids(sources, {}, {}, control_ids);
+  auto hyps = translate_ids(sources, {}, abandoned, control_ids);
   for (size_t j = 0; j < where.size(); ++j) {
     Translation& t = out[where[j]];
     t.hypotheses = std::move(hyps[j]);

@@ -58,6 +58,9 @@ struct StreamOptions {
   // model's codes for that line (LineControls::source_lang, target_lang); the text alone is translated.
   bool language_columns = false;
   int max_truncation_warnings = 100;  // input lines cut named one by one, then only counted
+  // Set: asked at every search step; once it answers true the searches stop and the stream ends after the
+  // chunk (the Python package's Ctrl-C).
+  Abandoned abandoned;
 };
 
 struct StreamStats {

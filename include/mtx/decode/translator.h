@@ -62,9 +62,10 @@ class Translator {
 
   // Translations of `lines`, in input order. Empty lines give an empty translation. `controls` (empty, or one per
   // line): the target prefix each translation starts with (the search continues after it; the output holds it)
-  // and the phrases it must hold (SearchSentence).
+  // and the phrases it must hold (SearchSentence). `abandoned` (optional): beam_search's, with the lines' indices
+  // among those searched (a caller that stops the whole call answers the same for each).
   std::vector<Translation> translate(const std::vector<std::string>& lines,
-                                     const std::vector<LineControls>& controls = {});
+                                     const std::vector<LineControls>& controls = {}, const Abandoned& abandoned = {});
   // A line's controls as tokens. A prefix and phrases the model cannot write in full (its positions end at its
   // maximum length) are cut (the prefix) or dropped (the last phrases first), with a warning naming `line`.
   TargetControls target_controls(const LineControls& controls, int64_t line) const;
