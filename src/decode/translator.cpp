@@ -340,6 +340,8 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
     std::vector<size_t> mine;
     for (size_t i = batch_range.first + w; i < batch_range.second; i += parts) mine.push_back(order[i]);
     if (mine.empty()) return;
+    // A part whose every sentence is given up is not even encoded (a stopped call ends at once).
+    if (abandoned && std::all_of(mine.begin(), mine.end(), [&](size_t i) { return abandoned(int64_t(i)); })) return;
     std::vector<const std::vector<int32_t>*> batch;
     std::vector<const TargetControls*> batch_controls;
     for (const size_t i : mine) batch.push_back(view[i]);

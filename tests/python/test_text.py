@@ -1,0 +1,121 @@
+"""Text, not sentences, from Python: paragraphs and HTML through Translator.translate_text/translate_html (the
+CLI's --format text/html), Ctrl-C within a long call, and a child forked after a call."""
+import html.parser
+import multiprocessing
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import run_cli
+
+
+def paragraphs(lines, sizes=(2, 3, 4)):
+    out, at, k = [], 0, 0
+    while at < len(lines):
+        n = sizes[k % len(sizes)]
+        out.append(lines[at:at + n])
+        at, k = at + n, k + 1
+    return out
+
+
+def test_paragraphs_come_back_sentence_by_sentence(model, val_lines, cli, tmp_path):
+    import mtx
+    t = mtx.Translator(str(model))
+    groups = paragraphs([l for l in val_lines if l.endswith(".")][:20])
+    texts = [" ".join(g) for g in groups]
+    got = t.translate_text(texts)
+    for g, text in zip(groups, got):
+        assert text == " ".join(r.text for r in t.translate(g))
+    # One string gives one string; whitespace and blank lines come back as they were.
+    doc = "  " + texts[0] + "\n\n\n" + texts[1] + "\r\n"
+    one = t.translate_text(doc)
+    assert one == "  " + got[0] + "\n\n\n" + got[1] + "\r\n"
+    # The CLI's --format text gives the same bytes.
+    src = tmp_path / "doc.de"
+    src.write_bytes(doc.encode())
+    out = tmp_path / "doc.en"
+    run_cli(cli, "translate", "--ckpt", model, "--format", "text", "--input", src, "--output", out)
+    assert out.read_bytes() == one.encode()
+
+
+class Nesting(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.stack, self.ok, self.tags = [], True, []
+
+    def handle_starttag(self, tag, attrs):
+        self.stack.append(tag)
+        self.tags.append((tag, attrs))
+
+    def handle_endtag(self, tag):
+        self.ok = self.ok and bool(self.stack) and self.stack.pop() == tag
+
+
+def test_html_keeps_each_element_once_well_nested(model, val_lines):
+    import mtx
+    t = mtx.Translator(str(model))
+    sentences = [l for l in val_lines if len(l.split()) > 3][:12]
+    docs, plain = [], t.translate(sentences)
+    for i, s in enumerate(sentences):
+        words = s.split()
+        tag = ['<b>', '<i>', '<a href="https://example.com/?a=1&amp;b=2">'][i % 3]
+        close = ["</b>", "</i>", "</a>"][i % 3]
+        words[1] = tag + words[1] + close
+        docs.append("<p>" + " ".join(words) + "</p>")
+    out = t.translate_html(docs)
+    for doc, got, p in zip(docs, out, plain):
+        n = Nesting()
+        n.feed(got)
+        assert n.ok and not n.stack, got
+        assert len(n.tags) == 2, got  # <p> and its one inline element
+        assert re.sub(r"<[^>]*>", "", got).replace("&amp;", "&") == p.text or got.startswith("<p>"), got
+        if "<a " in doc:
+            assert '<a href="https://example.com/?a=1&amp;b=2">' in got, got
+
+
+def test_ctrl_c_stops_a_long_translate_within_a_second(model, val_lines):
+    import mtx
+    t = mtx.Translator(str(model))
+    lines = (val_lines * 400)[:20000]
+    sent = []
+
+    def interrupt():
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(1.0, interrupt)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        t.translate(lines, beam=4)
+    waited = time.monotonic() - sent[0]
+    timer.join()
+    print(f"KeyboardInterrupt {waited:.3f} s after Ctrl-C")
+    assert waited < 1.0, f"KeyboardInterrupt came {waited:.2f} s after Ctrl-C"
+    # The translator is as it was.
+    assert t.translate(val_lines[:2])[0].text == t.translate(val_lines[:1])[0].text
+
+
+def _child(path, lines, queue):
+    import mtx  # noqa: F401  (the parent's module, inherited)
+    queue.put([r.text for r in _child.translator.translate(lines)])
+
+
+def test_a_child_forked_after_a_call_translates(model, val_lines):
+    import mtx
+    t = mtx.Translator(str(model), threads=2)
+    expected = [r.text for r in t.translate(val_lines[:8])]  # the parent's OpenMP team exists now
+    _child.translator = t
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_child, args=(str(model), val_lines[:8], queue))
+    p.start()
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        pytest.fail("the forked child hung in translate")
+    assert p.exitcode == 0
+    assert queue.get(timeout=5) == expected
