@@ -37,7 +37,7 @@ step "$suite: python packages" scripts/venv.sh ctranslate2==4.8.5 safetensors==0
 # (tests/clients/third_party.py). Once installed they must run: MTX_REQUIRE_ORACLES=1 fails them rather than skip.
 if [ "$skip_e2e" = 0 ]; then
   if step "$suite: oracle packages" scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}" transformers==5.24.0 sentencepiece==0.2.3 safetensors==0.8.0 protobuf==7.36.2 \
-       libretranslatepy==2.1.4 schemathesis==4.32.5; then
+       libretranslatepy==2.1.4 schemathesis==4.32.5 deep-translator==1.11.4 requests werkzeug; then
     export MTX_REQUIRE_ORACLES=1
   elif [ "${CI:-}" = true ]; then
     echo "test: cannot install the importer's oracle (torch, transformers, sentencepiece) into .venv" >&2
