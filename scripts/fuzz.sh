@@ -29,7 +29,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Seeds (small, valid inputs of each kind) are made fresh each run next to the growing corpora.
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
-mkdir -p "$seeds"/{fuzz_config,fuzz_corpus,fuzz_translate_input,fuzz_eval,fuzz_checkpoint,fuzz_api} fuzz-crashes
+mkdir -p "$seeds"/{fuzz_config,fuzz_corpus,fuzz_translate_input,fuzz_eval,fuzz_checkpoint,fuzz_api,fuzz_text} fuzz-crashes
 for f in configs/*.json; do cp "$f" "$seeds/fuzz_config/"; done
 printf '{"model": {"d_model": 64}}\0train.lr=0.5\0model.heads=8' > "$seeds/fuzz_config/with-set"
 printf '{"data": {"dir": "x"}, // comment\n "train": {"max_steps": -1}}' > "$seeds/fuzz_config/comment"
@@ -38,6 +38,10 @@ printf 'ein Hund\r\nläuft\n\nim Park' > "$seeds/fuzz_corpus/crlf"
 printf '\x08ein Hund läuft über die Straße\r\nzwei\n\n%s\nénd' "$(head -c 300 /dev/zero | tr '\0' 'x')" \
   > "$seeds/fuzz_translate_input/lines"
 printf '\x04一二三四五六七八九十\n😀😀😀😀\r\n' > "$seeds/fuzz_translate_input/wide"
+printf '\x40Ein Hund läuft. Eine Frau, die liest, sitzt z. B. am 3. Mai dort.\r\n\nZwei Männer.  ' \
+  > "$seeds/fuzz_text/plain"
+printf '\x41<p class="x">Ein <b>großer</b> Hund &amp; <a href="/a?b=1">Gras</a>.<br>Neu!</p><!-- c --><pre>x</pre>' \
+  > "$seeds/fuzz_text/html"
 i=0
 for h in tests/fixtures/eval/*.hyp tests/fixtures/eval/sysA.en; do
   r=${h%.*}.ref; [ -f "$r" ] || r=tests/fixtures/eval/ref.en

@@ -2,6 +2,7 @@
 // rendering (inline markup placed on aligned words), the language table and language identification with CLD2.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <regex>
 #include <string>
 #include <vector>
@@ -170,4 +171,60 @@ TEST(LanguageId, TellsLanguagesApartWithAConfidence) {
   }
   EXPECT_TRUE(text::detect_language("").empty());
   EXPECT_NO_THROW(text::detect_language(std::string("\xff\xfe abc", 6)));
+}
+
+// The measurement behind the choice of ICU (docs/serving.md): German and English paragraphs with abbreviations,
+// numbers, ordinals and quotes, cut by the Segmenter and by the simple rule many pipelines use (a sentence ends at
+// . ! or ? followed by a space and a capital letter or an opening quote). Both counts are printed.
+TEST(Segment, IcuBeatsTheSimpleRuleOnAbbreviationsNumbersAndQuotes) {
+  struct Case {
+    const char* language;
+    std::string text;
+    std::vector<std::string> sentences;
+  };
+  const std::vector<Case> gold = {
+      {"de", "Ein Hund läuft. Eine Frau liest.", {"Ein Hund läuft.", "Eine Frau liest."}},
+      {"de", "Er kam z. B. spät. Sie nicht.", {"Er kam z. B. spät.", "Sie nicht."}},
+      {"de", "Am 3. Mai regnete es. Dann kam die Sonne.", {"Am 3. Mai regnete es.", "Dann kam die Sonne."}},
+      {"de", "Dr. Müller kommt um 9.30 Uhr. Er ist pünktlich.", {"Dr. Müller kommt um 9.30 Uhr.", "Er ist pünktlich."}},
+      {"de", "Das kostet ca. 5 Euro, d. h. wenig. Gut so.", {"Das kostet ca. 5 Euro, d. h. wenig.", "Gut so."}},
+      {"de", "„Komm her!“ rief er. Sie kam.", {"„Komm her!“ rief er.", "Sie kam."}},
+      {"de", "Er trinkt Wasser. Sie steht am Tor. Er geht.", {"Er trinkt Wasser.", "Sie steht am Tor.", "Er geht."}},
+      {"de", "Wer kommt? Niemand! Schade.", {"Wer kommt?", "Niemand!", "Schade."}},
+      {"de", "Die Str. ist gesperrt, usw. Bitte umfahren.", {"Die Str. ist gesperrt, usw. Bitte umfahren."}},
+      {"en", "Mr. Smith met Dr. Jones. They talked.", {"Mr. Smith met Dr. Jones.", "They talked."}},
+      {"en", "It costs $3.50 today. Buy now!", {"It costs $3.50 today.", "Buy now!"}},
+      {"en", "\"Stop!\" she said. He stopped.", {"\"Stop!\" she said.", "He stopped."}},
+      {"en", "We met at 5 p.m. on Friday. It rained.", {"We met at 5 p.m. on Friday.", "It rained."}},
+      {"en", "See Fig. 3 for details. The U.S. economy grew.", {"See Fig. 3 for details.", "The U.S. economy grew."}},
+      {"en", "Is it done? Yes. Good.", {"Is it done?", "Yes.", "Good."}},
+      {"en", "He works for Acme Inc. in Ohio. She does not.", {"He works for Acme Inc. in Ohio.", "She does not."}},
+  };
+  const auto simple = [](const std::string& t) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (size_t i = 0; i + 2 < t.size(); ++i) {
+      if (t[i] != '.' && t[i] != '!' && t[i] != '?') continue;
+      size_t j = i + 1;
+      while (j < t.size() && (t[j] == '"' || t.compare(j, 3, "\xe2\x80\x9c") == 0)) j += t[j] == '"' ? 1 : 3;
+      if (j >= t.size() || t[j] != ' ') continue;
+      const unsigned char next = static_cast<unsigned char>(t[j + 1]);
+      if (std::isupper(next) || next == '"' || next >= 0xC3) {
+        out.push_back(t.substr(start, j - start));
+        start = j + 1;
+      }
+    }
+    out.push_back(t.substr(start));
+    return out;
+  };
+  int icu_right = 0, simple_right = 0;
+  for (const Case& c : gold) {
+    const std::vector<std::string> got = sentences_of(text::Segmenter(c.language), c.text);
+    icu_right += got == c.sentences;
+    simple_right += simple(c.text) == c.sentences;
+    EXPECT_EQ(got, c.sentences) << c.text;
+  }
+  std::printf("segmentation: ICU %d of %zu paragraphs right, the simple rule %d\n", icu_right, gold.size(),
+              simple_right);
+  EXPECT_LT(simple_right, icu_right);
 }

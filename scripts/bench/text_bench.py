@@ -197,55 +197,6 @@ def first_letter(s):
     return m.group(0) if m else ""
 
 
-def icu_breaks(locale="de@ss=standard"):
-    """A function text -> its sentence breaks (str offsets, the ends excluded) from the system's ICU through ctypes,
-    with the locale's CLDR suppressions ("ss=standard") as mtx's segmenter builds on, but without mtx's own extra
-    abbreviations; None where ICU cannot be loaded."""
-    import ctypes
-    import ctypes.util
-    name = ctypes.util.find_library("icuuc")
-    if not name:
-        return None
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError:
-        return None
-    m = re.search(r"\.so\.(\d+)", name)
-    for suffix in ([f"_{m.group(1)}"] if m else []) + [""]:
-        if hasattr(lib, "ubrk_open" + suffix):
-            break
-    else:
-        return None
-    open_, next_, close = (getattr(lib, f + suffix) for f in ("ubrk_open", "ubrk_next", "ubrk_close"))
-    open_.restype, open_.argtypes = ctypes.c_void_p, [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int32,
-                                                      ctypes.POINTER(ctypes.c_int)]
-    next_.restype, next_.argtypes = ctypes.c_int32, [ctypes.c_void_p]
-    close.restype, close.argtypes = None, [ctypes.c_void_p]
-
-    def breaks(text):
-        units = text.encode("utf-16-le")
-        buf = ctypes.create_string_buffer(units + b"\0\0")
-        status = ctypes.c_int(0)
-        it = open_(3, locale.encode(), ctypes.cast(buf, ctypes.c_void_p), len(units) // 2, ctypes.byref(status))
-        if status.value > 0 or not it:
-            raise RuntimeError(f"ubrk_open({locale}): ICU error {status.value}")
-        out, prev, offset = set(), 0, 0
-        try:
-            while (n := next_(it)) >= 0:  # UBRK_DONE is -1
-                offset += len(units[2 * prev:2 * n].decode("utf-16-le"))
-                prev = n
-                out.add(offset)
-        finally:
-            close(it)
-        return out - {0, len(text)}
-
-    try:
-        breaks("Ein Test. Noch einer.")
-    except (RuntimeError, OSError, AttributeError):
-        return None
-    return breaks
-
-
 def rough_breaks(text):
     """Sentence breaks by a rough rule where ICU cannot be loaded: after [.!?] (and closing quotes) and blanks,
     unless the next letter is lower case (Unicode's SB8)."""
@@ -270,13 +221,11 @@ def table_paragraphs(a, runner, src, ref, work):
         if not src[j].strip() or src[j] != src[j].strip() or "  " in src[j]:
             note(f"sentence {j + 1} has blanks at its ends or inside: {src[j]!r}")
     no_end = [j for j in used if not SENTENCE_END.search(src[j])]
-    # Where sentence splitting is expected to differ from the lines: a boundary it cannot see (no final punctuation;
-    # the next sentence's first letter lower case, Unicode's SB8; a CLDR abbreviation such as "Bar.") or a break
-    # inside a sentence ("E.S.E. Electronics").
-    breaks = icu_breaks()
-    predictor = ("ICU's de@ss=standard sentence breaks (what mtx's segmenter builds on, less its own extra "
-                 "abbreviations)" if breaks else "a rough rule ([.!?] + blank + not lower case; ICU not loadable)")
-    breaks = breaks or rough_breaks
+    # Where sentence splitting is expected to differ from the lines: a boundary no splitter sees (no final
+    # punctuation, or the next sentence's first letter lower case, Unicode's SB8), or a break inside a sentence
+    # ("E.S.E. Electronics"). The rule: [.!?] + blank + not lower case.
+    predictor = "a rule that sees a boundary only after . ! ? before a letter not in lower case"
+    breaks = rough_breaks
     missed, inside, risky = [], [], set()
     for k, p in enumerate(paras):
         text, want, at = " ".join(src[j] for j in p), set(), 0

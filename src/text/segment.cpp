@@ -168,8 +168,10 @@ std::vector<Range> Segmenter::sentences(std::string_view text) const {
     for (int32_t end = it->next(); end != icu::BreakIterator::DONE; end = it->next()) {
       // A boundary's native index is a byte offset into the UTF-8 text. After an abbreviation it is none, unless
       // a line break ends the line there.
+      // Nor where the next sentence would start in lower case: ICU ends one after "!" or "?" whatever follows
+      // ("„Komm her!“ rief er.").
       if (size_t(end) < text.size() && text[size_t(end) - 1] != '\n' && text[size_t(end) - 1] != '\r' &&
-          impl_->abbreviation_before(text, size_t(end))) {
+          (impl_->abbreviation_before(text, size_t(end)) || u_islower(at_char(text, size_t(end))))) {
         continue;
       }
       const Range r = trimmed(text, size_t(start), size_t(end));
