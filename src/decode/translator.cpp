@@ -1,4 +1,5 @@
 #include "mtx/decode/translator.h"
+
 #include "mtx/util/strings.h"
 
 #include <torch/torch.h>
@@ -14,6 +15,7 @@
 #include <numeric>
 #include <thread>
 
+#include "mtx/decode/request.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
 #include "mtx/util/system.h"
@@ -439,25 +441,27 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
                       "; mtx info --ckpt lists them), or per line with --language-columns");
   }
   std::vector<Translation> out(lines.size());
+  // Each line's source language token, then the lines checked and tokenized as every front end's are
+  // (request.h: blank lines left out, long ones cut by the search).
+  std::vector<int32_t> codes(lines.size(), source_code_);
+  for (size_t i = 0; i < lines.size() && !controls.empty(); ++i) {
+    if (!controls[i].source_lang.empty() && !lines[i].empty()) {
+      codes[i] =
+          language_id(languages, controls[i].source_lang, "line " + std::to_string(i + 1) + "'s source language");
+    }
+  }
+  ValidSources valid = validate_sources(tokenizer_, lines, codes, max_source_tokens(), RequestLimits{},
+                                        [](size_t i) { return "line " + std::to_string(i + 1); });
   std::vector<std::vector<int32_t>> sources;
   std::vector<TargetControls> control_ids;
   std::vector<size_t> where;  // sources[i] is lines[where[i]]
   for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i].empty()) continue;
-    sources.push_back(tokenizer_.src().encode(lines[i]));
-    if (sources.back().empty()) {  // e.g. only whitespace: nothing to translate
-      sources.pop_back();
-      continue;
-    }
-    const std::string& line_source = controls.empty() ? std::string() : controls[i].source_lang;
-    const int32_t source = line_source.empty() ? source_code_
-                                               : language_id(languages, line_source,
-                                                             "line " + std::to_string(i + 1) + "'s source language");
-    if (source >= 0) sources.back() = source_ids(tokenizer_, lines[i], source);
+    if (valid.ids[i].empty()) continue;  // empty or blank: nothing to translate
+    sources.push_back(std::move(valid.ids[i]));
     if (!controls.empty() || target_code_ >= 0) {
       control_ids.push_back(target_controls(controls.empty() ? LineControls{} : controls[i], int64_t(i) + 1));
     }
-    out[i].truncated = int64_t(sources.back().size()) > max_source_tokens();
+    out[i].truncated = valid.truncated[i];
     where.push_back(i);
   }
   auto hyps = translate_ids(sources, {}, abandoned, control_ids);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "mtx/decode/align.h"
+#include "mtx/decode/request.h"
 #include "mtx/decode/text.h"
 #include "mtx/decode/translator.h"
 #include "mtx/text/language_id.h"
@@ -659,36 +660,22 @@ struct Api::Impl {
   std::shared_ptr<Job> job_of(const ServedModel& model, BatchKey key, const std::vector<std::string>& lines,
                               const std::function<std::string(size_t)>& where, int64_t timeout_ms,
                               LanguagePair languages = {}) const {
-    if (int64_t(lines.size()) > options.max_request_sentences) {
-      throw Refusal{413, std::to_string(lines.size()) + " sentences; a request takes at most " +
-                             std::to_string(options.max_request_sentences) + " (--max-request-sentences)"};
-    }
     auto job = std::make_shared<Job>();
     job->key = std::move(key);
-    const auto& tok = *model.bundle.tokenizer;
-    const int64_t longest = int64_t(model.bundle.config.model.max_len) - 1;
-    int64_t tokens = 0;
-    for (size_t i = 0; i < lines.size(); ++i) {
-      const size_t invalid = utf8::find_invalid(lines[i]);
-      if (invalid != utf8::kValid) throw bad(where(i) + " is not valid UTF-8 (byte " + std::to_string(invalid) + ")");
-      if (lines[i].find_first_of("\r\n") != std::string::npos)
-        throw bad(where(i) + " holds a line break: one line each");
-      if (lines[i].find_first_not_of(" \t\f\v") == std::string::npos) throw bad(where(i) + " is empty");
-      std::vector<int32_t> ids = tok.src().encode(lines[i]);
-      if (ids.empty()) throw bad(where(i) + " is empty");
-      if (int64_t(ids.size()) > longest) {
-        throw bad(where(i) + " has " + std::to_string(ids.size()) + " pieces; the model takes at most " +
-                  std::to_string(longest));
-      }
-      if (languages.source >= 0) ids = decode::source_ids(tok, lines[i], languages.source);
-      tokens += int64_t(ids.size()) + 1;
-      job->sources.push_back(std::move(ids));
+    // Checked, tokenized and held to the limits as every front end's sentences are (decode/request.h).
+    decode::RequestLimits limits;
+    limits.max_sentences = options.max_request_sentences;
+    limits.max_tokens = options.max_request_tokens;
+    limits.refuse_long = limits.refuse_empty = limits.one_line = true;
+    try {
+      decode::ValidSources valid =
+          decode::validate_sources(*model.bundle.tokenizer, lines, {languages.source},
+                                   int64_t(model.bundle.config.model.max_len) - 1, limits, where);
+      job->sources = std::move(valid.ids);
+    } catch (const decode::InvalidRequest& e) {
+      throw Refusal{e.too_large ? 413 : 400, e.what()};
     }
     if (languages.target >= 0) job->controls.assign(lines.size(), decode::TargetControls{{languages.target}});
-    if (tokens > options.max_request_tokens) {
-      throw Refusal{413, std::to_string(tokens) + " source tokens; a request takes at most " +
-                             std::to_string(options.max_request_tokens) + " (--max-request-tokens)"};
-    }
     if (state.draining && state.draining()) throw Refusal{503, "the server is shutting down"};
     int64_t ms = options.request_timeout_ms;
     if (timeout_ms > 0) ms = ms > 0 ? std::min(ms, timeout_ms) : timeout_ms;
