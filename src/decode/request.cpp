@@ -6,8 +6,8 @@
 namespace mtx::decode {
 
 ValidSources validate_sources(const tokenizer::Tokenizer& tokenizer, const std::vector<std::string>& sentences,
-                              const std::vector<int32_t>& codes, int64_t max_source_tokens,
-                              const RequestLimits& limits, const std::function<std::string(size_t)>& where) {
+                              const std::vector<int32_t>& codes, int64_t max_source_tokens, const RequestLimits& limits,
+                              const std::function<std::string(size_t)>& where) {
   if (limits.max_sentences > 0 && int64_t(sentences.size()) > limits.max_sentences) {
     throw InvalidRequest(std::to_string(sentences.size()) + " sentences; a request takes at most " +
                              std::to_string(limits.max_sentences) + " (--max-request-sentences)",
@@ -25,9 +25,8 @@ ValidSources validate_sources(const tokenizer::Tokenizer& tokenizer, const std::
     if (limits.one_line && s.find_first_of("\r\n") != std::string::npos) {
       throw InvalidRequest(where(i) + " holds a line break: one line each", false);
     }
-    std::vector<int32_t> pieces = s.find_first_not_of(" \t\f\v") == std::string::npos
-                                      ? std::vector<int32_t>{}
-                                      : tokenizer.src().encode(s);
+    std::vector<int32_t> pieces =
+        s.find_first_not_of(" \t\f\v") == std::string::npos ? std::vector<int32_t>{} : tokenizer.src().encode(s);
     if (pieces.empty()) {
       if (limits.refuse_empty) throw InvalidRequest(where(i) + " is empty", false);
       continue;

@@ -41,7 +41,7 @@ struct ValidSources {
 // multilingual model's source language tokens (none: empty; one for all, or one per sentence; -1: none);
 // `where(i)` names sentence i in errors.
 ValidSources validate_sources(const tokenizer::Tokenizer& tokenizer, const std::vector<std::string>& sentences,
-                              const std::vector<int32_t>& codes, int64_t max_source_tokens,
-                              const RequestLimits& limits, const std::function<std::string(size_t)>& where);
+                              const std::vector<int32_t>& codes, int64_t max_source_tokens, const RequestLimits& limits,
+                              const std::function<std::string(size_t)>& where);
 
 }  // namespace mtx::decode
