@@ -1,8 +1,11 @@
+#include <chrono>
+#include <cstdio>
 #include "mtx/decode/text.h"
 
 #include <algorithm>
 
 #include "mtx/decode/align.h"
+#include "mtx/decode/request.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/utf8.h"
 
@@ -24,64 +27,94 @@ std::vector<int32_t> without_language(const tokenizer::Tokenizer& tokenizer, con
   return code ? std::vector<int32_t>(tokens.begin() + 1, tokens.end()) : tokens;
 }
 
-std::vector<text::WordLinks> links_for(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
-                                       const text::Layout& layout, const std::vector<std::vector<int32_t>>& sources,
-                                       const std::vector<std::vector<int32_t>>& targets) {
-  std::vector<text::WordLinks> links(layout.sentences.size());
-  std::vector<size_t> which;
-  std::vector<const std::vector<int32_t>*> src, tgt;
-  for (size_t i = 0; i < links.size() && i < sources.size() && i < targets.size(); ++i) {
-    if (!layout.needs_alignment[i] || sources[i].empty() || targets[i].empty()) continue;
-    which.push_back(i);
-    src.push_back(&sources[i]);
-    tgt.push_back(&targets[i]);
-  }
-  // One batched pass for every sentence that needs it.
-  const std::vector<WordAlignment> a = align_batch(model, tokenizer, src, tgt);
-  for (size_t k = 0; k < which.size(); ++k) links[which[k]].assign(a[k].hard.begin(), a[k].hard.end());
-  return links;
-}
-
 text::Segmenter segmenter_for(const config::Config& config, const std::string& code) {
   return text::Segmenter(code.empty() ? config.data.src_lang : code);
+}
+
+TextPlan plan_texts(const tokenizer::Tokenizer& tokenizer, int64_t max_tokens, const std::vector<std::string>& texts,
+                    text::Format format, const text::Segmenter& segmenter,
+                    const std::function<std::string(size_t)>& where) {
+  const text::Fits fits = fits_in(tokenizer, max_tokens);
+  TextPlan plan;
+  for (size_t t = 0; t < texts.size(); ++t) {
+    const size_t invalid = utf8::find_invalid(texts[t]);
+    if (invalid != utf8::kValid) {
+      throw InvalidRequest(where(t) + " is not valid UTF-8 (byte " + std::to_string(invalid) + ")", false);
+    }
+    plan.layouts.push_back(text::layout(texts[t], format, segmenter, fits));
+    const auto& s = plan.layouts.back().sentences;
+    plan.sentences.insert(plan.sentences.end(), s.begin(), s.end());
+  }
+  return plan;
+}
+
+std::vector<std::string> render_texts(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
+                                      const TextPlan& plan, const std::vector<const Hypothesis*>& chosen) {
+  // Every sentence of every text whose markup needs word links, aligned in one batched pass.
+  std::vector<std::vector<int32_t>> sources, targets;
+  std::vector<std::pair<size_t, size_t>> which;  // (layout, sentence) of each aligned pair
+  size_t at = 0;
+  for (size_t l = 0; l < plan.layouts.size(); ++l) {
+    const text::Layout& layout = plan.layouts[l];
+    for (size_t i = 0; i < layout.sentences.size(); ++i, ++at) {
+      const Hypothesis* h = at < chosen.size() ? chosen[at] : nullptr;
+      if (!layout.needs_alignment[i] || !h) continue;
+      std::vector<int32_t> src = tokenizer.src().encode(layout.sentences[i]);
+      std::vector<int32_t> tgt = without_language(tokenizer, h->tokens);
+      if (src.empty() || tgt.empty()) continue;
+      sources.push_back(std::move(src));
+      targets.push_back(std::move(tgt));
+      which.emplace_back(l, i);
+    }
+  }
+  std::vector<const std::vector<int32_t>*> src, tgt;
+  for (size_t k = 0; k < sources.size(); ++k) {
+    src.push_back(&sources[k]);
+    tgt.push_back(&targets[k]);
+  }
+  auto A0 = std::chrono::steady_clock::now();
+  const std::vector<WordAlignment> a = align_batch(model, tokenizer, src, tgt);
+  auto A1 = std::chrono::steady_clock::now();
+  fprintf(stderr, "TIMING align %.3f\n", std::chrono::duration<double>(A1-A0).count());
+  std::vector<std::vector<text::WordLinks>> links(plan.layouts.size());
+  for (size_t l = 0; l < plan.layouts.size(); ++l) {
+    if (std::any_of(plan.layouts[l].needs_alignment.begin(), plan.layouts[l].needs_alignment.end(),
+                    [](uint8_t n) { return n; })) {
+      links[l].resize(plan.layouts[l].sentences.size());
+    }
+  }
+  for (size_t k = 0; k < which.size(); ++k) {
+    links[which[k].first][which[k].second].assign(a[k].hard.begin(), a[k].hard.end());
+  }
+  std::vector<std::string> out;
+  at = 0;
+  for (size_t l = 0; l < plan.layouts.size(); ++l) {
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < plan.layouts[l].sentences.size(); ++i, ++at) {
+      const Hypothesis* h = at < chosen.size() ? chosen[at] : nullptr;
+      parts.push_back(h ? tokenizer.tgt().decode(h->tokens) : "");
+    }
+    out.push_back(text::render(plan.layouts[l], parts, links[l]));
+  }
+  return out;
 }
 
 std::vector<std::string> translate_texts(Translator& translator, const std::vector<std::string>& texts,
                                          text::Format format, const text::Segmenter& segmenter,
                                          const Abandoned& abandoned) {
   const tokenizer::Tokenizer& tok = translator.tokenizer();
-  const text::Fits fits = fits_in(tok, translator.max_source_tokens());
-  std::vector<text::Layout> layouts;
-  std::vector<std::string> sentences;
-  for (size_t t = 0; t < texts.size(); ++t) {
-    const size_t invalid = utf8::find_invalid(texts[t]);
-    if (invalid != utf8::kValid) {
-      throw DataError("text " + std::to_string(t + 1) + " is not valid UTF-8 (byte " + std::to_string(invalid) + ")");
-    }
-    layouts.push_back(text::layout(texts[t], format, segmenter, fits));
-    sentences.insert(sentences.end(), layouts.back().sentences.begin(), layouts.back().sentences.end());
-  }
-  std::vector<Translation> translated = translator.translate(sentences, {}, abandoned);
-  std::vector<std::string> out;
-  size_t at = 0;
-  for (const text::Layout& l : layouts) {
-    std::vector<std::string> parts;
-    std::vector<std::vector<int32_t>> sources, targets;
-    const bool any = std::any_of(l.needs_alignment.begin(), l.needs_alignment.end(), [](uint8_t n) { return n; });
-    for (size_t i = 0; i < l.sentences.size(); ++i, ++at) {
-      const Translation& tr = translated[at];
-      parts.push_back(tr.texts.empty() ? "" : tr.texts.front());
-      if (any) {
-        sources.push_back(l.needs_alignment[i] ? tok.src().encode(l.sentences[i]) : std::vector<int32_t>{});
-        targets.push_back(l.needs_alignment[i] && !tr.hypotheses.empty()
-                              ? without_language(tok, tr.hypotheses.front().tokens)
-                              : std::vector<int32_t>{});
-      }
-    }
-    out.push_back(text::render(
-        l, parts, any ? links_for(translator.model(), tok, l, sources, targets) : std::vector<text::WordLinks>{}));
-  }
-  return out;
+  auto T0 = std::chrono::steady_clock::now();
+  const TextPlan plan = plan_texts(tok, translator.max_source_tokens(), texts, format, segmenter,
+                                   [](size_t t) { return "text " + std::to_string(t + 1); });
+  auto T1 = std::chrono::steady_clock::now();
+  const std::vector<Translation> translated = translator.translate(plan.sentences, {}, abandoned);
+  auto T2 = std::chrono::steady_clock::now();
+  std::vector<const Hypothesis*> chosen;
+  for (const Translation& t : translated) chosen.push_back(t.hypotheses.empty() ? nullptr : &t.hypotheses.front());
+  auto r = render_texts(translator.model(), tok, plan, chosen);
+  auto T3 = std::chrono::steady_clock::now();
+  fprintf(stderr, "TIMING plan %.3f translate %.3f render %.3f\n", std::chrono::duration<double>(T1-T0).count(), std::chrono::duration<double>(T2-T1).count(), std::chrono::duration<double>(T3-T2).count());
+  return r;
 }
 
 }  // namespace mtx::decode

@@ -538,59 +538,27 @@ struct Api::Impl {
     return *s;
   }
 
-  // Texts laid out for one job: their sentences, in order, are the job's sources.
-  struct TextPlan {
-    std::vector<text::Layout> layouts;
-    std::vector<std::string> sentences;
-  };
+  using TextPlan = decode::TextPlan;
   // `field` names the texts in errors; `language`: the source's code (segmentation rules).
   TextPlan plan_texts(const ServedModel& model, const std::vector<std::string>& texts, text::Format format,
                       const std::string& language, const std::string& field) const {
-    TextPlan plan;
-    const auto& tok = *model.bundle.tokenizer;
-    const text::Fits fits = decode::fits_in(tok, int64_t(model.bundle.config.model.max_len) - 1);
     const text::Segmenter& cut = segmenter(language.empty() ? model.bundle.config.data.src_lang : language);
-    for (size_t t = 0; t < texts.size(); ++t) {
-      const size_t invalid = utf8::find_invalid(texts[t]);
-      if (invalid != utf8::kValid) {
-        throw bad(field + (texts.size() > 1 ? "[" + std::to_string(t) + "]" : "") + " is not valid UTF-8 (byte " +
-                  std::to_string(invalid) + ")");
-      }
-      plan.layouts.push_back(text::layout(texts[t], format, cut, fits));
-      const auto& s = plan.layouts.back().sentences;
-      plan.sentences.insert(plan.sentences.end(), s.begin(), s.end());
+    const size_t n = texts.size();
+    try {
+      return decode::plan_texts(*model.bundle.tokenizer, int64_t(model.bundle.config.model.max_len) - 1, texts,
+                                format, cut,
+                                [&](size_t t) { return field + (n > 1 ? "[" + std::to_string(t) + "]" : ""); });
+    } catch (const decode::InvalidRequest& e) {
+      throw bad(e.what());
     }
-    return plan;
   }
-  // The plan's texts with each sentence's `rank`-th hypothesis (its last where it has fewer); inline markup
-  // placed through the model's alignments. On a batch thread.
+  // The plan's texts with each sentence's `rank`-th hypothesis (its last where it has fewer). On a batch thread.
   static std::vector<std::string> render_texts(const ServedModel& model, const TextPlan& plan, const Hypotheses& hyps,
                                                size_t rank) {
-    const auto& tok = *model.bundle.tokenizer;
-    std::vector<std::string> out;
-    size_t at = 0;
-    for (const text::Layout& l : plan.layouts) {
-      std::vector<std::string> parts;
-      std::vector<std::vector<int32_t>> sources, targets;
-      bool align = false;
-      for (size_t i = 0; i < l.sentences.size(); ++i, ++at) {
-        const auto& h = at < hyps.size() ? hyps[at] : std::vector<decode::Hypothesis>{};
-        const decode::Hypothesis* best = h.empty() ? nullptr : &h[std::min(rank, h.size() - 1)];
-        parts.push_back(best ? tok.tgt().decode(best->tokens) : "");
-        const bool needs = l.needs_alignment[i] && best;
-        align = align || needs;
-        sources.push_back(needs ? tok.src().encode(l.sentences[i]) : std::vector<int32_t>{});
-        targets.push_back(needs ? decode::without_language(tok, best->tokens) : std::vector<int32_t>{});
-      }
-      std::vector<text::WordLinks> links;
-      if (align) {
-        // cross_attention leaves the model as it is: safe while searches run.
-        model::Transformer m = model.bundle.model;
-        links = decode::links_for(m, tok, l, sources, targets);
-      }
-      out.push_back(text::render(l, parts, links));
-    }
-    return out;
+    std::vector<const decode::Hypothesis*> chosen;
+    for (const auto& h : hyps) chosen.push_back(h.empty() ? nullptr : &h[std::min(rank, h.size() - 1)]);
+    model::Transformer m = model.bundle.model;
+    return decode::render_texts(m, *model.bundle.tokenizer, plan, chosen);
   }
 
   // A served model's codes for a side: a multilingual model's languages, else its config's language.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,24 @@ namespace mtx::decode {
 // Whether a sentence fits `tokenizer`'s source side in `max_tokens` pieces (the layout's clause split).
 text::Fits fits_in(const tokenizer::Tokenizer& tokenizer, int64_t max_tokens);
 
-// The word links of `layout`'s sentences whose markup needs them (empty for the others): sentence i's
-// `sources[i]` (pieces, no language code) and its translation's `targets[i]` (pieces, no language code), through
-// the model's cross-attention.
-std::vector<text::WordLinks> links_for(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
-                                       const text::Layout& layout, const std::vector<std::vector<int32_t>>& sources,
-                                       const std::vector<std::vector<int32_t>>& targets);
+// Texts laid out for one call: their sentences, in order, are what gets translated.
+struct TextPlan {
+  std::vector<text::Layout> layouts;
+  std::vector<std::string> sentences;
+};
+
+// `texts` laid out as `format` says; a sentence over `max_tokens` source pieces is cut with `segmenter`'s
+// clauses. Throws InvalidRequest (request.h) naming `where(t)` for a text that is not valid UTF-8.
+TextPlan plan_texts(const tokenizer::Tokenizer& tokenizer, int64_t max_tokens, const std::vector<std::string>& texts,
+                    text::Format format, const text::Segmenter& segmenter,
+                    const std::function<std::string(size_t)>& where);
+
+// The plan's texts from one hypothesis per sentence (`chosen[i]`: sentence i's, null for none): each translation
+// where its source stood, inline markup placed on the target words aligned to its source words. The alignments
+// of every sentence that needs one come from one batched pass over the model (align_batch), which leaves the
+// model as it is: safe while other threads search with it.
+std::vector<std::string> render_texts(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
+                                      const TextPlan& plan, const std::vector<const Hypothesis*>& chosen);
 
 // A hypothesis' tokens without a multilingual model's leading target-language token.
 std::vector<int32_t> without_language(const tokenizer::Tokenizer& tokenizer, const std::vector<int32_t>& tokens);
