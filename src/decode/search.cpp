@@ -41,6 +41,8 @@ inline bool better(const Entry& a, const Entry& b) {
   return a.value > b.value || (a.value == b.value && a.index < b.index);
 }
 
+struct Row;
+
 // What a step does between the model's scores and the token choice besides the bans: processors (repetition
 // penalty, no-repeat n-grams) and sampling. Null: none of them.
 struct Steering {
@@ -48,10 +50,9 @@ struct Steering {
   bool logits = false;  // processors act on the logits (greedy, sampling), else on the log-probabilities
   bool sample = false;  // each row draws its next token(s)
   int64_t samples = 1;  // sampling: samples per sentence (a sentence's one row at its first step draws them all)
-  const std::vector<std::vector<int32_t>>* history = nullptr;  // per row: the tokens so far
-  const std::vector<uint8_t>* live = nullptr;                  // sampling, per row: its sample still runs
-  std::vector<uint64_t> seeds;                                 // per active sentence
-  std::vector<int64_t> own_steps;                              // per active sentence
+  const std::vector<Row>* rows = nullptr;  // the search's rows (their histories; sampling: which run)
+  std::vector<uint64_t> seeds;             // per active sentence
+  std::vector<int64_t> own_steps;          // per active sentence
   // Constraints, per row (empty: none): EOS banned (its constraints are not all met), and the tokens whose
   // log-probabilities the step keeps besides its best ones (those that advance its constraints).
   std::vector<uint8_t> eos_banned_rows;
@@ -77,6 +78,17 @@ struct ConstraintState {
 };
 
 ConstraintState start_state(const Phrases& phrases) { return {std::vector<uint8_t>(phrases.size(), 0), {}, 0}; }
+
+// One row of the search state: a beam's hypothesis under way (or a sample's), moved as a whole whenever the rows
+// are reordered, as the step function's state is.
+struct Row {
+  int64_t token = -1;                         // the token it feeds the next step (BOS first)
+  float score = 0;                            // its log-probability so far (0 on the raw greedy path; -inf: a dead row)
+  std::vector<int32_t> history;               // the tokens it generated
+  bool live = true;                           // sampling: its sample still runs
+  ConstraintState constraints;                // its progress through its sentence's phrases
+  std::vector<std::vector<float>> attention;  // per generated token: its step's cross-attention (return_attention)
+};
 
 // The state after `token`: it extends the phrase under way, else it may start one (progress is lost when a token
 // breaks a phrase, as in fairseq: the token is then tried from the root).
@@ -193,7 +205,7 @@ class CandidatePicker {
         const int64_t r = first_row + i;
         const int64_t a = sentence_of_[size_t(r)];
         float* row = base + i * vocab;
-        if (steer_ && steer_->sample && steer_->live && !(*steer_->live)[size_t(r)]) {  // a sample that ended
+        if (steer_ && steer_->sample && !(*steer_->rows)[size_t(r)].live) {  // a sample that ended
           for (int64_t j = 0; j < draws(a); ++j) samples_[size_t(r * steer_->samples + j)] = {kNegInf, rules_.eos};
           continue;
         }
@@ -320,7 +332,7 @@ class CandidatePicker {
   // log-probabilities, written back as the raw scores that give them.
   void process(int64_t r, float* row, int64_t vocab, float lse, std::vector<int32_t>& bans) const {
     const SearchOptions& o = *steer_->options;
-    const std::vector<int32_t>& h = (*steer_->history)[size_t(r)];
+    const std::vector<int32_t>& h = (*steer_->rows)[size_t(r)].history;
     if (o.repetition_penalty != 1.0) {
       const auto p = float(o.repetition_penalty);
       std::vector<int32_t> seen(h.begin(), h.end());
@@ -556,10 +568,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
   const bool raw = k == 1 && !sampling && !options.scores && !options.exact_stop;
   constexpr double kNoScore = std::numeric_limits<double>::quiet_NaN();
   // Live state: `active` sentences, widths[a] rows each (sentence-major; row_start[a] is sentence a's first).
-  // Row r's history and score. A sentence's first step scores one row (its k beams would all be that row); its
-  // best candidates then fill k rows. Sentences that join later start with one fresh row too, where the step's
-  // scores are chosen from on the CPU (the fused path); on the tensor path, which takes one width for all, with k
-  // rows, beam 0 live.
+  // A sentence's first step scores one row (its k beams would all be that row); its best candidates then fill k
+  // rows. Sentences that join later start with one fresh row too, where the step's scores are chosen from on the
+  // CPU (the fused path); on the tensor path, which takes one width for all, with k rows, beam 0 live.
   std::vector<int64_t> active(static_cast<size_t>(batch));
   std::iota(active.begin(), active.end(), 0);
   std::vector<int64_t> widths(static_cast<size_t>(batch), 1);
@@ -569,18 +580,41 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     for (const int64_t w : widths) row_start.push_back(row_start.back() + w);
   };
   bool tensor_path = false;  // the last step chose on the tensor path
-  std::vector<std::vector<int32_t>> history(static_cast<size_t>(batch));
-  std::vector<float> scores(static_cast<size_t>(batch), 0.0f);
-  std::vector<int64_t> tokens(static_cast<size_t>(batch), bos);
-  // Sampling: per row, whether its sample still runs (a sentence's rows end one by one).
-  std::vector<uint8_t> live(static_cast<size_t>(batch), 1);
-  // Constraints (once any sentence has them): per row, its progress through its sentence's phrases.
-  std::vector<ConstraintState> cstate;
-  const auto start_states = [&] {
-    if (!any_constraints || !cstate.empty()) return;
-    for (const int64_t s : active) cstate.push_back(start_state(constraints[size_t(s)]));
+  // A fresh row of sentence s, from BOS.
+  const auto fresh_row = [&](int64_t s, float score) {
+    Row row;
+    row.token = bos;
+    row.score = score;
+    row.constraints = start_state(constraints[size_t(s)]);
+    return row;
   };
-  start_states();
+  std::vector<Row> rows_now;
+  for (int64_t s = 0; s < batch; ++s) rows_now.push_back(fresh_row(s, 0.0f));
+  // Row `row` continued by `token` (its step's attention kept when asked for).
+  const auto continued = [&](const Row& row, int64_t s, int32_t token, float score, const torch::Tensor& attn,
+                             int64_t r) {
+    Row next;
+    next.token = token;
+    next.score = score;
+    next.history = row.history;
+    next.history.push_back(token);
+    next.constraints = advance(row.constraints, constraints[size_t(s)], token);
+    if (attn.defined()) {
+      next.attention = row.attention;
+      const float* a = attn.data_ptr<float>() + r * attn.size(1);
+      next.attention.emplace_back(a, a + attn.size(1));
+    }
+    return next;
+  };
+  // A hypothesis ending row `row` (EOS at score `score`).
+  const auto ended = [&](const Row& row, float score) {
+    Hypothesis h;
+    h.tokens = row.history;
+    h.score = raw ? kNoScore : double(score) / length_penalty(int64_t(row.history.size()) + 1, options.alpha);
+    h.log_prob = raw ? kNoScore : double(score);
+    h.attention = row.attention;
+    return h;
+  };
   // Dynamic beam allocation for sentence `s` (active index a): `cands` (its best candidates) grows by each row's
   // best token and every token that advances a row's constraints, and is put in the order in which the beam takes
   // them: grouped into banks by the constraint tokens each would have met, best first within a bank; then the
@@ -610,7 +644,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     for (const Entry& e : cands) {
       const int64_t b = e.index / vocab;
       const auto token = int32_t(e.index % vocab);
-      const ConstraintState& from = cstate[size_t(row_start[size_t(a)] + b)];
+      const ConstraintState& from = rows_now[size_t(row_start[size_t(a)] + b)].constraints;
       ranked.push_back({e, token == eos ? from.bank : advance(from, phrases, token).bank, 0});
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& x, const Ranked& y) { return x.bank > y.bank; });
@@ -643,26 +677,12 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       }
       if (kept_active.empty()) break;
       if (kept_active.size() < active.size()) {
-        std::vector<int64_t> kept_tokens;
-        std::vector<float> kept_scores;
-        std::vector<std::vector<int32_t>> kept_history;
-        std::vector<uint8_t> kept_live;
-        std::vector<ConstraintState> kept_cstate;
-        for (const int64_t r : kept_rows) {
-          kept_tokens.push_back(tokens[size_t(r)]);
-          kept_scores.push_back(scores[size_t(r)]);
-          kept_history.push_back(std::move(history[size_t(r)]));
-          kept_live.push_back(live[size_t(r)]);
-          if (!cstate.empty()) kept_cstate.push_back(std::move(cstate[size_t(r)]));
-        }
-        cstate = std::move(kept_cstate);
+        std::vector<Row> kept;
+        for (const int64_t r : kept_rows) kept.push_back(std::move(rows_now[size_t(r)]));
         fn.reorder(torch::tensor(kept_rows, torch::kLong), false);
         active = std::move(kept_active);
         widths = std::move(kept_widths);
-        tokens = std::move(kept_tokens);
-        scores = std::move(kept_scores);
-        history = std::move(kept_history);
-        live = std::move(kept_live);
+        rows_now = std::move(kept);
       }
     }
     const auto n_active = int64_t(active.size());
@@ -680,8 +700,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     steer.logits = k == 1 || sampling;
     steer.sample = sampling;
     steer.samples = k;
-    steer.history = &history;
-    steer.live = &live;
+    steer.rows = &rows_now;
     for (int64_t a = 0; a < n_active; ++a) {
       const auto s = size_t(active[size_t(a)]);
       const int64_t own = t - starts[s];  // the sentence's own step
@@ -704,9 +723,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       for (int64_t r = 0; r < rows; ++r) {
         const auto a = size_t(std::upper_bound(row_start.begin(), row_start.end(), r) - row_start.begin()) - 1;
         const Phrases& phrases = constraints[size_t(active[a])];
-        steer.eos_banned_rows[size_t(r)] = cstate[size_t(r)].all_met() ? 0 : 1;
-        if (!steer.sealed_rows.empty()) steer.sealed_rows[size_t(r)] = cstate[size_t(r)].sealed ? 1 : 0;
-        advancing_tokens(cstate[size_t(r)], phrases, steer.wants[size_t(r)]);
+        const ConstraintState& c = rows_now[size_t(r)].constraints;
+        steer.eos_banned_rows[size_t(r)] = c.all_met() ? 0 : 1;
+        if (!steer.sealed_rows.empty()) steer.sealed_rows[size_t(r)] = c.sealed ? 1 : 0;
+        advancing_tokens(c, phrases, steer.wants[size_t(r)]);
       }
     }
     // CPU float scores are reduced block by block as they come; others (GPU, half) are kept for the tensor path,
@@ -717,6 +737,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     std::vector<torch::Tensor> kept;  // [n, V] blocks off the fused path
     int64_t vocab = -1, covered = 0;
     bool fused = true;
+    std::vector<int64_t> tokens;
+    for (const Row& row : rows_now) tokens.push_back(row.token);
     fn.step_blocks(torch::tensor(tokens, torch::kLong), kBlockRows, [&](int64_t first, const torch::Tensor& block) {
       TORCH_CHECK(block.dim() == 2 && first == covered && first + block.size(0) <= rows &&
                       (vocab < 0 || vocab == block.size(1)),
@@ -740,12 +762,17 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
       }
     });
     TORCH_CHECK(covered == rows, "beam_search: step returned scores for ", covered, " of ", rows, " rows");
+    // The step's cross-attention, [rows, source positions] on the CPU in float, when asked for.
+    torch::Tensor attn;
+    if (options.return_attention) {
+      attn = fn.attention();
+      TORCH_CHECK(attn.defined() && attn.dim() == 2 && attn.size(0) == rows,
+                  "beam_search: return_attention, but the step function gave no attention for its ", rows, " rows");
+      attn = attn.to(torch::kCPU, torch::kFloat).contiguous();
+    }
 
-    std::vector<int64_t> next_active, keep_rows, next_tokens;
-    std::vector<float> next_scores;
-    std::vector<std::vector<int32_t>> next_history;
-    std::vector<uint8_t> next_live;
-    std::vector<ConstraintState> next_cstate;
+    std::vector<int64_t> next_active, keep_rows;
+    std::vector<Row> next_rows;
     if (sampling) {
       // Each row continues its own sample: sample j of a sentence is row j (at its first step, draw j of its one
       // row). A sample that draws EOS ends; its row stays as a dead one until the sentence's last sample ends.
@@ -753,59 +780,50 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         const int64_t s = active[size_t(a)];
         auto& done = finished[size_t(s)];
         bool any = false;
-        std::vector<int64_t> rows_a, toks_a;
-        std::vector<float> scores_a;
-        std::vector<uint8_t> live_a;
+        std::vector<int64_t> rows_a;
+        std::vector<Row> next_a;
         for (int64_t j = 0; j < k; ++j) {
           const int64_t w = widths[size_t(a)];
           const int64_t r = row_start[size_t(a)] + (w == 1 ? 0 : j);
           const int64_t draw = w == 1 ? j : 0;
-          if (!live[size_t(r)]) {
-            rows_a.push_back(r);
-            toks_a.push_back(eos);
-            scores_a.push_back(kNegInf);
-            live_a.push_back(0);
+          const Row& row = rows_now[size_t(r)];
+          Row dead;
+          dead.token = eos;
+          dead.score = kNegInf;
+          dead.live = false;
+          dead.history = row.history;
+          rows_a.push_back(r);
+          if (!row.live) {
+            next_a.push_back(std::move(dead));
             continue;
           }
           const Entry& e = picker.drawn(r, draw);
-          const float score = scores[size_t(r)] + e.value;
+          const float score = row.score + e.value;
           if (e.index == eos || e.value == kNegInf) {
-            const auto& h = history[size_t(r)];
             // Sample j's slot: the samples are returned in draw order, whichever ends first.
             if (int64_t(done.size()) < k) done.resize(size_t(k));
-            done[size_t(j)] = {
-                h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score), {}};
-            rows_a.push_back(r);
-            toks_a.push_back(eos);
-            scores_a.push_back(kNegInf);
-            live_a.push_back(0);
+            done[size_t(j)] = ended(row, score);
+            next_a.push_back(std::move(dead));
             continue;
           }
           any = true;
-          rows_a.push_back(r);
-          toks_a.push_back(e.index);
-          scores_a.push_back(score);
-          live_a.push_back(1);
+          next_a.push_back(continued(row, s, int32_t(e.index), score, attn, r));
         }
         if (!any) {
           conclude(s);
           continue;
         }
         next_active.push_back(s);
-        for (size_t j = 0; j < rows_a.size(); ++j) {
-          keep_rows.push_back(rows_a[j]);
-          next_tokens.push_back(toks_a[j]);
-          next_scores.push_back(scores_a[j]);
-          next_live.push_back(live_a[j]);
-          next_history.push_back(history[size_t(rows_a[j])]);
-          if (live_a[j]) next_history.back().push_back(int32_t(toks_a[j]));
-        }
+        keep_rows.insert(keep_rows.end(), rows_a.begin(), rows_a.end());
+        for (Row& row : next_a) next_rows.push_back(std::move(row));
       }
     } else {
       TORCH_CHECK(fused || std::all_of(widths.begin(), widths.end(), [&](int64_t w) { return w == widths.front(); }),
                   "beam_search: the tensor path needs one width for every sentence");
+      std::vector<float> prior;
+      for (const Row& row : rows_now) prior.push_back(row.score);
       const Candidates top =
-          fused ? picker.finish(scores) : best_candidates(torch::cat(kept, 0), scores, k, rules, false, widths.front());
+          fused ? picker.finish(prior) : best_candidates(torch::cat(kept, 0), prior, k, rules, false, widths.front());
       const auto sc = top.scores.accessor<float, 2>();  // [A, 2k]
       const auto ix = top.indices.accessor<int64_t, 2>();
       std::vector<Entry> cands;  // a sentence's candidates in the order they take the beam: (score, beam * V + token)
@@ -815,7 +833,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         cands.clear();
         for (int64_t c = 0; c < 2 * k && sc[a][c] != kNegInf; ++c) cands.push_back({sc[a][c], ix[a][c]});
         if (any_constraints && !constraints[size_t(s)].empty()) {
-          constrained_order(a, s, picker, scores, vocab, cands);
+          constrained_order(a, s, picker, prior, vocab, cands);
         }
         std::vector<int64_t> chosen;  // candidate positions continuing
         for (int64_t c = 0; c < int64_t(cands.size()) && int64_t(chosen.size()) < k; ++c) {
@@ -824,14 +842,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
           const int64_t beam = cands[size_t(c)].index / vocab, token = cands[size_t(c)].index % vocab;
           if (token == eos) {
             // Like fairseq: an EOS counts only among the k best candidates.
-            if (c < k) {
-              const auto& h = history[size_t(row_start[size_t(a)] + beam)];
-              if (raw)
-                done.push_back({h, kNoScore, kNoScore, {}});
-              else
-                done.push_back(
-                    {h, double(score) / length_penalty(int64_t(h.size()) + 1, options.alpha), double(score), {}});
-            }
+            if (c < k) done.push_back(ended(rows_now[size_t(row_start[size_t(a)] + beam)], score));
           } else {
             chosen.push_back(c);
           }
@@ -847,10 +858,11 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
           }
           // Exact: finished unless a live hypothesis can still beat the k-th best finished one. Its score
           // can only fall with more tokens, the length penalty only grow up to the sentence's limit.
-          std::vector<double> ended;
-          for (const auto& h : done) ended.push_back(h.score);
-          std::nth_element(ended.begin(), ended.begin() + (k - 1), ended.end(), std::greater<double>());
-          const double kth = ended[size_t(k - 1)];
+          std::vector<double> ended_scores;
+          for (const auto& h : done) ended_scores.push_back(h.score);
+          std::nth_element(ended_scores.begin(), ended_scores.begin() + (k - 1), ended_scores.end(),
+                           std::greater<double>());
+          const double kth = ended_scores[size_t(k - 1)];
           double best_live = kNegInf;  // constrained candidates need not come best first
           for (const int64_t c : chosen) best_live = std::max(best_live, double(cands[size_t(c)].value));
           if (best_live / length_penalty(limits[size_t(s)], options.alpha) <= kth) {
@@ -862,15 +874,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
         for (int64_t j = 0; j < k; ++j) {
           // Fewer than k live candidates (tiny vocabularies, a forced token): repeat the last one as a dead row.
           const Entry& e = cands[size_t(chosen[size_t(std::min<int64_t>(j, int64_t(chosen.size()) - 1))])];
-          const int64_t row = row_start[size_t(a)] + e.index / vocab;
-          const auto token = int32_t(e.index % vocab);
-          keep_rows.push_back(row);
-          next_tokens.push_back(token);
-          next_scores.push_back(raw ? 0.0f : j < int64_t(chosen.size()) ? e.value : kNegInf);
-          next_history.push_back(history[size_t(row)]);
-          next_history.back().push_back(token);
-          next_live.push_back(1);
-          if (any_constraints) next_cstate.push_back(advance(cstate[size_t(row)], constraints[size_t(s)], token));
+          const int64_t r = row_start[size_t(a)] + e.index / vocab;
+          const float score = raw ? 0.0f : j < int64_t(chosen.size()) ? e.value : kNegInf;
+          keep_rows.push_back(r);
+          next_rows.push_back(continued(rows_now[size_t(r)], s, int32_t(e.index % vocab), score, attn, r));
         }
       }
     }
@@ -880,30 +887,18 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     std::vector<int64_t> next_widths(next_active.size(), k);
     const std::vector<SearchSentence> joined =
         input.admit ? input.admit(int64_t(next_active.size())) : std::vector<SearchSentence>{};
-    const bool had_constraints = any_constraints;
     for (size_t i = 0; i < joined.size(); ++i) {
       add_sentence(joined[i]);
       any_prefix = any_prefix || !joined[i].prefix.empty();
-
-      next_active.push_back(int64_t(finished.size()));
+      const auto s = int64_t(finished.size());
+      next_active.push_back(s);
       finished.emplace_back();
       starts.push_back(t + 1);
       const int64_t w = tensor_path ? k : 1;
       next_widths.push_back(w);
       for (int64_t j = 0; j < w; ++j) {
         keep_rows.push_back(rows + int64_t(i));
-        next_tokens.push_back(bos);
-        next_scores.push_back(j == 0 || sampling ? 0.0f : kNegInf);
-        next_history.emplace_back();
-        next_live.push_back(1);
-        if (had_constraints) next_cstate.push_back(start_state(constraints.back()));
-      }
-    }
-    if (any_constraints && !had_constraints) {  // the first sentences with constraints joined: every row starts
-      next_cstate.clear();
-      for (size_t a = 0; a < next_active.size(); ++a) {
-        for (int64_t j = 0; j < next_widths[a]; ++j)
-          next_cstate.push_back(start_state(constraints[size_t(next_active[a])]));
+        next_rows.push_back(fresh_row(s, j == 0 || sampling ? 0.0f : kNegInf));
       }
     }
     if (next_active.empty()) break;
@@ -911,11 +906,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     fn.reorder(torch::tensor(keep_rows, torch::kLong), joined.empty() && next_active.size() == active.size() && all_k);
     widths = std::move(next_widths);
     active = std::move(next_active);
-    tokens = std::move(next_tokens);
-    scores = std::move(next_scores);
-    history = std::move(next_history);
-    live = std::move(next_live);
-    cstate = std::move(next_cstate);
+    rows_now = std::move(next_rows);
   }
   return finished;
 }

@@ -1,5 +1,3 @@
-#include <chrono>
-#include <cstdio>
 #include "mtx/decode/text.h"
 
 #include <algorithm>
@@ -72,10 +70,7 @@ std::vector<std::string> render_texts(model::Transformer& model, const tokenizer
     src.push_back(&sources[k]);
     tgt.push_back(&targets[k]);
   }
-  auto A0 = std::chrono::steady_clock::now();
   const std::vector<WordAlignment> a = align_batch(model, tokenizer, src, tgt);
-  auto A1 = std::chrono::steady_clock::now();
-  fprintf(stderr, "TIMING align %.3f\n", std::chrono::duration<double>(A1-A0).count());
   std::vector<std::vector<text::WordLinks>> links(plan.layouts.size());
   for (size_t l = 0; l < plan.layouts.size(); ++l) {
     if (std::any_of(plan.layouts[l].needs_alignment.begin(), plan.layouts[l].needs_alignment.end(),
@@ -103,18 +98,12 @@ std::vector<std::string> translate_texts(Translator& translator, const std::vect
                                          text::Format format, const text::Segmenter& segmenter,
                                          const Abandoned& abandoned) {
   const tokenizer::Tokenizer& tok = translator.tokenizer();
-  auto T0 = std::chrono::steady_clock::now();
   const TextPlan plan = plan_texts(tok, translator.max_source_tokens(), texts, format, segmenter,
                                    [](size_t t) { return "text " + std::to_string(t + 1); });
-  auto T1 = std::chrono::steady_clock::now();
   const std::vector<Translation> translated = translator.translate(plan.sentences, {}, abandoned);
-  auto T2 = std::chrono::steady_clock::now();
   std::vector<const Hypothesis*> chosen;
   for (const Translation& t : translated) chosen.push_back(t.hypotheses.empty() ? nullptr : &t.hypotheses.front());
-  auto r = render_texts(translator.model(), tok, plan, chosen);
-  auto T3 = std::chrono::steady_clock::now();
-  fprintf(stderr, "TIMING plan %.3f translate %.3f render %.3f\n", std::chrono::duration<double>(T1-T0).count(), std::chrono::duration<double>(T2-T1).count(), std::chrono::duration<double>(T3-T2).count());
-  return r;
+  return render_texts(translator.model(), tok, plan, chosen);
 }
 
 }  // namespace mtx::decode

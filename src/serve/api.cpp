@@ -545,9 +545,8 @@ struct Api::Impl {
     const text::Segmenter& cut = segmenter(language.empty() ? model.bundle.config.data.src_lang : language);
     const size_t n = texts.size();
     try {
-      return decode::plan_texts(*model.bundle.tokenizer, int64_t(model.bundle.config.model.max_len) - 1, texts,
-                                format, cut,
-                                [&](size_t t) { return field + (n > 1 ? "[" + std::to_string(t) + "]" : ""); });
+      return decode::plan_texts(*model.bundle.tokenizer, int64_t(model.bundle.config.model.max_len) - 1, texts, format,
+                                cut, [&](size_t t) { return field + (n > 1 ? "[" + std::to_string(t) + "]" : ""); });
     } catch (const decode::InvalidRequest& e) {
       throw bad(e.what());
     }

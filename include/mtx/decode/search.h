@@ -24,6 +24,9 @@ struct SearchOptions : config::DecodeConfig {
   // (the same argmax, but where two scores would round to one log-probability: the raw path keeps them apart,
   // the other takes the lower id), and its hypotheses' score and log_prob are NaN.
   bool scores = true;
+  // true: each hypothesis carries, per generated token, the cross-attention of the step that chose it
+  // (StepFunction::attention), as CTranslate2's return_attention. The tokens chosen are the same either way.
+  bool return_attention = false;
 };
 
 // Throws ConfigError naming the offending option.
@@ -50,6 +53,10 @@ class StepFunction {
   // Admit), index rows + i names the fresh row (nothing generated yet) of the i-th of them, where `rows` is the
   // number of rows the last step scored.
   virtual void reorder(const torch::Tensor& indices, bool same_sentences) = 0;
+  // After a step, when the search's options ask for it (return_attention): each of the step's rows' attention over
+  // its sentence's source positions [rows, source length] (float; one decoder layer's cross-attention, averaged
+  // over heads; positions past a sentence's own source hold 0). Undefined: the step function cannot give it.
+  virtual torch::Tensor attention() { return {}; }
 };
 
 struct Hypothesis {
@@ -57,6 +64,8 @@ struct Hypothesis {
   double score = 0;                          // log_prob / length_penalty(tokens + EOS)
   double log_prob = 0;                       // sum of the tokens' log-probabilities, EOS included
   std::vector<double> token_log_probs = {};  // per token, EOS last: only where given translations are scored
+  // Per token (EOS not included): the step's cross-attention over the source positions (return_attention).
+  std::vector<std::vector<float>> attention = {};
 };
 
 // One search step's choice: for each of A live sentences (k rows each, sentence-major; one at a search's first step),
