@@ -8,6 +8,7 @@
 #include "mtx/bundle/bundle.h"
 #include "mtx/data/prepare.h"
 #include "mtx/decode/align.h"
+#include "mtx/decode/translator.h"
 #include "mtx/util/errors.h"
 #include "test_utils.h"
 
@@ -63,4 +64,58 @@ TEST(Align, EveryTargetWordGetsOneSourceWordFromAChosenLayer) {
   const std::string e = test::boundary_error<ConfigError>([&] { decode::align_words(model, tok, src, tgt, layers); });
   EXPECT_NE(e.find("decoder layers 0.." + std::to_string(layers - 1)), std::string::npos) << e;
   EXPECT_TRUE(decode::align_words(model, tok, src, {}).hard.empty());
+}
+
+// A search asked for its attention (return_attention) chooses the same tokens, and each token's row is the
+// teacher-forced cross-attention of the last layer over the source's pieces: the attention the text layer places
+// inline markup with, without another pass over the model. In a batch of unequal lengths (padding), on one search
+// and on several.
+TEST(Align, SearchAttentionIsTheTeacherForcedAttention) {
+  test::TempDir tmp;
+  config::Config config = test::toy_setup(tmp);
+  const tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
+  torch::manual_seed(7);
+  model::Transformer model = bundle::build_model(config, tok);
+  model->eval();
+  const std::vector<std::string> lines = {"ein Hund läuft im Park", "zwei Männer",
+                                          "eine Frau liest ein Buch im Garten"};
+  for (const int workers : {1, 2}) {
+    decode::TranslateOptions plain = decode::options_from_config(config.decode);
+    plain.search.beam = 3;
+    plain.search.nbest = 2;
+    plain.workers = workers;
+    decode::TranslateOptions with = plain;
+    with.search.return_attention = true;
+    const std::vector<decode::Translation> a = decode::Translator(model, tok, plain).translate(lines);
+    const std::vector<decode::Translation> b = decode::Translator(model, tok, with).translate(lines);
+    ASSERT_EQ(a.size(), lines.size());
+    ASSERT_EQ(b.size(), lines.size());
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::vector<int32_t> src = tok.src().encode(lines[i]);
+      ASSERT_EQ(a[i].hypotheses.size(), b[i].hypotheses.size());
+      for (size_t n = 0; n < b[i].hypotheses.size(); ++n) {
+        const decode::Hypothesis& h = b[i].hypotheses[n];
+        EXPECT_EQ(h.tokens, a[i].hypotheses[n].tokens) << "line " << i << " hypothesis " << n;
+        EXPECT_TRUE(a[i].hypotheses[n].attention.empty());
+        ASSERT_EQ(h.attention.size(), h.tokens.size());
+        if (h.tokens.empty()) continue;
+        // Teacher-forced: source + EOS, BOS + tokens; row j produced token j.
+        std::vector<int64_t> s(src.begin(), src.end()), t = {tok.special_ids().bos};
+        s.push_back(tok.special_ids().eos);
+        t.insert(t.end(), h.tokens.begin(), h.tokens.end());
+        const torch::Tensor forced =
+            model->cross_attention(torch::tensor(s).unsqueeze(0), torch::tensor(t).unsqueeze(0)).back().mean(1)[0];
+        for (size_t j = 0; j < h.tokens.size(); ++j) {
+          ASSERT_EQ(h.attention[j].size(), src.size());
+          float sum = 0;
+          for (size_t k = 0; k < src.size(); ++k) {
+            EXPECT_NEAR(h.attention[j][k], forced[int64_t(j)][int64_t(k)].item<float>(), 1e-4)
+                << "line " << i << " token " << j << " source piece " << k;
+            sum += h.attention[j][k];
+          }
+          EXPECT_LE(sum, 1.0f + 1e-5f);  // the EOS column is left out
+        }
+      }
+    }
+  }
 }

@@ -307,7 +307,7 @@ class Translator {
       items.push_back(item.cast<std::string>());
     }
     const text::Format f = text::parse_format(format, "format");
-    auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""));
+    auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""), f == text::Format::html);
     return interruptible([&](const std::atomic<bool>& stop) {
       const text::Segmenter segmenter = decode::segmenter_for(bundles_.front().config, source_lang.value_or(""));
       return decode::translate_texts(*t, items, f, segmenter, [&stop](int64_t) { return stop.load(); });
@@ -463,8 +463,9 @@ class Translator {
 
  private:
   // The translator for these options, made once per distinct set and shared by every thread that asks.
+  // attention: the hypotheses carry the search's attention (HTML's inline markup goes on aligned words).
   std::shared_ptr<decode::Translator> translator(const py::kwargs& kwargs, const std::string& source_lang = "",
-                                                 const std::string& target_lang = "") {
+                                                 const std::string& target_lang = "", bool attention = false) {
     config::DecodeConfig d = defaults_;
     bool nbest_given = false, scores = false;
     for (const auto& [k, v] : kwargs) {
@@ -486,8 +487,10 @@ class Translator {
     o.search.scores = scores || o.search.nbest > 1;
     o.source_lang = source_lang;
     o.target_lang = target_lang;
+    o.search.return_attention = attention;
     decode::validate(o);
-    std::string key = source_lang + "\t" + target_lang + "\t" + std::to_string(scores);
+    std::string key =
+        source_lang + "\t" + target_lang + "\t" + std::to_string(scores) + "\t" + std::to_string(attention);
     for (const auto& opt : config::decode_options()) key += "\t" + opt.text(d);
     // The GIL is let go before the lock is taken: a thread holding it never waits for one holding the lock.
     py::gil_scoped_release release;

@@ -118,6 +118,19 @@ std::vector<WordAlignment> align_batch(model::Transformer& model, const tokenize
   return out;
 }
 
+WordAlignment align_from_search(const tokenizer::Tokenizer& tokenizer, const std::vector<int32_t>& src,
+                                const std::vector<int32_t>& tgt, const std::vector<std::vector<float>>& attention) {
+  if (src.empty() || tgt.empty()) return {};
+  TORCH_CHECK(attention.size() >= tgt.size(), "align_from_search: ", attention.size(), " attention rows for ",
+              tgt.size(), " target pieces");
+  torch::Tensor attn = torch::zeros({int64_t(tgt.size()), int64_t(src.size())});  // [T, S]
+  auto a = attn.accessor<float, 2>();
+  for (size_t i = 0; i < tgt.size(); ++i) {
+    for (size_t j = 0; j < src.size() && j < attention[i].size(); ++j) a[int64_t(i)][int64_t(j)] = attention[i][j];
+  }
+  return from_attention(attn, tokenizer, src, tgt);
+}
+
 std::string pharaoh(const WordAlignment& a) {
   std::string out;
   for (size_t i = 0; i < a.hard.size(); ++i) {

@@ -48,9 +48,17 @@ TextPlan plan_texts(const tokenizer::Tokenizer& tokenizer, int64_t max_tokens, c
 
 std::vector<std::string> render_texts(model::Transformer& model, const tokenizer::Tokenizer& tokenizer,
                                       const TextPlan& plan, const std::vector<const Hypothesis*>& chosen) {
-  // Every sentence of every text whose markup needs word links, aligned in one batched pass.
+  std::vector<std::vector<text::WordLinks>> links(plan.layouts.size());
+  for (size_t l = 0; l < plan.layouts.size(); ++l) {
+    const auto& needs = plan.layouts[l].needs_alignment;
+    if (std::any_of(needs.begin(), needs.end(), [](uint8_t n) { return n; })) {
+      links[l].resize(plan.layouts[l].sentences.size());
+    }
+  }
+  // Word links for every sentence whose markup needs them: from the search's own attention where the hypothesis
+  // carries it (SearchOptions::return_attention), else from one batched teacher-forced pass for all the others.
   std::vector<std::vector<int32_t>> sources, targets;
-  std::vector<std::pair<size_t, size_t>> which;  // (layout, sentence) of each aligned pair
+  std::vector<text::WordLinks*> pending;  // where each pair of the pass goes
   size_t at = 0;
   for (size_t l = 0; l < plan.layouts.size(); ++l) {
     const text::Layout& layout = plan.layouts[l];
@@ -60,26 +68,26 @@ std::vector<std::string> render_texts(model::Transformer& model, const tokenizer
       std::vector<int32_t> src = tokenizer.src().encode(layout.sentences[i]);
       std::vector<int32_t> tgt = without_language(tokenizer, h->tokens);
       if (src.empty() || tgt.empty()) continue;
+      if (h->attention.size() == h->tokens.size()) {
+        // Rows of the target's language token, if any, go with it.
+        const std::vector<std::vector<float>> rows(h->attention.end() - std::ptrdiff_t(tgt.size()), h->attention.end());
+        const WordAlignment a = align_from_search(tokenizer, src, tgt, rows);
+        links[l][i].assign(a.hard.begin(), a.hard.end());
+        continue;
+      }
       sources.push_back(std::move(src));
       targets.push_back(std::move(tgt));
-      which.emplace_back(l, i);
+      pending.push_back(&links[l][i]);
     }
   }
-  std::vector<const std::vector<int32_t>*> src, tgt;
-  for (size_t k = 0; k < sources.size(); ++k) {
-    src.push_back(&sources[k]);
-    tgt.push_back(&targets[k]);
-  }
-  const std::vector<WordAlignment> a = align_batch(model, tokenizer, src, tgt);
-  std::vector<std::vector<text::WordLinks>> links(plan.layouts.size());
-  for (size_t l = 0; l < plan.layouts.size(); ++l) {
-    if (std::any_of(plan.layouts[l].needs_alignment.begin(), plan.layouts[l].needs_alignment.end(),
-                    [](uint8_t n) { return n; })) {
-      links[l].resize(plan.layouts[l].sentences.size());
+  if (!pending.empty()) {
+    std::vector<const std::vector<int32_t>*> src, tgt;
+    for (size_t k = 0; k < sources.size(); ++k) {
+      src.push_back(&sources[k]);
+      tgt.push_back(&targets[k]);
     }
-  }
-  for (size_t k = 0; k < which.size(); ++k) {
-    links[which[k].first][which[k].second].assign(a[k].hard.begin(), a[k].hard.end());
+    const std::vector<WordAlignment> a = align_batch(model, tokenizer, src, tgt);
+    for (size_t k = 0; k < pending.size(); ++k) pending[k]->assign(a[k].hard.begin(), a[k].hard.end());
   }
   std::vector<std::string> out;
   at = 0;

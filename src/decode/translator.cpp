@@ -34,8 +34,11 @@ class JoinableStep : public StepFunction {
 // The model as beam search sees it: next-token logits of one decoder step over a cache.
 class ModelStep final : public JoinableStep {
  public:
-  ModelStep(model::Transformer& model, const model::Memory& memory)
-      : model_(model), cache_(model->start_decoding(memory)) {}
+  // keep_attention: attention() gives each step's cross-attention (search's return_attention).
+  ModelStep(model::Transformer& model, const model::Memory& memory, bool keep_attention)
+      : model_(model), cache_(model->start_decoding(memory)) {
+    cache_.keep_attention = keep_attention;
+  }
 
   torch::Tensor step(const torch::Tensor& tokens) override {
     return model_->decode_step(tokens.to(device()), cache_);  // [rows, V] logits; search normalises them
@@ -51,6 +54,8 @@ class ModelStep final : public JoinableStep {
   }
 
   void join(const torch::Tensor& src) override { model_->join_decoding(cache_, model_->encode(src)); }
+
+  torch::Tensor attention() override { return cache_.attention; }
 
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
     // Beams of one sentence share its encoder memory: it moves only when the rows change sentences.
@@ -83,6 +88,9 @@ class EnsembleStep final : public JoinableStep {
   void join(const torch::Tensor& src) override {
     for (auto& m : members_) m->join(src);
   }
+
+  // The first member's: its attention stands for the ensemble's, as Marian's alignments do.
+  torch::Tensor attention() override { return members_.front()->attention(); }
 
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
     for (auto& m : members_) m->reorder(indices, same_sentences);
@@ -247,17 +255,29 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     in.continues_word = continues_word();
   std::unique_ptr<JoinableStep> step;
   if (models_.size() == 1) {
-    step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src));
+    step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src),
+                                       options_.search.return_attention);
   } else {
     std::vector<std::unique_ptr<ModelStep>> members;
-    for (auto& model : models_) members.push_back(std::make_unique<ModelStep>(model, model->encode(first.src)));
+    for (size_t m = 0; m < models_.size(); ++m) {
+      members.push_back(std::make_unique<ModelStep>(models_[m], models_[m]->encode(first.src),
+                                                    m == 0 && options_.search.return_attention));
+    }
     step = std::make_unique<EnsembleStep>(std::move(members));
+  }
+  // With return_attention: every sentence's source (the admitted ones too), to cut its hypotheses' attention down
+  // to its pieces.
+  const bool attention = options_.search.return_attention;
+  std::vector<std::vector<int32_t>> searched;
+  if (attention) {
+    for (const auto* src : sources) searched.push_back(*src);
   }
   if (admit) {
     auto numbered = int64_t(sources.size());  // sentences so far, as on_done numbers them
     in.admit = [&, numbered](int64_t searching) mutable {
       const std::vector<std::vector<int32_t>> admitted = clip(admit(searching));
       if (admitted.empty()) return std::vector<SearchSentence>{};
+      if (attention) searched.insert(searched.end(), admitted.begin(), admitted.end());
       std::vector<const std::vector<int32_t>*> view;
       for (const auto& s : admitted) view.push_back(&s);
       std::vector<TargetControls> admitted_controls;
@@ -275,9 +295,41 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
       return joined;
     };
   }
-  in.on_done = on_done;
   in.abandoned = abandoned;
-  return beam_search(*step, options_.search, in);
+  if (!attention) {
+    in.on_done = on_done;
+    return beam_search(*step, options_.search, in);
+  }
+  if (on_done) {
+    in.on_done = [&](int64_t sentence, const std::vector<Hypothesis>& hypotheses) {
+      std::vector<Hypothesis> cut = hypotheses;
+      for (Hypothesis& h : cut) attention_over_pieces(h, searched[size_t(sentence)]);
+      on_done(sentence, cut);
+    };
+  }
+  std::vector<std::vector<Hypothesis>> out = beam_search(*step, options_.search, in);
+  for (size_t i = 0; i < out.size(); ++i) {
+    for (Hypothesis& h : out[i]) attention_over_pieces(h, searched[i]);
+  }
+  return out;
+}
+
+void Translator::attention_over_pieces(Hypothesis& h, const std::vector<int32_t>& source) const {
+  // The source's pieces among the encoder's positions: [code] pieces </s>, or pieces </s> code (legacy NLLB).
+  const tokenizer::Languages& languages = tokenizer_.languages();
+  int64_t first = 0, n = int64_t(source.size());
+  if (complete_source(source)) {
+    n -= 2;
+  } else if (!source.empty() && std::any_of(languages.begin(), languages.end(),
+                                            [&](const auto& l) { return l.second == source.front(); })) {
+    first = 1;
+    n -= 1;
+  }
+  for (std::vector<float>& row : h.attention) {
+    std::vector<float> pieces(size_t(std::max<int64_t>(n, 0)), 0.0f);
+    for (int64_t j = 0; j < n && first + j < int64_t(row.size()); ++j) pieces[size_t(j)] = row[size_t(first + j)];
+    row = std::move(pieces);
+  }
 }
 
 std::vector<std::vector<int32_t>> Translator::clip(std::vector<std::vector<int32_t>> sources) const {

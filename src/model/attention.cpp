@@ -58,7 +58,7 @@ struct Strided {
 // LibTorch's batched GEMMs and SDPA do not promise (a padded length changes their blocking), and int8 layers
 // would magnify.
 void attend_cpu(const Strided& q, const Strided& k, const Strided& v, int64_t B, int64_t H, int64_t Q, int64_t T,
-                int64_t D, const bool* mp, int64_t mask_rows, const int64_t* rp, float* op) {
+                int64_t D, const bool* mp, int64_t mask_rows, const int64_t* rp, float* op, float* wp = nullptr) {
   const float scale = float(1.0 / std::sqrt(double(D)));
   // A thread takes at least ~2^15 key-dimension products: one sentence's few queries over a short cache stay on
   // one thread.
@@ -90,6 +90,15 @@ void attend_cpu(const Strided& q, const Strided& k, const Strided& v, int64_t B,
       const bool* mi = mp ? mp + mr * T + lo : nullptr;
       loops.query(qi, k.p + kb * k.row + h * k.head + lo * k.pos, k.pos, v.p + kb * v.row + h * v.head + lo * v.pos,
                   v.pos, mi, n, D, scale, w.data(), op + ((b * Q + j) * H + h) * D);
+      if (wp) {  // the weights themselves, [B, H, Q, T]: the loop left them unnormalised in w
+        float* wi = wp + ((b * H + h) * Q + j) * T;
+        double sum = 0;
+        for (int64_t t = 0; t < n; ++t) sum += w[size_t(t)] > 0 ? double(w[size_t(t)]) : 0.0;
+        for (int64_t t = 0; t < T; ++t) wi[t] = 0.0f;
+        for (int64_t t = 0; t < n && sum > 0; ++t) {
+          wi[lo + t] = w[size_t(t)] > 0 ? float(double(w[size_t(t)]) / sum) : 0.0f;
+        }
+      }
     }
   });
 }
@@ -362,33 +371,42 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const SelfKV& 
                                           torch::Tensor* weights_out) {
   torch::Tensor* keep = weights_out ? weights_out : keep_weights ? &weights : nullptr;
   const torch::Tensor& rows = memory.pending_rows;  // [b] memory row of each query row, or undefined
-  if (rows.defined() && memory.k.defined() &&
-      lean_step(x, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep, mask)) {
+  const double p = is_training() ? options.dropout() : 0.0;
+  if (rows.defined() && memory.k.defined() && lean_step(x, memory.k, memory.v, p, false, mask)) {
     // One decoding step at CPU float inference: the queries read in place, the heads merged as written (the same
-    // loops and numbers as below, without the views).
+    // loops and numbers as below, without the views); the weights, when kept, come out of the same loop.
     const torch::Tensor qo = q->forward(x);  // [b, 1, d]
     const int64_t b = x.size(0), d = options.d_model(), H = options.heads(), D = d / H, T = memory.k.size(2);
     TORCH_CHECK(qo.is_contiguous() && qo.size(-1) == d, "attention: q gave ", qo.sizes());
     const torch::Tensor r = key_rows(rows, b, memory.k.size(0));
     const torch::Tensor m = key_mask_rows(mask, T);
     torch::Tensor y = torch::empty({b, 1, d}, x.options());  // [b, 1, h * hd]
+    if (keep) *keep = torch::empty({b, H, 1, T}, x.options());
     attend_cpu(Strided{qo.data_ptr<float>(), d, D, d}, strided(memory.k), strided(memory.v), b, H, 1, T, D,
                m.defined() ? m.data_ptr<bool>() : nullptr, m.defined() ? m.numel() / T : 0, r.data_ptr<int64_t>(),
-               y.data_ptr<float>());
+               y.data_ptr<float>(), keep ? keep->data_ptr<float>() : nullptr);
     return out->forward(y);  // [b, 1, d]
   }
   const torch::Tensor queries = split_heads(q->forward(x), options.heads());  // [b, h, t, hd]
-  torch::Tensor y;                                                            // [b, h, t, hd]
-  if (rows.defined() &&
-      fused_decode(queries, memory.k, memory.v, is_training() ? options.dropout() : 0.0, keep, mask)) {
+  // A decoding step's weights are computed beside its output, which stays what it is without them.
+  torch::Tensor* beside = rows.defined() ? keep : nullptr;
+  torch::Tensor* inside = rows.defined() ? nullptr : keep;
+  torch::Tensor y;  // [b, h, t, hd]
+  if (rows.defined() && fused_decode(queries, memory.k, memory.v, p, inside, mask)) {
     y = decode_attention_cpu(queries, memory.k, memory.v, mask, rows);
-  } else {
+  }
+  if (!y.defined() || beside) {
     // Elsewhere the rows' memory is gathered first (undefined rows: row i is row i).
     const torch::Tensor r = rows.defined() ? rows.to(memory.k.device()) : torch::Tensor();
     const auto gather = [&](const torch::Tensor& t) { return r.defined() ? t.index_select(0, r) : t; };
     const torch::Tensor m = mask.defined() && mask.size(0) > 1 ? gather(mask) : mask;  // [b|1, 1, 1, s]
-    y = attention(queries, gather(memory.k), gather(memory.v), m, options.dropout(), is_training(), options.use_sdpa(),
-                  keep);
+    const torch::Tensor k = gather(memory.k), v = gather(memory.v);
+    if (!y.defined()) y = attention(queries, k, v, m, options.dropout(), is_training(), options.use_sdpa(), inside);
+    if (beside) {
+      torch::Tensor scores = torch::matmul(queries, k.transpose(-2, -1)).div(std::sqrt(double(queries.size(-1))));
+      if (m.defined()) scores = scores.masked_fill(m.logical_not(), -std::numeric_limits<float>::infinity());
+      *beside = torch::softmax(scores.to(torch::kFloat), -1).nan_to_num(0.0);  // [b, h, t, s]
+    }
   }
   return out->forward(merge_heads(y));  // [b, t, d]
 }

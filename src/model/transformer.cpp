@@ -672,10 +672,14 @@ torch::Tensor TransformerImpl::decode_step_hidden(const torch::Tensor& tokens, D
     self_mask = own.to(x.device());
   }
   size_t i = 0;
+  torch::Tensor weights;  // the last layer's [b, h, 1, s], when kept
   for (const auto& module : *decoder) {
     DecoderLayerCache& layer = cache.layers[i++];
-    x = module->as<DecoderLayer>()->forward(x, self_mask, layer.memory, cache.memory_mask, &layer.self);
+    const bool last = i == cache.layers.size();
+    x = module->as<DecoderLayer>()->forward(x, self_mask, layer.memory, cache.memory_mask, &layer.self,
+                                            last && cache.keep_attention ? &weights : nullptr);
   }
+  if (cache.keep_attention) cache.attention = weights.mean(1).squeeze(1).to(torch::kFloat);  // [b, s]
   ++cache.steps;
   if (options.pre_norm()) x = decoder_norm->forward(x);
   return x.squeeze(1);  // [b, d]

@@ -888,10 +888,11 @@ struct Api::Impl {
 
   // /v1/translate's texts (format text or html): each laid out into sentences, all of them one job; each text's
   // "score" is the mean of its sentences', "nbest" its texts made of each sentence's n-th hypothesis.
-  Routed translate_texts(const ServedModel& model, const BatchKey& key, const std::vector<std::string>& texts,
+  Routed translate_texts(const ServedModel& model, BatchKey key, const std::vector<std::string>& texts,
                          text::Format format, const std::string& source, LanguagePair languages, int64_t timeout_ms,
                          bool scores, std::optional<Detected> detected) const {
     const TextPlan plan = plan_texts(model, texts, format, source, "\"text\"");
+    key.attention = format == text::Format::html;  // inline markup goes on the words the search aligned
     const int nbest = key.decode.nbest;
     const ServedModel* m = &model;
     auto shared = std::make_shared<const TextPlan>(plan);
@@ -1091,6 +1092,7 @@ struct Api::Impl {
     key.decode.nbest = int(alternatives) + 1;
     if (!config::sampling(key.decode)) key.decode.beam = std::max(key.decode.beam, key.decode.nbest);
     key.scores = key.decode.beam > 1 || config::sampling(key.decode);
+    key.attention = format == text::Format::html;  // inline markup goes on the words the search aligned
     const auto answer_of = [single, alternatives, detected](const std::vector<std::vector<std::string>>& variants) {
       json translated = json::array(), alts = json::array();
       for (const auto& v : variants) {

@@ -107,6 +107,7 @@ struct Server::Impl {
     }
     decode::TranslateOptions o = decode::options_from_config(key.decode);
     o.search.scores = key.scores;
+    o.search.return_attention = key.attention;
     o.workers = options.batches > 1 ? 1 : options.workers;
     decode::Translator translator(m.bundle.model, *m.bundle.tokenizer, o);
     if (o.workers == 1) return translator.translate_continuously(sources, admit, finished, abandoned, controls_of);

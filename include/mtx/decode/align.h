@@ -35,6 +35,11 @@ std::vector<WordAlignment> align_batch(model::Transformer& model, const tokenize
                                        const std::vector<const std::vector<int32_t>*>& src,
                                        const std::vector<const std::vector<int32_t>*>& tgt, int layer = -1);
 
+// The same alignment from a search's own attention (Hypothesis::attention, as the translator gives it: one row per
+// piece of `tgt`, one column per piece of `src`), without another pass over the model. Empty when a side is.
+WordAlignment align_from_search(const tokenizer::Tokenizer& tokenizer, const std::vector<int32_t>& src,
+                                const std::vector<int32_t>& tgt, const std::vector<std::vector<float>>& attention);
+
 std::string pharaoh(const WordAlignment& a);    // "0-0 1-2 2-1": target word i aligned to source word hard[i]
 std::string soft_text(const WordAlignment& a);  // "0.912,0.088 0.103,0.897": one row per target word
 

@@ -19,6 +19,7 @@ namespace mtx::decode {
 
 struct TranslateOptions {
   SearchOptions search;  // every decoding option (config::DecodeConfig), the length limits and batch budget included
+                         // (search.return_attention: the hypotheses' attention, over their sources' pieces)
   // Searches run at once on the CPU, each on one thread (at most the thread count at once); each batch is dealt
   // out among them sentence by sentence (CTranslate2's inter_threads). 0: one per thread (docs/translating.md
   // has the throughput of both); a single sentence still gets every thread.
@@ -112,6 +113,9 @@ class Translator {
   // Whether a source is whole as given: NLLB's legacy layout (pieces </s> code), to which no </s> is appended.
   bool complete_source(const std::vector<int32_t>& source) const;
   std::vector<std::vector<int32_t>> clip(std::vector<std::vector<int32_t>> sources) const;  // cut to the model
+  // search.return_attention: a hypothesis's attention rows cut down to its source's pieces (no language code, no
+  // </s>, no padding), one column per piece of `source`'s text.
+  void attention_over_pieces(Hypothesis& h, const std::vector<int32_t>& source) const;
   std::vector<std::vector<Hypothesis>> search_batch(const std::vector<const std::vector<int32_t>*>& sources,
                                                     const std::vector<const TargetControls*>& controls,
                                                     const SentenceDone& on_done, const AdmitSources& admit,

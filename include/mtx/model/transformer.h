@@ -98,6 +98,10 @@ struct DecoderCache {
   // and counts its target positions from its start, so that it decodes as it would alone.
   int64_t joining = 0;
   std::vector<int64_t> starts;
+  // keep_attention: each step leaves in `attention` its rows' cross-attention of the last decoder layer, averaged
+  // over heads, [rows, src_len] float (a search's return_attention). The step's outputs are the same either way.
+  bool keep_attention = false;
+  torch::Tensor attention;
   // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step; index rows + i is the fresh
   // row of the i-th sentence joined since the last reorder. same_memory: every row keeps the encoder memory it
   // had (beams reselected within their sentences, none joined), so it need not move.

@@ -30,8 +30,9 @@ struct BatchKey {
   // A scoring job (/v1/score): each sentence's given target is its controls' prefix, scored teacher-forced; its
   // one hypothesis is that target with its log-probabilities (decode::score_pairs). Never batched with searches.
   bool score = false;
+  bool attention = false;  // hypotheses carry their search's attention (decode::SearchOptions::return_attention)
   bool operator==(const BatchKey& o) const {
-    return model == o.model && decode == o.decode && scores == o.scores && score == o.score;
+    return model == o.model && decode == o.decode && scores == o.scores && score == o.score && attention == o.attention;
   }
 };
 
