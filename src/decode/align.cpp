@@ -32,23 +32,17 @@ int chosen_layer(model::Transformer& model, int layer) {
   return chosen;
 }
 
-// Word alignment from one pair's cross-attention `attn` [>= T, >= S] (row j: target piece j; column i: source
-// piece i; the rest ignored).
-WordAlignment from_attention(const torch::Tensor& attn, const tokenizer::Tokenizer& tokenizer,
-                             const std::vector<int32_t>& src, const std::vector<int32_t>& tgt) {
+// Word alignment from one pair's cross-attention: weight(i, j) is target piece i's attention to source piece j.
+template <typename Weight>
+WordAlignment words_from(const Weight& weight, const tokenizer::Tokenizer& tokenizer, const std::vector<int32_t>& src,
+                         const std::vector<int32_t>& tgt) {
   WordAlignment out;
-  const torch::Tensor used = attn.narrow(0, 0, int64_t(tgt.size()))
-                                 .narrow(1, 0, int64_t(src.size()))
-                                 .to(torch::kCPU, torch::kFloat)
-                                 .contiguous();  // [T, S]
   const std::vector<int> src_words = word_of_pieces(tokenizer.src(), src);
   const std::vector<int> tgt_words = word_of_pieces(tokenizer.tgt(), tgt);
   const auto n_src = size_t(src_words.back() + 1), n_tgt = size_t(tgt_words.back() + 1);
   out.soft.assign(n_tgt, std::vector<float>(n_src, 0.f));
-  const auto a = used.accessor<float, 2>();
   for (size_t i = 0; i < tgt.size(); ++i) {
-    for (size_t j = 0; j < src.size(); ++j)
-      out.soft[size_t(tgt_words[i])][size_t(src_words[j])] += a[int64_t(i)][int64_t(j)];
+    for (size_t j = 0; j < src.size(); ++j) out.soft[size_t(tgt_words[i])][size_t(src_words[j])] += weight(i, j);
   }
   for (size_t w = 0; w < n_tgt; ++w) {
     float total = 0;
@@ -61,6 +55,17 @@ WordAlignment from_attention(const torch::Tensor& attn, const tokenizer::Tokeniz
     out.hard.push_back(best);
   }
   return out;
+}
+
+// From `attn` [>= T, >= S] (row i: target piece i; column j: source piece j; the rest ignored).
+WordAlignment from_attention(const torch::Tensor& attn, const tokenizer::Tokenizer& tokenizer,
+                             const std::vector<int32_t>& src, const std::vector<int32_t>& tgt) {
+  const torch::Tensor used = attn.narrow(0, 0, int64_t(tgt.size()))
+                                 .narrow(1, 0, int64_t(src.size()))
+                                 .to(torch::kCPU, torch::kFloat)
+                                 .contiguous();  // [T, S]
+  const auto a = used.accessor<float, 2>();
+  return words_from([&a](size_t i, size_t j) { return a[int64_t(i)][int64_t(j)]; }, tokenizer, src, tgt);
 }
 
 }  // namespace
@@ -123,12 +128,8 @@ WordAlignment align_from_search(const tokenizer::Tokenizer& tokenizer, const std
   if (src.empty() || tgt.empty()) return {};
   TORCH_CHECK(attention.size() >= tgt.size(), "align_from_search: ", attention.size(), " attention rows for ",
               tgt.size(), " target pieces");
-  torch::Tensor attn = torch::zeros({int64_t(tgt.size()), int64_t(src.size())});  // [T, S]
-  auto a = attn.accessor<float, 2>();
-  for (size_t i = 0; i < tgt.size(); ++i) {
-    for (size_t j = 0; j < src.size() && j < attention[i].size(); ++j) a[int64_t(i)][int64_t(j)] = attention[i][j];
-  }
-  return from_attention(attn, tokenizer, src, tgt);
+  return words_from([&attention](size_t i, size_t j) { return j < attention[i].size() ? attention[i][j] : 0.0f; },
+                    tokenizer, src, tgt);
 }
 
 std::string pharaoh(const WordAlignment& a) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 #include "cpu/softmax_kernels.h"
@@ -82,12 +83,17 @@ ConstraintState start_state(const Phrases& phrases) { return {std::vector<uint8_
 // One row of the search state: a beam's hypothesis under way (or a sample's), moved as a whole whenever the rows
 // are reordered, as the step function's state is.
 struct Row {
-  int64_t token = -1;                         // the token it feeds the next step (BOS first)
-  float score = 0;                            // its log-probability so far (0 on the raw greedy path; -inf: a dead row)
-  std::vector<int32_t> history;               // the tokens it generated
-  bool live = true;                           // sampling: its sample still runs
-  ConstraintState constraints;                // its progress through its sentence's phrases
-  std::vector<std::vector<float>> attention;  // per generated token: its step's cross-attention (return_attention)
+  int64_t token = -1;            // the token it feeds the next step (BOS first)
+  float score = 0;               // its log-probability so far (0 on the raw greedy path; -inf: a dead row)
+  std::vector<int32_t> history;  // the tokens it generated
+  bool live = true;              // sampling: its sample still runs
+  ConstraintState constraints;   // its progress through its sentence's phrases
+  // return_attention: its last token's cross-attention, linked to the row it continued (no copy of the rest).
+  struct Attended {
+    std::vector<float> weights;
+    std::shared_ptr<const Attended> before;
+  };
+  std::shared_ptr<const Attended> attention;
 };
 
 // The state after `token`: it extends the phrase under way, else it may start one (progress is lost when a token
@@ -600,9 +606,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     next.history.push_back(token);
     next.constraints = advance(row.constraints, constraints[size_t(s)], token);
     if (attn.defined()) {
-      next.attention = row.attention;
       const float* a = attn.data_ptr<float>() + r * attn.size(1);
-      next.attention.emplace_back(a, a + attn.size(1));
+      next.attention =
+          std::make_shared<const Row::Attended>(Row::Attended{std::vector<float>(a, a + attn.size(1)), row.attention});
     }
     return next;
   };
@@ -612,7 +618,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepFunction& fn, const SearchO
     h.tokens = row.history;
     h.score = raw ? kNoScore : double(score) / length_penalty(int64_t(row.history.size()) + 1, options.alpha);
     h.log_prob = raw ? kNoScore : double(score);
-    h.attention = row.attention;
+    for (const Row::Attended* a = row.attention.get(); a; a = a->before.get()) h.attention.push_back(a->weights);
+    std::reverse(h.attention.begin(), h.attention.end());
     return h;
   };
   // Dynamic beam allocation for sentence `s` (active index a): `cands` (its best candidates) grows by each row's
