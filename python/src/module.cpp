@@ -370,6 +370,7 @@ class Translator {
   py::dict translate_file(const std::string& src, const std::string& out, const std::optional<std::string>& source_lang,
                           const std::optional<std::string>& target_lang, const py::kwargs& options) {
     auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""));
+    const bool scores_asked = options.contains("scores") && options["scores"].cast<bool>();
     const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw NotFoundError("src: cannot read '" + src + "': " + std::strerror(errno));
     struct Close {
@@ -385,7 +386,7 @@ class Translator {
     const decode::StreamStats s = interruptible([&](const std::atomic<bool>& stop) {
       std::unique_ptr<decode::LineSource> in = decode::fd_line_source(fd);
       decode::StreamOptions stream;
-      stream.nbest_format = t->options().search.scores;  // mtx translate's: --scores, or nbest > 1
+      stream.nbest_format = scores_asked || t->options().search.nbest > 1;  // mtx translate's rule
       stream.abandoned = [&stop](int64_t) { return stop.load(); };
       decode::StreamStats stats = decode::translate_stream(*t, *in, file, stream);
       file.flush();
@@ -484,7 +485,7 @@ class Translator {
     config::validate(d);
     decode::TranslateOptions o = decode::options_from_config(d);
     o.workers = workers_;
-    o.search.scores = scores || o.search.nbest > 1;
+    o.search.scores = decode::scores_wanted(scores, o.search);
     o.source_lang = source_lang;
     o.target_lang = target_lang;
     o.search.return_attention = attention;

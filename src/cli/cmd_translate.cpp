@@ -104,8 +104,8 @@ int run_translate(const TranslateArgs& args) {
   set_threads(args.threads);  // after the input and the model are known good: an error there stays one line
   decode::TranslateOptions options = decode::options_from_config(args.decode.apply(first.config.decode));
   options.workers = args.workers;
-  options.search.scores = args.scores || options.search.nbest > 1;  // read only in the n-best format
-  options.search.return_attention = args.format == "html";          // inline markup goes on aligned words
+  options.search.scores = decode::scores_wanted(args.scores, options.search);  // read in the n-best format
+  options.search.return_attention = args.format == "html";                     // inline markup goes on aligned words
   decode::validate(options);
   std::string resolved;  // every decoding option as it applies, for the log: a run can be repeated from it
   for (const auto& o : config::decode_options())

@@ -488,6 +488,10 @@ Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>
 
 void validate(const SearchOptions& o) { config::validate(o); }
 
+bool scores_wanted(bool asked, const config::DecodeConfig& d) {
+  return asked || d.nbest > 1 || d.beam > 1 || config::sampling(d);
+}
+
 double length_penalty(int64_t length, double alpha) {
   return alpha == 0 ? 1.0 : std::pow((5.0 + double(length)) / 6.0, alpha);
 }

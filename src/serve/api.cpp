@@ -738,7 +738,7 @@ struct Api::Impl {
     read_decode_fields(doc, key.decode);
     const bool scores = boolean("scores");
     // Only greedy search leaves the scores out.
-    key.scores = scores || key.decode.nbest > 1 || key.decode.beam > 1 || config::sampling(key.decode);
+    key.scores = decode::scores_wanted(scores, key.decode);
     const bool alignment = boolean("alignment");
     const int64_t timeout_ms = integer("timeout_ms", 0, 100, int64_t(1) << 40);
     if (!doc.contains("text")) throw bad("\"text\" is missing: a string or a list of strings");
@@ -1091,7 +1091,7 @@ struct Api::Impl {
     key.decode = model->bundle.config.decode;
     key.decode.nbest = int(alternatives) + 1;
     if (!config::sampling(key.decode)) key.decode.beam = std::max(key.decode.beam, key.decode.nbest);
-    key.scores = key.decode.beam > 1 || config::sampling(key.decode);
+    key.scores = decode::scores_wanted(false, key.decode);
     key.attention = format == text::Format::html;  // inline markup goes on the words the search aligned
     const auto answer_of = [single, alternatives, detected](const std::vector<std::vector<std::string>>& variants) {
       json translated = json::array(), alts = json::array();

@@ -29,6 +29,11 @@ struct SearchOptions : config::DecodeConfig {
   bool return_attention = false;
 };
 
+// SearchOptions::scores for a caller that reads the scores when `asked` (or shows n-best lists), as every front end
+// sets it: only a plain greedy search nobody reads scores from skips them (for any other search the flag changes
+// nothing, so that the server's requests with and without "scores" share batches).
+bool scores_wanted(bool asked, const config::DecodeConfig& decode);
+
 // Throws ConfigError naming the offending option.
 void validate(const SearchOptions& options);
 
