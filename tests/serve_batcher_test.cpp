@@ -397,3 +397,32 @@ TEST(ServeBatcher, RefusesPastTheQueueLimitAndSkipsRequestsWhoseClientLeft) {
   std::promise<serve::Hypotheses> d;
   EXPECT_FALSE(batcher.submit(job_of({{6}}, d)));
 }
+
+// A client that leaves while its request's sentences are searching: every one of them is given up on at the
+// search's next look, not only the one whose look found out (the others searched on to their end, a whole
+// request's worth of work for nobody, while later requests waited).
+TEST(ServeBatcher, EverySentenceOfARequestWhoseClientLeftIsGivenUpOn) {
+  std::atomic<bool> left{false};
+  std::vector<int> given_up(4, 0);
+  serve::BatcherOptions o;
+  o.max_wait_ms = 0;
+  serve::Batcher batcher(o, [&](const serve::BatchKey& k, const auto& s, const auto&, const auto&,
+                                const decode::Abandoned& abandoned, const auto&) {
+    // A search's steps: each asks about every sentence still searching; the client leaves after the first.
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (!given_up[i] && abandoned(int64_t(i))) given_up[i] = step + 1;
+      }
+      left = true;
+      std::this_thread::sleep_for(5ms);  // past the few milliseconds between looks at the socket
+    }
+    return echo(k, s);
+  });
+  std::promise<serve::Hypotheses> result;
+  auto job = job_of({{1}, {2}, {3}, {4}}, result);
+  job->gone = [&left] { return left.load(); };
+  ASSERT_TRUE(batcher.submit(job));
+  EXPECT_THROW(result.get_future().get(), std::runtime_error);  // "the client went away"
+  batcher.stop();
+  EXPECT_EQ(given_up, (std::vector<int>{2, 2, 2, 2}));  // all at the step after it left
+}

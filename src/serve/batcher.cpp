@@ -197,9 +197,12 @@ class Replies {
     std::shared_ptr<Job> job;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (s >= where_.size() || told_[s]) return false;
+      if (s >= where_.size()) return false;
       const size_t j = where_[s].first;
-      if (missing_[j] == 0) return true;  // already answered with an error
+      // Its job answered with an error: every sentence of it still searching is given up on, not just the one
+      // that found out (a job answered whole has no sentence searching).
+      if (missing_[j] == 0) return true;
+      if (told_[s]) return false;
       job = jobs_[j];
     }
     const std::string why = job->abandoned();

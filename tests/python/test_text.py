@@ -99,6 +99,52 @@ def test_ctrl_c_stops_a_long_translate_within_a_second(model, val_lines):
     assert t.translate(val_lines[:2])[0].text == t.translate(val_lines[:1])[0].text
 
 
+def test_ctrl_c_twice_in_translate_text_ends_the_process_at_once(model, val_lines, tmp_path):
+    # A user who presses Ctrl-C twice in a long translate_text: KeyboardInterrupt at once, then the process ends by
+    # SIGINT as Python's does, with no crash, abort or hang on the way (in a process of its own).
+    import subprocess
+    import sys
+    import textwrap
+    import mtx
+    source = tmp_path / "lines.txt"
+    source.write_text("\n".join(val_lines[:300]) + "\n", encoding="utf-8")
+    script = textwrap.dedent(f"""
+        import mtx
+        t = mtx.Translator({str(model)!r})
+        lines = open({str(source)!r}, encoding="utf-8").read().splitlines()
+        texts = [" ".join(lines[i:i + 3]) for i in range(0, len(lines), 3)] * 200
+        print("ready", flush=True)
+        try:
+            t.translate_text(texts)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            raise
+        print("finished", flush=True)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(mtx.__file__)))
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        time.sleep(1.0)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    waited = time.monotonic() - sent
+    print(f"ended {waited:.2f} s after the first Ctrl-C, return code {p.returncode}")
+    assert "finished" not in out, "the call ran to its end"
+    # (the second Ctrl-C may land in the except block: Python's own behaviour, a second KeyboardInterrupt)
+    assert "KeyboardInterrupt" in err, err[-2000:]
+    assert "terminate called" not in err and "Fatal Python error" not in err, err[-2000:]
+    assert p.returncode in (-signal.SIGINT, 1, 130), (p.returncode, err[-2000:])
+    assert waited < 2.0, f"the process ended {waited:.2f} s after Ctrl-C"
+
+
 def _child(path, lines, queue):
     import mtx  # noqa: F401  (the parent's module, inherited)
     queue.put([r.text for r in _child.translator.translate(lines)])
