@@ -28,13 +28,30 @@ TEST(Align, PiecesJoinIntoTheWordsTheyStartOrContinue) {
   EXPECT_GT(ids.size(), 4u) << "the test wants a word of several pieces";
 }
 
-TEST(Align, EveryTargetWordGetsOneSourceWordFromAChosenLayer) {
-  test::TempDir tmp;
+namespace {
+
+// The toy setup's tokenizer and a model drawn from `seed`, in eval mode.
+struct ToyModel {
+  config::Config config;
+  tokenizer::Tokenizer tok;
+  model::Transformer model;
+};
+ToyModel toy_model(const test::TempDir& tmp, uint64_t seed) {
   config::Config config = test::toy_setup(tmp);
-  const tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
-  torch::manual_seed(5);
+  tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
+  torch::manual_seed(seed);
   model::Transformer model = bundle::build_model(config, tok);
   model->eval();
+  return {config, tok, model};
+}
+
+}  // namespace
+
+TEST(Align, EveryTargetWordGetsOneSourceWordFromAChosenLayer) {
+  test::TempDir tmp;
+  ToyModel toy = toy_model(tmp, 5);
+  const tokenizer::Tokenizer& tok = toy.tok;
+  model::Transformer& model = toy.model;
   const std::vector<int32_t> src = tok.src().encode("ein Hund läuft im Park");
   const std::vector<int32_t> tgt = tok.tgt().encode("a dog runs in the park");
   const int src_words = decode::word_of_pieces(tok.src(), src).back() + 1;
@@ -72,11 +89,10 @@ TEST(Align, EveryTargetWordGetsOneSourceWordFromAChosenLayer) {
 // and on several.
 TEST(Align, SearchAttentionIsTheTeacherForcedAttention) {
   test::TempDir tmp;
-  config::Config config = test::toy_setup(tmp);
-  const tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
-  torch::manual_seed(7);
-  model::Transformer model = bundle::build_model(config, tok);
-  model->eval();
+  ToyModel toy = toy_model(tmp, 7);
+  const config::Config& config = toy.config;
+  const tokenizer::Tokenizer& tok = toy.tok;
+  model::Transformer& model = toy.model;
   const std::vector<std::string> lines = {"ein Hund läuft im Park", "zwei Männer",
                                           "eine Frau liest ein Buch im Garten"};
   for (const int workers : {1, 2}) {
