@@ -15,7 +15,7 @@
 #include "mtx/util/errors.h"
 #include "mtx/util/hash.h"
 #include "mtx/util/system.h"
-#include "zip_entry.h"
+#include "mtx/util/zip_entry.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

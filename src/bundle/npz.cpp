@@ -7,7 +7,7 @@
 
 #include "mtx/bundle/import.h"
 #include "mtx/util/errors.h"
-#include "zip_entry.h"
+#include "mtx/util/zip_entry.h"
 
 namespace fs = std::filesystem;
 

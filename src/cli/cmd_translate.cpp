@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "mtx/decode/stream.h"
 #include "mtx/decode/text.h"
 #include "mtx/decode/translator.h"
+#include "mtx/doc/document.h"
 #include "mtx/util/device.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/logging.h"
@@ -38,7 +40,7 @@ struct TranslateArgs {
   int threads = 0;
   int chunk_lines = 2000;
   std::string input, output;
-  std::string format = "lines";                                               // lines | text | html
+  std::string format;  // lines (the default) | text | html | a document format (doc/document.h)
   std::shared_ptr<ControlFlags> controls = std::make_shared<ControlFlags>();  // --target-prefix, --constraints, ...
   QuantizeArgs quantize;
 };
@@ -84,7 +86,57 @@ decode::StreamStats translate_text_stream(decode::Translator& translator, int fd
   return stats;
 }
 
+// The document format --format or --input's extension names, if any: an explicit lines, text or html, and an
+// input without a document's extension (.txt included), are read as a stream.
+std::optional<doc::Format> document_format(const TranslateArgs& args) {
+  if (args.format == "lines" || args.format == "text" || args.format == "html") return std::nullopt;
+  if (!args.format.empty()) return doc::parse_format(args.format, "--format");
+  if (args.input.empty()) return std::nullopt;
+  try {
+    const doc::Format f = doc::format_of_path(args.input);
+    if (f == doc::Format::txt) return std::nullopt;
+    return f;
+  } catch (const DataError&) {
+    std::string name = args.input;
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".pdf") == 0) throw;  // PDF: say it is not translated
+    return std::nullopt;                                                          // any other name: lines, as before
+  }
+}
+
+// A document read whole, translated with its formatting, and written whole.
+void translate_document_file(decode::Translator& translator, int fd, std::ostream& out, doc::Format format,
+                             const std::string& name, const std::string& src_lang) {
+  std::string bytes;
+  std::vector<char> block(size_t(1) << 16);
+  for (;;) {
+    const ssize_t n = ::read(fd, block.data(), block.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw DataError(name + ": cannot read: " + std::strerror(errno));
+    if (n == 0) break;
+    bytes.append(block.data(), size_t(n));
+  }
+  const text::Segmenter segmenter(src_lang);
+  const auto start = std::chrono::steady_clock::now();
+  const doc::Translate translate = [&](const std::vector<std::string>& texts, text::Format f) {
+    return decode::translate_texts(translator, texts, f, segmenter);
+  };
+  const doc::Progress progress = [&](size_t done, size_t total) {
+    if (done < total || total > 1) log::info("{}: {} of {} paragraphs translated", name, done, total);
+  };
+  out << doc::translate_document(bytes, format, name, translate, {}, progress);
+  out.flush();
+  log::info("{} ({}) translated in {:.2f} s", name, doc::info(format).name,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
 int run_translate(const TranslateArgs& args) {
+  const std::optional<doc::Format> document = document_format(args);
+  const std::string format = document ? doc::info(*document).name : args.format.empty() ? "lines" : args.format;
+  if (document && (!args.align.empty() || args.scores || args.language_columns)) {
+    throw ConfigError("a " + format + " document is written as it came in: --align, --scores and --language-columns " +
+                      "need --format lines");
+  }
   const torch::Device device = select_device(parse_device(inference_device(args.device, args.quantize)), "--device");
 
   // Check the files before loading anything.
@@ -105,7 +157,7 @@ int run_translate(const TranslateArgs& args) {
   decode::TranslateOptions options = decode::options_from_config(args.decode.apply(first.config.decode));
   options.workers = args.workers;
   options.search.scores = decode::scores_wanted(args.scores, options.search);  // read in the n-best format
-  options.search.return_attention = args.format == "html";                     // inline markup goes on aligned words
+  options.search.return_attention = format != "lines" && format != "text";     // inline markup goes on aligned words
   decode::validate(options);
   std::string resolved;  // every decoding option as it applies, for the log: a run can be repeated from it
   for (const auto& o : config::decode_options())
@@ -142,16 +194,19 @@ int run_translate(const TranslateArgs& args) {
   if (const char* p = std::getenv("MTX_PROFILE"); p && *p) {
     profile = std::make_unique<torch::autograd::profiler::RecordProfile>(std::string(p));
   }
+  const std::string src_lang = options.source_lang.empty() ? first.config.data.src_lang : options.source_lang;
+  if (document) {
+    translate_document_file(translator, input_fd, out, *document, args.input.empty() ? "stdin" : args.input, src_lang);
+    return 0;
+  }
   const decode::StreamStats s =
-      args.format == "lines"
-          ? decode::translate_stream(translator, *in, out, stream)
-          : translate_text_stream(translator, input_fd, out, text::parse_format(args.format, "--format"),
-                                  args.chunk_lines,
-                                  options.source_lang.empty() ? first.config.data.src_lang : options.source_lang);
+      format == "lines" ? decode::translate_stream(translator, *in, out, stream)
+                        : translate_text_stream(translator, input_fd, out, text::parse_format(format, "--format"),
+                                                args.chunk_lines, src_lang);
   profile.reset();
 
-  if (args.format != "lines") {
-    log::info("{} lines of {} in {:.2f} s", s.lines, args.format, s.seconds);
+  if (format != "lines") {
+    log::info("{} lines of {} in {:.2f} s", s.lines, format, s.seconds);
   } else {
     log::info("{} lines in {:.2f} s: {:.1f} sentences/s, {:.0f} generated tokens/s", s.lines, s.seconds,
               s.seconds > 0 ? double(s.translated) / s.seconds : 0.0,
@@ -208,17 +263,28 @@ Command add_translate(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   add_quantize_flags(*cmd, args->quantize);
   args->controls->add(*cmd);
+  std::vector<std::string> formats{"lines", "text", "html"};
+  std::string documents;
+  for (const doc::FormatInfo& f : doc::formats()) {
+    if (std::find(formats.begin(), formats.end(), f.name) == formats.end()) formats.push_back(f.name);
+    documents += (documents.empty() ? "" : ", ") + f.name;
+  }
   cmd->add_option("--format", args->format,
                   "lines: one sentence per line, in and out (the default); text: paragraphs, split into sentences "
                   "and put back with their spaces, line breaks and blank lines; html: an HTML document or fragment, "
-                  "its inline markup placed on the aligned words")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"lines", "text", "html"}));
-  cmd->add_option("--input", args->input, "Read this file instead of stdin");
+                  "its inline markup placed on the aligned words; a document (" +
+                      documents +
+                      "): the file translated with its formatting (the default for --input with one of their "
+                      "extensions, .txt aside)")
+      ->check(CLI::IsMember(formats));
+  cmd->add_option("--input", args->input,
+                  "Read this file instead of stdin; a document's extension (.docx, .pptx, .odt, .odp, .srt, .vtt, "
+                  ".html) translates it as that document");
   cmd->add_option("--output", args->output, "Write this file instead of stdout");
   return {cmd, [args, align] {
             if (align->count() > 0 && args->align.empty()) args->align = "hard";  // a bare --align
-            if (args->format != "lines" && (!args->align.empty() || args->scores || args->language_columns)) {
+            if (!args->format.empty() && args->format != "lines" &&
+                (!args->align.empty() || args->scores || args->language_columns)) {
               throw ConfigError("--format " + args->format +
                                 " writes text as it came in: --align, --scores and --language-columns need "
                                 "--format lines");

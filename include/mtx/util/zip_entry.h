@@ -1,5 +1,5 @@
-// Reading one entry of a zip archive through minizip: shared by the .npz reader (npz.cpp) and the checks of a
-// checkpoint's pickles and TorchScript (bundle.cpp).
+// Reading one entry of a zip archive through minizip: shared by the .npz reader (bundle/npz.cpp), the checks of a
+// checkpoint's pickles and TorchScript (bundle/bundle.cpp) and the documents' archives (doc/archive.cpp).
 #pragma once
 
 #include <minizip/unzip.h>
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-namespace mtx::bundle {
+namespace mtx {
 
 // Reads the entry opened last (unzOpenCurrentFile) into `bytes`, which the caller sized to the entry's
 // uncompressed size, and closes it. True when every byte came and the entry's CRC matched.
@@ -22,4 +22,4 @@ inline bool read_open_entry(unzFile zip, std::string& bytes) {
   return unzCloseCurrentFile(zip) == UNZ_OK && got == bytes.size();
 }
 
-}  // namespace mtx::bundle
+}  // namespace mtx
