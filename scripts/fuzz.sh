@@ -30,6 +30,49 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
 mkdir -p "$seeds"/{fuzz_config,fuzz_corpus,fuzz_translate_input,fuzz_eval,fuzz_checkpoint,fuzz_api,fuzz_text} fuzz-crashes
+mkdir -p "$seeds"/{fuzz_ooxml,fuzz_odf,fuzz_subtitles}
+# The document readers' seeds (byte 0 picks the format): small office files made with Python's zipfile, as their
+# formats lay them out -- a bold run, a link, a tab, a field, a table cell, a note, a span.
+python3 - "$seeds" <<'PY'
+import sys, zipfile, io
+seeds = sys.argv[1]
+def archive(path, lead, parts):
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in parts:
+            z.writestr(zipfile.ZipInfo(name) if name != "mimetype" else name, text,
+                       compress_type=zipfile.ZIP_STORED if name == "mimetype" else zipfile.ZIP_DEFLATED)
+    open(path, "wb").write(lead + b.getvalue())
+W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" xmlns:r="r"'
+types = ('<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Override PartName="/%s" '
+         'ContentType="application/vnd.openxmlformats-officedocument.%s"/></Types>')
+archive(f"{seeds}/fuzz_ooxml/docx", b"\x00", [
+    ("[Content_Types].xml", types % ("word/document.xml", "wordprocessingml.document.main+xml")),
+    ("word/document.xml", f'<?xml version="1.0"?><w:document {W}><w:body><w:p><w:pPr/><w:r><w:t xml:space="preserve">'
+     'Ein </w:t></w:r><w:r><w:rPr><w:b/></w:rPr><w:t>großer</w:t></w:r><w:hyperlink r:id="x"><w:r><w:t>Hund</w:t>'
+     '</w:r></w:hyperlink><w:r><w:tab/></w:r><w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText>PAGE'
+     '</w:instrText></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r><w:r><w:t>läuft.</w:t></w:r></w:p><w:tbl><w:tr>'
+     '<w:tc><w:p><w:r><w:t>Zelle</w:t></w:r></w:p></w:tc></w:tr></w:tbl></w:body></w:document>')])
+archive(f"{seeds}/fuzz_ooxml/pptx", b"\x01", [
+    ("[Content_Types].xml", types % ("ppt/slides/slide1.xml", "presentationml.slide+xml")),
+    ("ppt/slides/slide1.xml", '<p:sld xmlns:p="p" xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main">'
+     '<a:p><a:r><a:rPr lang="de-DE"/><a:t>Ein </a:t></a:r><a:r><a:rPr b="1"/><a:t>Hund</a:t></a:r><a:br/><a:r>'
+     '<a:t>läuft.</a:t></a:r><a:endParaRPr/></a:p></p:sld>')])
+T = 'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:office="o"'
+archive(f"{seeds}/fuzz_odf/odt", b"\x00", [
+    ("mimetype", "application/vnd.oasis.opendocument.text"),
+    ("content.xml", f'<office:document-content {T}><office:body><office:text><text:h>Titel</text:h><text:p>Ein '
+     '<text:span text:style-name="T1">großer</text:span><text:s/>Hund<text:note><text:note-body><text:p>Notiz.'
+     '</text:p></text:note-body></text:note> läuft <text:a xlink:href="x">hier</text:a>.</text:p></office:text>'
+     '</office:body></office:document-content>'),
+    ("styles.xml", f'<office:document-styles {T}/>')])
+open(f"{seeds}/fuzz_subtitles/srt", "wb").write(
+    "\x00" "1\r\n00:00:01,000 --> 00:00:02,000\r\nEin <i>großer</i> Hund\r\nläuft.\r\n\r\n2\n00:00:03,000 --> "
+    "00:00:04,000\n{\\an8}Zwei.\n".encode())
+open(f"{seeds}/fuzz_subtitles/vtt", "wb").write(
+    "\x01WEBVTT\n\nNOTE x\n\n00:01.000 --> 00:02.000 align:start\n<v Anna>Ein <c.x>Hund</c> &amp; eine "
+    "<00:01.500>Katze.\n".encode())
+PY
 for f in configs/*.json; do cp "$f" "$seeds/fuzz_config/"; done
 printf '{"model": {"d_model": 64}}\0train.lr=0.5\0model.heads=8' > "$seeds/fuzz_config/with-set"
 printf '{"data": {"dir": "x"}, // comment\n "train": {"max_steps": -1}}' > "$seeds/fuzz_config/comment"
@@ -78,6 +121,7 @@ max_len() {
     fuzz_checkpoint) local m=4096 f; for f in "$seeds/fuzz_checkpoint"/*; do
                        [ "$(stat -c %s "$f")" -lt "$m" ] || m=$(( $(stat -c %s "$f") + 4096 )); done; echo "$m" ;;
     fuzz_eval) echo 2048 ;;   # TER's shift search is quadratic and more in the line length
+    fuzz_ooxml|fuzz_odf) echo 16384 ;;  # zip archives: room for their directory and a few entries
     *) echo 8192 ;;
   esac
 }

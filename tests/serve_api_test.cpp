@@ -470,6 +470,69 @@ TEST_F(ServeTest, SpeaksLibreTranslatesApi) {
 
 // Clients nobody here wrote: PyPI's libretranslatepy (translate, languages, an error) and schemathesis against
 // /openapi.json (no 5xx, no answer outside the schema), from .venv (tests/clients/).
+// LibreTranslate's POST /translate_file and the download of its translatedFileUrl: the file translated as the
+// same text through /translate, only its owner's URL fetches it, and only until --file-ttl passes.
+TEST_F(ServeTest, TranslatesFilesAsLibreTranslatesApiDoes) {
+  serve::ServerOptions options;
+  options.api.max_file_bytes = 64 << 10;
+  options.api.file_ttl_seconds = 2;
+  start(options);
+  const std::string boundary = "----mtxFileBoundary7Zq";
+  const auto upload = [&](const std::string& filename, const std::string& content, const std::string& source = "de") {
+    std::string form = "--" + boundary + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" + filename +
+                       "\"\r\nContent-Type: application/octet-stream\r\n\r\n" + content + "\r\n";
+    for (const auto& [name, value] :
+         std::vector<std::pair<std::string, std::string>>{{"source", source}, {"target", "en"}, {"api_key", ""}}) {
+      form += "--" + boundary + "\r\nContent-Disposition: form-data; name=\"" + name + "\"\r\n\r\n" + value + "\r\n";
+    }
+    form += "--" + boundary + "--\r\n";
+    return call(port, http::verb::post, "/translate_file", form,
+                {{"Content-Type", "multipart/form-data; boundary=" + boundary}});
+  };
+  const auto html_text = [&](const std::string& q) {
+    const Reply r = call(port, http::verb::post, "/translate",
+                         json{{"q", q}, {"source", "de"}, {"target", "en"}, {"format", "html"}}.dump());
+    return json::parse(r.body)["translatedText"].get<std::string>();
+  };
+  const std::string srt = "1\n00:00:01,000 --> 00:00:02,000\n" + kSentences[0] +
+                          "\n\n2\n00:00:03,000 --> 00:00:04,000\n" + kSentences[3] + "\n";
+  Reply r = upload("Mein Film.srt", srt, "auto");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string url = json::parse(r.body)["translatedFileUrl"].get<std::string>();
+  const std::string prefix = "http://127.0.0.1/download_file/";  // the Host the client sent (the test's, no port)
+  ASSERT_EQ(url.substr(0, prefix.size()), prefix) << url;
+  const std::string file = url.substr(prefix.size());
+  EXPECT_EQ(file.size(), 32 + std::string(".Mein_Film.srt").size()) << file;  // 128 random bits, a safe name
+  r = call(port, http::verb::get, "/download_file/" + file);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "1\n00:00:01,000 --> 00:00:02,000\n" + html_text(kSentences[0]) +
+                        "\n\n2\n00:00:03,000 --> 00:00:04,000\n" + html_text(kSentences[3]) + "\n");
+  EXPECT_EQ(r.headers["content-disposition"], "attachment; filename=\"Mein_Film.srt\"");
+  // Another token, or this token with another name: nothing.
+  std::string guessed = file;
+  guessed[0] = guessed[0] == 'a' ? 'b' : 'a';
+  EXPECT_EQ(call(port, http::verb::get, "/download_file/" + guessed).status, 404);
+  EXPECT_EQ(call(port, http::verb::get, "/download_file/" + file.substr(0, 32) + ".other.srt").status, 404);
+  EXPECT_EQ(call(port, http::verb::get, "/download_file/").status, 404);
+  // Files it cannot take: each a 400 that says why; over --max-file-bytes, 413.
+  const auto refused = [&](const Reply& reply, int status, const std::string& says) {
+    EXPECT_EQ(reply.status, status) << reply.body;
+    EXPECT_NE(reply.body.find(says), std::string::npos) << reply.body;
+  };
+  refused(upload("scan.pdf", "%PDF-1.4"), 400, "PDF is not translated");
+  refused(upload("report.docx", "PK\x03\x04 not a zip"), 400, "report.docx: not a readable zip archive");
+  refused(upload("notes.xyz", "x"), 400, "names no format");
+  refused(call(port, http::verb::post, "/translate_file", json{{"source", "de"}, {"target", "en"}}.dump()), 400,
+          "missing file");
+  refused(upload("big.txt", std::string(70 << 10, 'a')), 413, "--max-file-bytes");
+  r = call(port, http::verb::get, "/frontend/settings");
+  EXPECT_EQ(json::parse(r.body)["filesTranslation"], true);
+  EXPECT_NE(json::parse(r.body)["supportedFilesFormat"].dump().find(".docx"), std::string::npos) << r.body;
+  // Past --file-ttl the URL is gone.
+  std::this_thread::sleep_for(2100ms);
+  EXPECT_EQ(call(port, http::verb::get, "/download_file/" + file).status, 404);
+}
+
 TEST_F(ServeTest, ThirdPartyClientsAgreeWithTheServer) {
   const std::string py = test::venv_python("libretranslatepy, schemathesis");
   if (py.empty()) {

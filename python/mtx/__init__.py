@@ -128,11 +128,15 @@ class Translator:
             yield from self.translate(batch, **options)
 
     def translate_file(self, src: Union[str, "_os.PathLike[str]"], out: Union[str, "_os.PathLike[str]"], *,
-                       source_lang: Optional[str] = None, target_lang: Optional[str] = None, **options) -> dict:
-        """Translate the file ``src`` line by line into ``out``: ``mtx translate --input src --output out``'s
-        bytes (``scores=True``: with ``--scores``). Returns the run's figures (lines, seconds, generated tokens,
-        truncated lines)."""
-        return self._impl.translate_file(_os.fspath(src), _os.fspath(out), source_lang=source_lang,
+                       format: Optional[str] = None, source_lang: Optional[str] = None,
+                       target_lang: Optional[str] = None, **options) -> dict:
+        """Translate the file ``src`` into ``out``: ``mtx translate --input src --output out``'s bytes.
+
+        A document (.docx, .pptx, .odt, .odp, .srt, .vtt, .html; ``format="docx"`` etc. whatever its name) is
+        translated with its formatting, and the figures are its format, paragraphs and seconds. Any other file
+        (.txt too, or ``format="lines"``) is translated line by line (``scores=True``: with ``--scores``), and the
+        figures are lines, seconds, generated tokens and truncated lines."""
+        return self._impl.translate_file(_os.fspath(src), _os.fspath(out), format=format, source_lang=source_lang,
                                          target_lang=target_lang, **options)
 
     def score(self, sources: Sequence[Source], targets: Sequence[Source], *, batch_tokens: int = 4096

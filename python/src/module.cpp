@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -38,6 +39,7 @@
 #include "mtx/decode/stream.h"
 #include "mtx/decode/text.h"
 #include "mtx/decode/translator.h"
+#include "mtx/doc/document.h"
 #include "mtx/eval/metrics.h"
 #include "mtx/train/average.h"
 #include "mtx/train/checkpoint.h"
@@ -367,8 +369,17 @@ class Translator {
 
  public:
   // mtx translate's output, byte for byte: `src` translated into `out` through the same stream.
-  py::dict translate_file(const std::string& src, const std::string& out, const std::optional<std::string>& source_lang,
-                          const std::optional<std::string>& target_lang, const py::kwargs& options) {
+  py::dict translate_file(const std::string& src, const std::string& out, const std::optional<std::string>& format,
+                          const std::optional<std::string>& source_lang, const std::optional<std::string>& target_lang,
+                          const py::kwargs& options) {
+    // A document (by `format`, else by src's extension): translated with its formatting, as mtx translate does.
+    std::optional<doc::Format> document;
+    if (format && *format != "lines") {
+      document = doc::parse_format(*format, "format");
+    } else if (!format) {
+      document = doc::document_of_path(src);
+    }
+    if (document) return translate_document_file(src, out, *document, source_lang, target_lang, options);
     auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""));
     const bool scores_asked = options.contains("scores") && options["scores"].cast<bool>();
     const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
@@ -402,6 +413,40 @@ class Translator {
     d["seconds"] = s.seconds;
     d["generated_tokens"] = s.generated_tokens;
     d["truncated"] = s.truncated;
+    return d;
+  }
+
+  py::dict translate_document_file(const std::string& src, const std::string& out, doc::Format format,
+                                   const std::optional<std::string>& source_lang,
+                                   const std::optional<std::string>& target_lang, const py::kwargs& options) {
+    std::ifstream in(src, std::ios::binary);
+    if (!in) throw NotFoundError("src: cannot read '" + src + "': " + std::strerror(errno));
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent)) {
+      throw NotFoundError("out: cannot write '" + out + "': the directory '" + parent.string() + "' does not exist");
+    }
+    auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""), true);
+    const auto start = std::chrono::steady_clock::now();
+    size_t paragraphs = 0;
+    const std::string translated = interruptible([&](const std::atomic<bool>& stop) {
+      const text::Segmenter segmenter = decode::segmenter_for(bundles_.front().config, source_lang.value_or(""));
+      return doc::translate_document(
+          bytes.str(), format, src,
+          [&](const std::vector<std::string>& texts, text::Format f) {
+            return decode::translate_texts(*t, texts, f, segmenter, [&stop](int64_t) { return stop.load(); });
+          },
+          {}, [&paragraphs](size_t done, size_t) { paragraphs = done; });
+    });
+    std::ofstream file(out, std::ios::binary | std::ios::trunc);
+    file << translated;
+    file.flush();
+    if (!file) throw Error("out: cannot write '" + out + "' (disk full?)");
+    py::dict d;
+    d["format"] = doc::info(format).name;
+    d["paragraphs"] = paragraphs;
+    d["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return d;
   }
 
@@ -769,7 +814,7 @@ PYBIND11_MODULE(_mtx, m) {
           },
           py::arg("texts"), py::kw_only(), py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
       .def("translate_file", &Translator::translate_file, py::arg("src"), py::arg("out"), py::kw_only(),
-           py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
+           py::arg("format") = py::none(), py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
       .def("score", &Translator::score, py::arg("sources"), py::arg("targets"), py::kw_only(),
            py::arg("batch_tokens") = 4096)
       .def("tokenize", &Translator::tokenize, py::arg("lines"))

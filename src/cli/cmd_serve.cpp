@@ -102,6 +102,18 @@ Command add_serve(CLI::App& app) {
   cmd->add_option("--max-request-bytes", a->server.api.max_request_bytes, "Larger request bodies get 413")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-file-bytes", a->server.api.max_file_bytes,
+                  "/translate_file: larger uploads (the file and its fields) get 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-file-sentences", a->server.api.max_file_sentences,
+                  "/translate_file: files of more sentences get 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--file-ttl", a->server.api.file_ttl_seconds,
+                  "/translate_file: seconds a translated file's download URL works")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-request-sentences", a->server.api.max_request_sentences,
                   "Sentences in one request at most; more get 413")
       ->capture_default_str()

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -92,16 +91,7 @@ std::optional<doc::Format> document_format(const TranslateArgs& args) {
   if (args.format == "lines" || args.format == "text" || args.format == "html") return std::nullopt;
   if (!args.format.empty()) return doc::parse_format(args.format, "--format");
   if (args.input.empty()) return std::nullopt;
-  try {
-    const doc::Format f = doc::format_of_path(args.input);
-    if (f == doc::Format::txt) return std::nullopt;
-    return f;
-  } catch (const DataError&) {
-    std::string name = args.input;
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".pdf") == 0) throw;  // PDF: say it is not translated
-    return std::nullopt;                                                          // any other name: lines, as before
-  }
+  return doc::document_of_path(args.input);
 }
 
 // A document read whole, translated with its formatting, and written whole.

@@ -73,6 +73,19 @@ Format format_of_path(const std::string& path) {
                   " names no format mtx translates (" + extension_list() + "); --format names one");
 }
 
+std::optional<Format> document_of_path(const std::string& path) {
+  try {
+    const Format f = format_of_path(path);
+    if (f == Format::txt) return std::nullopt;
+    return f;
+  } catch (const DataError&) {
+    std::string name = path;
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".pdf") == 0) throw;
+    return std::nullopt;
+  }
+}
+
 Format parse_format(const std::string& name, const std::string& field) {
   for (const FormatInfo& f : formats()) {
     if (f.name == name) return f.format;

@@ -1,8 +1,10 @@
 #include "inlines.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "mtx/util/errors.h"
+#include "mtx/util/utf8.h"
 
 namespace mtx::doc {
 
@@ -114,8 +116,46 @@ bool has_words(const Inlines& p) {
   return false;
 }
 
-std::vector<Inlines> translate_paragraphs(const std::vector<Inlines>& paragraphs, const Translate& translate,
-                                          const Progress& progress) {
+namespace {
+
+bool point(const Inline& i) { return i.kind == Inline::point || i.kind == Inline::space_point; }
+bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// The text layer puts a space before every element it places; a point that stood against the text before it
+// (a footnote mark after "Bank.", a tab after a word) stands against it again, and likewise after it.
+void keep_point_spacing(const Inlines& source, Inlines& out) {
+  std::vector<int> against_before, against_after;  // point ids
+  for (size_t k = 0; k < source.size(); ++k) {
+    if (!point(source[k])) continue;
+    if (k > 0 && source[k - 1].kind == Inline::text && !source[k - 1].value.empty() &&
+        !space(source[k - 1].value.back())) {
+      against_before.push_back(source[k].id);
+    }
+    if (k + 1 < source.size() && source[k + 1].kind == Inline::text && !source[k + 1].value.empty() &&
+        !space(source[k + 1].value.front())) {
+      against_after.push_back(source[k].id);
+    }
+  }
+  const auto has = [](const std::vector<int>& ids, int id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  };
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (!point(out[k])) continue;
+    if (k > 0 && out[k - 1].kind == Inline::text && has(against_before, out[k].id)) {
+      std::string& t = out[k - 1].value;
+      while (!t.empty() && t.back() == ' ') t.pop_back();
+    }
+    if (k + 1 < out.size() && out[k + 1].kind == Inline::text && has(against_after, out[k].id)) {
+      std::string& t = out[k + 1].value;
+      t.erase(0, std::min(t.find_first_not_of(' '), t.size()));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Inlines> translate_paragraphs(const std::vector<Inlines>& paragraphs, const std::string& name,
+                                          const Translate& translate, const Progress& progress) {
   std::vector<Inlines> out = paragraphs;
   std::vector<size_t> todo;
   for (size_t i = 0; i < paragraphs.size(); ++i) {
@@ -130,6 +170,11 @@ std::vector<Inlines> translate_paragraphs(const std::vector<Inlines>& paragraphs
     const size_t first = done;
     while (done < todo.size() && (texts.empty() || bytes < kBatchBytes)) {
       texts.push_back(to_html(paragraphs[todo[done]]));
+      const size_t invalid = utf8::find_invalid(texts.back());
+      if (invalid != utf8::kValid) {
+        throw DataError(name + ": paragraph " + std::to_string(todo[done] + 1) + " is not valid UTF-8 (byte " +
+                        std::to_string(invalid) + " of its text)");
+      }
       bytes += texts.back().size();
       ++done;
     }
@@ -138,7 +183,11 @@ std::vector<Inlines> translate_paragraphs(const std::vector<Inlines>& paragraphs
       throw Error("document: " + std::to_string(translated.size()) + " translations for " +
                   std::to_string(texts.size()) + " paragraphs");
     }
-    for (size_t k = 0; k < texts.size(); ++k) out[todo[first + k]] = from_html(translated[k]);
+    for (size_t k = 0; k < texts.size(); ++k) {
+      Inlines& p = out[todo[first + k]];
+      p = from_html(translated[k]);
+      keep_point_spacing(paragraphs[todo[first + k]], p);
+    }
     if (progress) progress(done, todo.size());
   }
   return out;

@@ -33,8 +33,8 @@ Inlines from_html(std::string_view html);
 bool has_words(const Inlines& p);
 
 // `paragraphs` translated with `translate` as HTML fragments, in batches, calling `progress` after each; a
-// paragraph without words comes back as it is.
-std::vector<Inlines> translate_paragraphs(const std::vector<Inlines>& paragraphs, const Translate& translate,
-                                          const Progress& progress);
+// paragraph without words comes back as it is. DataError naming `name` for a paragraph that is not valid UTF-8.
+std::vector<Inlines> translate_paragraphs(const std::vector<Inlines>& paragraphs, const std::string& name,
+                                          const Translate& translate, const Progress& progress);
 
 }  // namespace mtx::doc

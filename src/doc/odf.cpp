@@ -86,7 +86,7 @@ std::string translate_odf(const std::string& bytes, Format format, const std::st
     }
     read.push_back(std::move(part));
   }
-  const std::vector<Inlines> translated = translate_paragraphs(all, translate, progress);
+  const std::vector<Inlines> translated = translate_paragraphs(all, name, translate, progress);
   XmlWriter writer;
   writer.run = [](pugi::xml_node parent, int, const XmlParagraph&) { return parent; };
   writer.text = [](pugi::xml_node parent, int, const std::string& text, const XmlParagraph&) {

@@ -245,7 +245,7 @@ std::string translate_ooxml(const std::string& bytes, Format format, const std::
     }
     read.push_back(std::move(part));
   }
-  const std::vector<Inlines> translated = translate_paragraphs(all, translate, progress);
+  const std::vector<Inlines> translated = translate_paragraphs(all, name, translate, progress);
   size_t k = 0;
   for (auto& part : read) {
     const pugi::xml_node root = part->doc.document_element();

@@ -224,7 +224,7 @@ std::string translate_subtitles(const std::string& bytes, Format format, const s
   }
   std::vector<Inlines> paragraphs;
   for (const Cue& c : cues) paragraphs.push_back(c.inlines);
-  const std::vector<Inlines> translated = translate_paragraphs(paragraphs, translate, progress);
+  const std::vector<Inlines> translated = translate_paragraphs(paragraphs, name, translate, progress);
   std::string out;
   size_t at = 0;
   for (size_t c = 0; c < cues.size(); ++c) {

@@ -4,17 +4,21 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <random>
 #include <sstream>
 
 #include "mtx/decode/align.h"
 #include "mtx/decode/request.h"
 #include "mtx/decode/text.h"
 #include "mtx/decode/translator.h"
+#include "mtx/doc/document.h"
 #include "mtx/text/language_id.h"
 #include "mtx/text/languages.h"
 #include "mtx/text/layout.h"
@@ -95,7 +99,7 @@ json parse_form(const std::string& body) {
 }
 
 // multipart/form-data (RFC 7578, what browsers' FormData posts) -> a JSON object of its fields' values as strings
-// (a repeated name keeps its last value); parts that carry a file (a filename) are left out.
+// (a repeated name keeps its last value); a part that carries a file (a filename) is {"filename", "content"}.
 json parse_multipart(const std::string& body, const std::string& content_type) {
   const std::string type = lower(content_type);
   size_t at = type.find("boundary=");
@@ -144,7 +148,12 @@ json parse_multipart(const std::string& body, const std::string& content_type) {
     };
     const std::optional<std::string> name = parameter("name");
     if (!name) throw bad("Invalid request: a multipart/form-data part has no name");
-    if (!parameter("filename")) doc[*name] = value;
+    const std::optional<std::string> filename = parameter("filename");
+    if (filename) {
+      doc[*name] = json{{"filename", *filename}, {"content", value}};  // a file: its name and bytes
+    } else {
+      doc[*name] = value;
+    }
     part = next + 2;
   }
   return doc;
@@ -229,11 +238,14 @@ struct Api::Impl {
     Handler handle;
   };
   // The API, one entry an endpoint (docs/serving.md and src/serve/openapi.json describe the same).
-  static const std::array<Endpoint, 14>& endpoints() {
-    static const std::array<Endpoint, 14> table = {{
+  // A path that ends in '/' takes every path under it (the rest is the handler's to read).
+  static const std::array<Endpoint, 16>& endpoints() {
+    static const std::array<Endpoint, 16> table = {{
         {"/v1/translate", "POST", Access::key, Body::json, &Impl::translate},
         {"/v1/score", "POST", Access::key, Body::json, &Impl::score},
         {"/translate", "POST", Access::key, Body::json_or_form, &Impl::libre_translate},
+        {"/translate_file", "POST", Access::key, Body::json_or_form, &Impl::translate_file},
+        {"/download_file/", "GET", Access::open, Body::none, &Impl::download_file},
         {"/detect", "POST", Access::key, Body::json_or_form, &Impl::detect},
         {"/suggest", "POST", Access::key, Body::json_or_form, &Impl::suggest},
         {"/languages", "GET", Access::open, Body::none, &Impl::languages},
@@ -294,7 +306,9 @@ struct Api::Impl {
     const std::string path = r.target.substr(0, r.target.find('?'));  // the page reads its own query
     const Endpoint* e = nullptr;
     for (const auto& candidate : endpoints()) {
-      if (path == candidate.path) e = &candidate;
+      const std::string p = candidate.path;
+      if (path == p || (p.size() > 1 && p.back() == '/' && path.size() > p.size() && path.compare(0, p.size(), p) == 0))
+        e = &candidate;
     }
     if (!e || (!options.page && e->handle == &Impl::page)) throw Refusal{404, "no such path: " + path};
     const std::string method = r.method == "HEAD" ? "GET" : r.method;
@@ -624,15 +638,18 @@ struct Api::Impl {
     }
   }
 
+  // `file`: a document's sentences, held to --max-file-sentences (and as many tokens as that many sentences of
+  // --max-request-tokens' average share) instead of a request's limits.
   std::shared_ptr<Job> job_of(const ServedModel& model, BatchKey key, const std::vector<std::string>& lines,
                               const std::function<std::string(size_t)>& where, int64_t timeout_ms,
-                              LanguagePair languages = {}) const {
+                              LanguagePair languages = {}, bool file = false) const {
     auto job = std::make_shared<Job>();
     job->key = std::move(key);
     // Checked, tokenized and held to the limits as every front end's sentences are (decode/request.h).
     decode::RequestLimits limits;
-    limits.max_sentences = options.max_request_sentences;
-    limits.max_tokens = options.max_request_tokens;
+    limits.max_sentences = file ? options.max_file_sentences : options.max_request_sentences;
+    limits.max_tokens = file ? options.max_request_tokens / options.max_request_sentences * options.max_file_sentences
+                             : options.max_request_tokens;
     limits.refuse_long = limits.refuse_empty = limits.one_line = true;
     try {
       decode::ValidSources valid =
@@ -1018,6 +1035,45 @@ struct Api::Impl {
     return out;
   }
 
+  struct Direction {
+    const ServedModel* model = nullptr;
+    LanguagePair languages;
+    std::string from;
+    std::optional<Detected> detected;
+  };
+  // LibreTranslate's source (a code in any scheme, or "auto": detected among the served sources over `texts`) and
+  // target -> the model of the direction: a one-pair model's, else a multilingual model that has both languages.
+  // `what` names the texts in errors.
+  Direction direction_of(const std::string& source, const std::string& target, const std::vector<std::string>& texts,
+                         bool html, const std::string& what) const {
+    const std::vector<std::string> sources = served_sources();
+    Direction d;
+    if (source == "auto") {
+      std::string all;
+      for (const auto& t : texts) all += t + "\n";
+      d.detected = detect_among(all, html, sources);
+      if (!d.detected && sources.size() == 1) d.detected = Detected{sources.front(), 0.0};
+      if (!d.detected) {
+        throw bad("Invalid request: the language of " + what + " could not be told among the " +
+                  std::to_string(sources.size()) + " served; name the source");
+      }
+      d.from = d.detected->code;
+    } else {
+      d.from = served_code(source, sources);
+      if (d.from.empty()) throw bad(source + " is not supported");
+    }
+    for (const auto& m : models) {
+      const std::vector<std::string> froms = codes_of(m, true), tos = codes_of(m, false);
+      const std::string f = served_code(d.from, froms), t = served_code(target, tos);
+      if (f.empty() || t.empty() || f == t) continue;
+      d.model = &m;
+      if (!m.bundle.tokenizer->languages().empty()) d.languages = language_pair(m, f, t, "source", "target");
+      d.from = f;
+      return d;
+    }
+    throw bad(target + " is not supported");
+  }
+
   // LibreTranslate's POST /translate: q (a string or a list of texts), source (a code, or "auto"), target, format
   // ("text" or "html"), alternatives, api_key; JSON, form-encoded, multipart or the query string. Codes may be
   // given in any scheme the language table knows (de for a model's deu_Latn).
@@ -1052,40 +1108,11 @@ struct Api::Impl {
     }
     bool single = false;
     std::vector<std::string> texts = string_or_list(doc["q"], "Invalid request: q", single);
-    // The source: named, or detected among the served sources.
-    const std::vector<std::string> sources = served_sources();
-    std::string from;
-    std::optional<Detected> detected;
-    if (source == "auto") {
-      std::string all;
-      for (const auto& t : texts) all += t + "\n";
-      detected = detect_among(all, format == text::Format::html, sources);
-      if (!detected && sources.size() == 1) detected = Detected{sources.front(), 0.0};
-      if (!detected) {
-        throw bad("Invalid request: the language of q could not be told among the " + std::to_string(sources.size()) +
-                  " served; name the source");
-      }
-      from = detected->code;
-    } else {
-      from = served_code(source, sources);
-      if (from.empty()) throw bad(source + " is not supported");
-    }
-    // The model of the direction: a one-pair model's, else a multilingual model that has both languages.
-    const ServedModel* model = nullptr;
-    LanguagePair languages;
-    std::string to;
-    for (const auto& m : models) {
-      const std::vector<std::string> froms = codes_of(m, true), tos = codes_of(m, false);
-      const std::string f = served_code(from, froms), t = served_code(target, tos);
-      if (f.empty() || t.empty() || f == t) continue;
-      model = &m;
-      to = t;
-      if (!m.bundle.tokenizer->languages().empty()) languages = language_pair(m, f, t, "source", "target");
-      from = f;
-      break;
-    }
-    if (!model) throw bad(target + " is not supported");
-    const TextPlan plan = plan_texts(*model, texts, format, from, "Invalid request: q");
+    const Direction direction = direction_of(source, target, texts, format == text::Format::html, "q");
+    const ServedModel* model = direction.model;
+    const LanguagePair languages = direction.languages;
+    const std::optional<Detected> detected = direction.detected;
+    const TextPlan plan = plan_texts(*model, texts, format, direction.from, "Invalid request: q");
     BatchKey key;
     key.model = model->name;
     key.decode = model->bundle.config.decode;
@@ -1136,6 +1163,144 @@ struct Api::Impl {
     return out;
   }
 
+  // ---- files ---------------------------------------------------------------------------------------------------
+
+  struct StoredFile {
+    std::string bytes, name, media_type;
+    std::chrono::steady_clock::time_point expires;
+  };
+  mutable std::mutex files_mutex;
+  mutable std::map<std::string, StoredFile> files;  // by token: translated files waiting for their download
+
+  // A file name that is safe in a URL and a Content-Disposition header: letters, digits, '.', '-', '_'.
+  static std::string safe_name(const std::string& name) {
+    std::string out = name.substr(name.find_last_of("/\\") == std::string::npos ? 0 : name.find_last_of("/\\") + 1);
+    for (char& c : out) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+    }
+    while (!out.empty() && out.front() == '.') out.erase(0, 1);
+    if (out.size() > 120) out = out.substr(out.size() - 120);
+    return out.empty() ? "file" : out;
+  }
+  void drop_expired() const {  // with files_mutex held
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = files.begin(); it != files.end();) it = it->second.expires <= now ? files.erase(it) : std::next(it);
+  }
+  // Holds `bytes` for download until --file-ttl passes (the oldest files go first past --max-stored-file-bytes);
+  // returns its token: 128 random bits, so that nobody finds another's file by guessing.
+  std::string store_file(std::string bytes, const std::string& name, doc::Format format) const {
+    static thread_local std::random_device random;
+    std::string token;
+    for (int i = 0; i < 4; ++i) {
+      const unsigned v = random();
+      static const char* hex = "0123456789abcdef";
+      for (int k = 0; k < 8; ++k) token += hex[(v >> (4 * k)) & 15];
+    }
+    std::lock_guard<std::mutex> lock(files_mutex);
+    drop_expired();
+    int64_t held = 0;
+    for (const auto& f : files) held += int64_t(f.second.bytes.size());
+    while (!files.empty() && held + int64_t(bytes.size()) > options.max_stored_file_bytes) {
+      auto oldest = std::min_element(files.begin(), files.end(),
+                                     [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
+      held -= int64_t(oldest->second.bytes.size());
+      files.erase(oldest);
+    }
+    files[token] = {std::move(bytes), name, doc::info(format).media_type,
+                    std::chrono::steady_clock::now() + std::chrono::seconds(options.file_ttl_seconds)};
+    return token;
+  }
+
+  // LibreTranslate's POST /translate_file: file (multipart/form-data), source (or "auto"), target, api_key; the
+  // format follows the file's extension (GET /frontend/settings lists them). Answered with {"translatedFileUrl":
+  // URL} once translated; GET URL gives the translated file, of the same name and format, for --file-ttl seconds.
+  Routed translate_file(const HttpRequest& r, const json& doc) const {
+    auto text_field = [&](const char* key) {
+      if (!doc.contains(key) || doc[key].is_null()) return std::string();
+      if (!doc[key].is_string()) throw bad(std::string("Invalid request: ") + key + " must be a string");
+      return doc[key].get<std::string>();
+    };
+    if (!doc.contains("file") || !doc["file"].is_object()) throw bad("Invalid request: missing file parameter");
+    const std::string source = text_field("source"), target = text_field("target");
+    if (source.empty()) throw bad("Invalid request: missing source parameter");
+    if (target.empty()) throw bad("Invalid request: missing target parameter");
+    const std::string name = safe_name(doc["file"]["filename"].get<std::string>());
+    const auto bytes = std::make_shared<const std::string>(doc["file"]["content"].get<std::string>());
+    doc::Format format{};
+    // The file's texts, read once to translate them and once more to write it back (translate_document is a
+    // function of the file and the translations).
+    auto texts = std::make_shared<std::vector<std::string>>();
+    text::Format text_format = text::Format::html;
+    try {
+      format = doc::format_of_path(name);
+      doc::translate_document(*bytes, format, name, [&](const std::vector<std::string>& t, text::Format f) {
+        texts->insert(texts->end(), t.begin(), t.end());
+        text_format = f;
+        return t;
+      });
+    } catch (const DataError& e) {
+      throw bad(std::string("Invalid request: ") + e.what());
+    }
+    const bool html = text_format == text::Format::html;
+    const Direction direction = direction_of(source, target, *texts, html, "the file");
+    const ServedModel* model = direction.model;
+    const TextPlan plan = plan_texts(*model, *texts, text_format, direction.from, "Invalid request: the file");
+    const std::string url = "http://" + (r.host.empty() ? std::string("localhost") : r.host) + "/download_file/";
+    auto deliver = [this, bytes, format, name, url](const std::vector<std::string>& translations) {
+      size_t at = 0;
+      std::string out =
+          doc::translate_document(*bytes, format, name, [&](const std::vector<std::string>& t, text::Format) {
+            if (at + t.size() > translations.size()) throw Error("translate_file: the file read back differently");
+            std::vector<std::string> part(translations.begin() + std::ptrdiff_t(at),
+                                          translations.begin() + std::ptrdiff_t(at + t.size()));
+            at += t.size();
+            return part;
+          });
+      const std::string token = store_file(std::move(out), name, format);
+      HttpAnswer a;
+      a.body = dump(json{{"translatedFileUrl", url + token + "." + name}});
+      return a;
+    };
+    if (plan.sentences.empty()) {  // nothing to translate: the file as it is
+      Routed out;
+      out.answer = deliver(*texts);
+      return out;
+    }
+    BatchKey key;
+    key.model = model->name;
+    key.decode = model->bundle.config.decode;
+    key.scores = decode::scores_wanted(false, key.decode);
+    key.attention = html;  // inline formatting goes on the words the search aligned
+    Routed out;
+    out.job = job_of(
+        *model, key, plan.sentences, [](size_t i) { return "the file's sentence " + std::to_string(i + 1); }, 0,
+        direction.languages, true);
+    auto shared = std::make_shared<const TextPlan>(plan);
+    auto sources_copy = std::make_shared<const std::vector<std::vector<int32_t>>>(out.job->sources);
+    out.finish = [this, model, shared, sources_copy, deliver](const Hypotheses& hyps) {
+      const std::vector<std::string> translations = render_texts(*model, *shared, hyps, 0);
+      count_translated(*sources_copy, hyps);
+      return deliver(translations);
+    };
+    return out;
+  }
+
+  // GET /download_file/<token>.<name>: a file /translate_file translated, until --file-ttl passes.
+  Routed download_file(const HttpRequest& r, const json&) const {
+    const std::string path = r.target.substr(0, r.target.find('?'));
+    const std::string rest = path.substr(std::string("/download_file/").size());
+    const size_t dot = rest.find('.');
+    std::lock_guard<std::mutex> lock(files_mutex);
+    drop_expired();
+    const auto it = dot == std::string::npos ? files.end() : files.find(rest.substr(0, dot));
+    if (it == files.end() || rest.substr(dot + 1) != it->second.name) {
+      throw Refusal{404, "no such file, or its download expired (mtx serve --file-ttl)"};
+    }
+    Routed out = answer(200, it->second.bytes, it->second.media_type);
+    out.answer.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + it->second.name + "\"");
+    return out;
+  }
+
   // LibreTranslate's POST /detect: q's languages among the served sources, most likely first, as
   // [{"confidence": 0-100, "language": code}] (for a list of texts, the candidates of their concatenation).
   Routed detect(const HttpRequest&, const json& doc) const {
@@ -1161,6 +1326,15 @@ struct Api::Impl {
     throw Refusal{403, "Suggestions are disabled on this server."};
   }
 
+  // The extensions /translate_file takes, as LibreTranslate lists them (".docx").
+  static json file_extensions() {
+    json out = json::array();
+    for (const doc::FormatInfo& f : doc::formats()) {
+      for (const std::string& e : f.extensions) out.push_back(e);
+    }
+    return out;
+  }
+
   // LibreTranslate's GET /frontend/settings: what its web page and clients read of a server.
   Routed frontend_settings(const HttpRequest&, const json&) const {
     // The page's first choice: auto-detection into the first model's (first other) target.
@@ -1172,8 +1346,8 @@ struct Api::Impl {
                            {"frontendTimeout", 500},
                            {"keyRequired", bool(options.keys)},
                            {"suggestions", false},
-                           {"filesTranslation", false},
-                           {"supportedFilesFormat", json::array()},
+                           {"filesTranslation", true},
+                           {"supportedFilesFormat", file_extensions()},
                            {"language",
                             {{"source", {{"code", "auto"}, {"name", "Auto Detect"}}},
                              {"target", {{"code", to}, {"name", text::language_name(to)}}}}}};
@@ -1187,6 +1361,11 @@ Api::Api(const std::vector<ServedModel>& models, ApiOptions options, Metrics& me
 Api::~Api() = default;
 
 const ApiOptions& Api::options() const { return impl_->options; }
+
+int64_t Api::body_limit(const std::string& target) const {
+  return target.substr(0, target.find('?')) == "/translate_file" ? impl_->options.max_file_bytes
+                                                                 : impl_->options.max_request_bytes;
+}
 
 HttpAnswer Api::error(int status, const std::string& reason) {
   HttpAnswer a;

@@ -229,7 +229,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (requests_ >= server_.options.max_keepalive_requests) return close();
     parser_.emplace();
     parser_->header_limit(uint32_t(std::min<int64_t>(server_.options.max_header_bytes, UINT32_MAX)));
-    parser_->body_limit(uint64_t(server_.options.api.max_request_bytes));
+    // The largest any path takes until the headers say which path it is (read_header narrows it).
+    body_limit_ = std::max(server_.options.api.max_request_bytes, server_.options.api.max_file_bytes);
+    parser_->body_limit(uint64_t(body_limit_));
     if (buffer_.size() > 0) return read_header();
     const int wait = requests_ == 0 ? server_.options.header_timeout_ms : server_.options.idle_timeout_ms;
     stream_.expires_after(std::chrono::milliseconds(wait));
@@ -265,6 +267,11 @@ class Session : public std::enable_shared_from_this<Session> {
                                                 std::to_string(self->server_.options.max_connections) + ")"),
                             false, false);
       }
+      // The body limit of this request's path; a Content-Length over it is refused before the body is read.
+      self->body_limit_ = self->server_.api->body_limit(std::string(self->parser_->get().target()));
+      const auto length = self->parser_->content_length();
+      if (length && *length > uint64_t(self->body_limit_)) return self->read_failed(http::error::body_limit);
+      self->parser_->body_limit(uint64_t(self->body_limit_));
       self->limit_read(self->server_.options.body_timeout_ms);
       // A client that asks to be told before it sends the body (curl does for bodies over 1 MB) gets 100 Continue;
       // one whose body would be over the limit got 413 already (the parser checks Content-Length with the headers).
@@ -303,8 +310,9 @@ class Session : public std::enable_shared_from_this<Session> {
                     false, false);
     }
     if (ec == http::error::body_limit) {
-      return answer(Api::error(413, "the body is over " + std::to_string(server_.options.api.max_request_bytes) +
-                                        " bytes (--max-request-bytes)"),
+      const bool file = body_limit_ != server_.options.api.max_request_bytes;
+      return answer(Api::error(413, "the body is over " + std::to_string(body_limit_) + " bytes (" +
+                                        (file ? "--max-file-bytes" : "--max-request-bytes") + ")"),
                     false, false);
     }
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
@@ -585,6 +593,7 @@ class Session : public std::enable_shared_from_this<Session> {
   net::steady_timer deadline_;
   net::steady_timer read_timer_;
   bool timed_out_ = false;
+  int64_t body_limit_ = 0;  // the body limit of the request being read
   std::shared_ptr<Presence> presence_ = std::make_shared<Presence>();
 };
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ const FormatInfo& info(Format format);
 // The format a file name's extension says (any case); a DataError naming `path` and the supported extensions
 // otherwise (PDF's says that PDF is not translated).
 Format format_of_path(const std::string& path);
+// For front ends that read lines unless told otherwise (mtx translate --input, Python's translate_file): the
+// document format `path`'s extension names, or none for .txt and for names without a document's extension; PDF's
+// DataError says that it is not translated.
+std::optional<Format> document_of_path(const std::string& path);
 // "docx", ...; a ConfigError naming `field` and the formats otherwise.
 Format parse_format(const std::string& name, const std::string& field);
 

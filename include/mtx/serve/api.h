@@ -54,8 +54,12 @@ struct ApiOptions {
   std::vector<std::string> cors_origins;  // origins whose pages may call the API ("*": any); none by default
   bool show_paths = false;                // /v1/models lists each model's file path
   bool page = true;                       // the page at /
-  std::shared_ptr<ApiKeys> keys;          // set: translation endpoints need one of these keys (401/403)
-  std::string metrics_token;              // set: /metrics needs "Authorization: Bearer <token>"
+  int64_t max_file_bytes = 10 << 20;      // /translate_file's body (the file and its fields); larger: 413
+  int64_t max_file_sentences = 5000;      // sentences in one file; more: 413
+  int64_t file_ttl_seconds = 600;         // a translated file's download URL works this long, then 404
+  int64_t max_stored_file_bytes = int64_t(256) << 20;  // translated files held for download; the oldest go first
+  std::shared_ptr<ApiKeys> keys;                       // set: translation endpoints need one of these keys (401/403)
+  std::string metrics_token;                           // set: /metrics needs "Authorization: Bearer <token>"
 };
 
 struct HttpRequest {
@@ -98,6 +102,8 @@ class Api {
   HttpAnswer failed(const std::string& error) const;
   static HttpAnswer error(int status, const std::string& reason);
   const ApiOptions& options() const;
+  // The largest body the request for `target` (a path and query) may have: the connection layer reads no more.
+  int64_t body_limit(const std::string& target) const;
 
   struct Impl;
 
