@@ -41,6 +41,7 @@ packages=(
 test_packages=(
   chromium          # the serve page's test in a headless browser (ServeTest.ThePageTranslatesInHeadlessChromium)
   iproute2          # ip netns: the two-host test of distributed training
+  libreoffice-writer-nogui libreoffice-impress-nogui  # opens translated documents (scripts/checks/documents.sh)
 )
 if [ "$torch" = debian ]; then
   packages+=(libtorch-dev libopenblas0-openmp
