@@ -405,7 +405,9 @@ struct Placer {
     }
     return {at, at};
   }
-  // Children inside their parent, and siblings apart, in target order: each element once, well nested.
+  // Children inside their parent, and siblings apart, in target order: each element once, well nested. An element
+  // that wraps words but whose siblings took all of its target words (two elements aligned to one word) gets one:
+  // the last of the sibling before it when that has two or more, else the next word -- it keeps its text.
   void fix(size_t node, Span within) {
     std::vector<int>& c = kids[node];
     for (const int e : c) {
@@ -415,13 +417,23 @@ struct Placer {
     }
     std::stable_sort(c.begin(), c.end(), [&](int a, int b) { return spans[size_t(a)].begin < spans[size_t(b)].begin; });
     int cursor = within.begin;
-    for (const int e : c) {
-      Span& s = spans[size_t(e)];
+    for (size_t k = 0; k < c.size(); ++k) {
+      Span& s = spans[size_t(c[k])];
       if (s.begin < cursor) s.begin = cursor;
       if (s.end < s.begin) s.end = s.begin;
+      const InlineElement& el = run.elements[size_t(c[k])];
+      if (s.end == s.begin && el.end_word > el.first_word && !el.close.empty()) {
+        Span* before = k > 0 ? &spans[size_t(c[k - 1])] : nullptr;
+        if (before && before->end == s.begin && before->end - before->begin >= 2) {
+          --before->end;
+          s = {before->end, before->end + 1};
+        } else if (s.begin < within.end) {
+          s.end = s.begin + 1;
+        }
+      }
       cursor = s.end;
-      fix(size_t(e) + 1, s);
     }
+    for (const int e : c) fix(size_t(e) + 1, spans[size_t(e)]);
   }
   void word(int t) {
     if (space) out += ' ';

@@ -303,7 +303,8 @@ class Para:
 def ooxml_paragraphs(path, parts_re, ns):
     out = []
     with zipfile.ZipFile(path) as z:
-        for name in sorted(n for n in z.namelist() if re.fullmatch(parts_re, n)):
+        natural = lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)]  # slide2 before slide10
+        for name in sorted((n for n in z.namelist() if re.fullmatch(parts_re, n)), key=natural):
             root = etree.fromstring(z.read(name))
             for p in root.iter(ns + "p"):
                 ppr = p.find(ns + "pPr")

@@ -165,3 +165,49 @@ def test_a_child_forked_after_a_call_translates(model, val_lines):
         pytest.fail("the forked child hung in translate")
     assert p.exitcode == 0
     assert queue.get(timeout=5) == expected
+
+
+def test_translate_file_takes_documents_as_the_cli_does(model, val_lines, cli, tmp_path):
+    """A document's extension (or format=) makes translate_file keep its formatting, with mtx translate's bytes;
+    .txt stays line by line; PDF and damaged files raise mtx.Error with one line naming the file."""
+    import mtx
+    t = mtx.Translator(str(model))
+    lines = [l for l in val_lines if l.endswith(".")][:4]
+    srt = "".join(f"{i + 1}\n00:00:0{i},000 --> 00:00:0{i},900\n{l}\n\n" for i, l in enumerate(lines))
+    src = tmp_path / "film.srt"
+    src.write_text(srt, encoding="utf-8")
+    figures = t.translate_file(src, tmp_path / "film.en.srt")
+    assert figures["format"] == "srt" and figures["paragraphs"] == 4
+    out = (tmp_path / "film.en.srt").read_text(encoding="utf-8")
+    assert [b.split("\n")[:2] for b in out.split("\n\n")[:4]] == [b.split("\n")[:2] for b in srt.split("\n\n")[:4]]
+    assert all(l not in out for l in lines)
+    run_cli(cli, "translate", "--ckpt", model, "--input", src, "--output", tmp_path / "cli.srt")
+    assert (tmp_path / "cli.srt").read_bytes() == (tmp_path / "film.en.srt").read_bytes()
+    # format= names it whatever the file is called.
+    named = tmp_path / "subtitles"
+    named.write_text(srt, encoding="utf-8")
+    t.translate_file(named, tmp_path / "named.out", format="srt")
+    assert (tmp_path / "named.out").read_bytes() == (tmp_path / "cli.srt").read_bytes()
+    # .txt: line by line, as before.
+    txt = tmp_path / "lines.txt"
+    txt.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert "lines" in t.translate_file(txt, tmp_path / "lines.en.txt")
+    # Refusals.
+    (tmp_path / "scan.pdf").write_bytes(b"%PDF-1.4")
+    with pytest.raises(mtx.Error, match="PDF is not translated"):
+        t.translate_file(tmp_path / "scan.pdf", tmp_path / "scan.en.pdf")
+    (tmp_path / "report.docx").write_bytes(b"PK\x03\x04 damaged")
+    with pytest.raises(mtx.Error, match="report.docx: not a readable zip archive"):
+        t.translate_file(tmp_path / "report.docx", tmp_path / "report.en.docx")
+    docx = pytest.importorskip("docx")
+    d = docx.Document()
+    p = d.add_paragraph(lines[0].split(" ", 1)[0] + " ")
+    p.add_run(lines[0].split(" ", 1)[1]).bold = True
+    d.add_paragraph(lines[1])
+    d.save(tmp_path / "report.docx")
+    t.translate_file(tmp_path / "report.docx", tmp_path / "report.en.docx")
+    back = docx.Document(tmp_path / "report.en.docx")
+    assert len(back.paragraphs) == 2 and any(r.bold for r in back.paragraphs[0].runs)
+    assert back.paragraphs[1].text != lines[1]
+    run_cli(cli, "translate", "--ckpt", model, "--input", tmp_path / "report.docx", "--output", tmp_path / "cli.docx")
+    assert (tmp_path / "cli.docx").read_bytes() == (tmp_path / "report.en.docx").read_bytes()
