@@ -114,6 +114,10 @@ Command add_serve(CLI::App& app) {
                   "/translate_file: seconds a translated file's download URL works")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-stored-file-bytes", a->server.api.max_stored_file_bytes,
+                  "/translate_file: translated files held for download at most; the oldest go first")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-request-sentences", a->server.api.max_request_sentences,
                   "Sentences in one request at most; more get 413")
       ->capture_default_str()
