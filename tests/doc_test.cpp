@@ -248,6 +248,20 @@ TEST(Documents, SubtitlesKeepTheirTimingsAndLineCounts) {
             "2\r\n00:00:03,000 --> 00:00:04,000\r\n{\\an8}HUNDE. ZWEI\r\n");
 }
 
+TEST(Documents, MarkdownKeepsItsMarkersCodeAndBlocks) {
+  const std::string md =
+      "# Der *große* Hund\n\nEin **roter** Hut und `Code bleibt`\nauf [einer Bank](https://x.org \"T\").\n\n"
+      "> Ein Zitat.\n\n- Ein _Punkt_.\n\n| Spalte | Zwei |\n|---|---|\n| Ein Hund | Drei |\n\n```\nCode bleibt\n```\n";
+  FakeTranslator fake;
+  const std::string out = mtx::doc::translate_document(
+      md, Format::md, "a.md", [&fake](const std::vector<std::string>& t, mtx::text::Format f) { return fake(t, f); });
+  EXPECT_EQ(
+      out,
+      "# HUND *GROßE* DER\n\n`Code bleibt` [BANK. EINER](https://x.org \"T\") AUF UND HUT **ROTER** EIN\n\n"
+      "> ZITAT. EIN\n\n- _PUNKT._ EIN\n\n| SPALTE | ZWEI |\n|---|---|\n| HUND EIN | DREI |\n\n```\nCode bleibt\n```\n")
+      << out;
+}
+
 // The corpus PyPI's writers make (tests/documents/corpus.py): every format read back by PyPI's readers with the
 // same structure, nothing left untranslated, and every run on the words aligned to its source words.
 TEST(Documents, ThePypiWritersCorpusComesBackWithItsStructureAndRuns) {
@@ -288,9 +302,9 @@ TEST(Documents, ThePypiWritersCorpusComesBackWithItsStructureAndRuns) {
     EXPECT_EQ(checked(e.path(), fake, output), 0) << e.path().filename() << ":\n" << output;
     ++files;
   }
-  EXPECT_EQ(files, 8u);
+  EXPECT_EQ(files, 9u);
   // The check tells runs placed by position from runs placed on the aligned words.
-  for (const char* name : {"report.docx", "letter.odt", "film.srt"}) {
+  for (const char* name : {"report.docx", "letter.odt", "film.srt", "readme.md"}) {
     FakeTranslator by_position;
     by_position.ignore_links = true;
     std::string output;

@@ -13,6 +13,7 @@ const std::vector<FormatInfo>& formats() {
   static const std::vector<FormatInfo> table{
       {Format::txt, "txt", {".txt"}, "text/plain; charset=utf-8", false},
       {Format::html, "html", {".html", ".htm"}, "text/html; charset=utf-8", false},
+      {Format::md, "md", {".md", ".markdown"}, "text/markdown; charset=utf-8", false},
       {Format::srt, "srt", {".srt"}, "application/x-subrip; charset=utf-8", false},
       {Format::vtt, "vtt", {".vtt"}, "text/vtt; charset=utf-8", false},
       {Format::docx,
@@ -107,6 +108,8 @@ std::string translate_document(const std::string& bytes, Format format, const st
     case Format::srt:
     case Format::vtt:
       return translate_subtitles(bytes, format, name, translate, progress);
+    case Format::md:
+      return translate_markdown(bytes, name, translate, progress);
     case Format::txt:
     case Format::html:
       break;

@@ -121,19 +121,18 @@ namespace {
 bool point(const Inline& i) { return i.kind == Inline::point || i.kind == Inline::space_point; }
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-// The text layer puts a space before every element it places; a point that stood against the text before it
-// (a footnote mark after "Bank.", a tab after a word) stands against it again, and likewise after it.
+// The text layer puts a space before every element it places and none after a point; a point stands against the
+// text on each side, or apart from it, as it did in the source (a footnote mark after "Bank.", a tab after a word,
+// a code span between words).
 void keep_point_spacing(const Inlines& source, Inlines& out) {
-  std::vector<int> against_before, against_after;  // point ids
+  std::vector<int> against_before, against_after, apart_before, apart_after;  // point ids
   for (size_t k = 0; k < source.size(); ++k) {
     if (!point(source[k])) continue;
-    if (k > 0 && source[k - 1].kind == Inline::text && !source[k - 1].value.empty() &&
-        !space(source[k - 1].value.back())) {
-      against_before.push_back(source[k].id);
+    if (k > 0 && source[k - 1].kind == Inline::text && !source[k - 1].value.empty()) {
+      (space(source[k - 1].value.back()) ? apart_before : against_before).push_back(source[k].id);
     }
-    if (k + 1 < source.size() && source[k + 1].kind == Inline::text && !source[k + 1].value.empty() &&
-        !space(source[k + 1].value.front())) {
-      against_after.push_back(source[k].id);
+    if (k + 1 < source.size() && source[k + 1].kind == Inline::text && !source[k + 1].value.empty()) {
+      (space(source[k + 1].value.front()) ? apart_after : against_after).push_back(source[k].id);
     }
   }
   const auto has = [](const std::vector<int>& ids, int id) {
@@ -141,13 +140,27 @@ void keep_point_spacing(const Inlines& source, Inlines& out) {
   };
   for (size_t k = 0; k < out.size(); ++k) {
     if (!point(out[k])) continue;
-    if (k > 0 && out[k - 1].kind == Inline::text && has(against_before, out[k].id)) {
+    const int id = out[k].id;
+    if (k > 0 && out[k - 1].kind == Inline::text && has(against_before, id)) {
       std::string& t = out[k - 1].value;
       while (!t.empty() && t.back() == ' ') t.pop_back();
+    } else if (k > 0 && has(apart_before, id)) {
+      if (out[k - 1].kind == Inline::text) {
+        if (!out[k - 1].value.empty() && !space(out[k - 1].value.back())) out[k - 1].value += ' ';
+      } else if (out[k - 1].kind == Inline::close) {
+        out.insert(out.begin() + std::ptrdiff_t(k), Inline{Inline::text, " ", -1});
+        ++k;
+      }
     }
-    if (k + 1 < out.size() && out[k + 1].kind == Inline::text && has(against_after, out[k].id)) {
+    if (k + 1 < out.size() && out[k + 1].kind == Inline::text && has(against_after, id)) {
       std::string& t = out[k + 1].value;
       t.erase(0, std::min(t.find_first_not_of(' '), t.size()));
+    } else if (k + 1 < out.size() && has(apart_after, id)) {
+      if (out[k + 1].kind == Inline::text) {
+        if (!out[k + 1].value.empty() && !space(out[k + 1].value.front())) out[k + 1].value.insert(0, " ");
+      } else if (out[k + 1].kind == Inline::open || point(out[k + 1])) {
+        out.insert(out.begin() + std::ptrdiff_t(k) + 1, Inline{Inline::text, " ", -1});
+      }
     }
   }
 }

@@ -274,6 +274,21 @@ def make_txt(path):
         f.write(" ".join(SENTENCES[:3]) + "\n\n" + " ".join(SENTENCES[3:]) + "\n")
 
 
+def make_md(path):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(
+            "# Hunde im *Park*\n\n"
+            "Ein Mann mit einem **roten** Hut sitzt auf einer [Bank](https://example.org/ \"Bank\").\n"
+            "Zwei Hunde spielen im Schnee.\n\n"
+            "> Eine Frau liest ein Buch im Park.\n\n"
+            "- Kinder spielen Fußball auf der Straße.\n"
+            "- Ein Junge springt ins _Wasser_.\n\n"
+            "Mit `mtx translate` übersetzt man eine Datei.\n\n"
+            "| Wer | Was |\n|---|---|\n| Ein Hund | Zwei Katzen |\n\n"
+            "```sh\nmtx translate --input bericht.md\n```\n"
+        )
+
+
 MAKERS = {
     "report.docx": make_docx,
     "slides.pptx": make_pptx,
@@ -283,6 +298,7 @@ MAKERS = {
     "film.vtt": make_vtt,
     "page.html": make_html,
     "notes.txt": make_txt,
+    "readme.md": make_md,
 }
 
 
@@ -394,6 +410,51 @@ def html_paragraphs(path):
     return out
 
 
+def md_paragraphs(path):
+    """Paragraphs, headings, quotes, list items and table cells of the corpus' Markdown; fenced code is a
+    paragraph of style "pre" (kept as it is); code spans are left out of the runs (they must come back as written:
+    md_code_spans)."""
+    out = []
+    text = open(path, encoding="utf-8").read()
+    fenced = re.findall(r"```.*?```", text, re.S)
+    text = re.sub(r"```.*?```", "\n\n", text, flags=re.S)
+    for block in re.split(r"\n\s*\n", text):
+        lines = [l for l in block.split("\n") if l.strip()]
+        if not lines:
+            continue
+        if lines[0].startswith("|"):
+            units = [("cell", c.strip()) for l in lines if not re.fullmatch(r"[|\- :]+", l)
+                     for c in l.strip("|").split("|")]
+        elif lines[0].startswith("- "):
+            units = [("item", l[2:]) for l in lines]
+        elif lines[0].startswith("#"):
+            units = [("h", lines[0].lstrip("#").strip())]
+        elif lines[0].startswith(">"):
+            units = [("quote", " ".join(l.lstrip("> ") for l in lines))]
+        else:
+            units = [("p", " ".join(lines))]
+        for style, unit in units:
+            para = Para(style)
+            unit = re.sub(r"`[^`]*`", " ", unit)
+            pos = 0
+            for m in re.finditer(r"\*\*(.+?)\*\*|\*(.+?)\*|_(.+?)_|\[(.+?)\]\([^)]*\)", unit):
+                para.runs.append((unit[pos:m.start()], ""))
+                key = "strong" if m.group(1) else "em" if m.group(2) or m.group(3) else "link"
+                para.runs.append((next(g for g in m.groups() if g), key))
+                pos = m.end()
+            para.runs.append((unit[pos:], ""))
+            out.append(para)
+    for code in fenced:
+        para = Para("pre")
+        para.runs.append((code, ""))
+        out.append(para)
+    return out
+
+
+def md_code_spans(path):
+    return re.findall(r"`[^`]+`", re.sub(r"```.*?```", "", open(path, encoding="utf-8").read(), flags=re.S))
+
+
 def txt_paragraphs(path):
     out = []
     for text in open(path, encoding="utf-8").read().strip().split("\n\n"):
@@ -414,6 +475,8 @@ def paragraphs(path):
         return subtitle_paragraphs(path)
     if ext == "html":
         return html_paragraphs(path)
+    if ext == "md":
+        return md_paragraphs(path)
     return txt_paragraphs(path)
 
 
@@ -469,6 +532,8 @@ def check(src, out, mode):
         return [f"{out}: the PyPI reader cannot open it: {e}"]
     if before != after:
         problems.append(f"{out}: structure {after} is not the source's {before}")
+    if src.endswith(".md") and md_code_spans(src) != md_code_spans(out):
+        problems.append(f"{out}: code spans {md_code_spans(out)} are not the source's {md_code_spans(src)}")
     ps, po = paragraphs(src), paragraphs(out)
     if len(ps) != len(po):
         return problems + [f"{out}: {len(po)} paragraphs, the source has {len(ps)}"]
@@ -476,7 +541,11 @@ def check(src, out, mode):
         where = f"{out}: paragraph {i + 1} ({s.text()[:40]!r})"
         if s.style != o.style:
             problems.append(f"{where}: style {o.style!r} is not the source's {s.style!r}")
-        if not re.search(r"[A-Za-zÄÖÜäöüß]{2}", s.text()) or s.style == "pre":  # <pre> is kept as it is
+        if s.style == "pre":  # <pre> and fenced code are kept as they are
+            if o.text() != s.text():
+                problems.append(f"{where}: code changed to {o.text()[:60]!r}")
+            continue
+        if not re.search(r"[A-Za-zÄÖÜäöüß]{2}", s.text()):
             continue
         if o.text().strip() == s.text().strip():
             problems.append(f"{where}: left untranslated")

@@ -23,7 +23,7 @@
 
 namespace mtx::doc {
 
-enum class Format { txt, html, srt, vtt, docx, pptx, odt, odp };
+enum class Format { txt, html, md, srt, vtt, docx, pptx, odt, odp };
 
 // The one table of formats: what the CLI's --format, Python's format= and the server's /translate_file and
 // /frontend/settings take and list.
