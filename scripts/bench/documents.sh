@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The documents benchmark, one markdown table on stdout (the CPU, date and commit at the top): test_2016_flickr.de
-# as .docx, .pptx, .odt and .srt documents (4 sentences a paragraph, a bold, an italic and a link word inside
+# as .docx, .pptx, .odt, .srt and .md documents (4 sentences a paragraph, a bold, an italic and a link word inside
 # each), translated by `mtx translate --input F --output O` against the same sentences one per line: BLEU per
 # paragraph (target: within 0.5), time against the plain lines plus the zip archive's reading and writing
 # (target: <= 1.2), formatting runs kept and segments left untranslated. With --argos, argos-translate-files
 # (LibreTranslate's file translation) runs on the same files with mtx's translations plugged in underneath, so
 # only the formatting method differs; it is installed into data/cache/argos-venv (its own venv: its pins clash).
-#   scripts/bench/documents.sh MODEL.pt [--threads 2] [--paragraphs 250] [--rounds 3] [--formats docx,pptx,odt,srt]
+#   scripts/bench/documents.sh MODEL.pt [--threads 2] [--paragraphs 250] [--rounds 3] [--formats docx,pptx,odt,srt,md]
 #       [--argos]
 # Env: MTX_BUILD_DIR (build), MTX_DATA_DIR (data/multi30k, else ../shared/data/multi30k), PY (.venv/bin/python,
 # with python-docx, python-pptx, odfpy, pysrt, lxml). Run nothing else meanwhile.

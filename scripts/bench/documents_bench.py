@@ -28,7 +28,7 @@ import zipfile
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "documents"))
 import corpus  # noqa: E402  (tests/documents/corpus.py: the paragraph readers)
 
-FORMATS = ["docx", "pptx", "odt", "srt"]
+FORMATS = ["docx", "pptx", "odt", "srt", "md"]
 
 
 def read(path, n):
@@ -129,7 +129,14 @@ def make_srt(path, paras):
     subs.save(path, encoding="utf-8")
 
 
-MAKE = {"docx": make_docx, "pptx": make_pptx, "odt": make_odt, "srt": make_srt}
+def make_md(path, paras):
+    marks = {"bold": ("**", "**"), "italic": ("*", "*"), "link": ("[", "](https://example.org/)")}
+    with open(path, "w", encoding="utf-8") as f:
+        for pieces in paras:
+            f.write("".join(marks[k][0] + t + marks[k][1] if k else t for t, k in pieces) + "\n\n")
+
+
+MAKE = {"docx": make_docx, "pptx": make_pptx, "odt": make_odt, "srt": make_srt, "md": make_md}
 
 
 def paragraph_texts(path, src=None):
