@@ -273,7 +273,7 @@ def main():
         MAKE[fmt](src, paras)
         out = os.path.join(args.work, f"bench.en.{fmt}")
         doc_s = timed(base + ["--input", src, "--output", out], args.rounds)
-        zip_s = zip_seconds(src, args.rounds) if fmt != "srt" else 0.0
+        zip_s = zip_seconds(src, args.rounds) if fmt in ("docx", "pptx", "odt") else 0.0
         hyps = [p.text() for p in paragraph_texts(out, src)]
         doc_bleu = bleu(args.mtx, [re.sub(r"\s+", " ", h).strip() for h in hyps][:len(refs)], refs, args.work)
         runs, kept, segs, untranslated = run_stats(src, out)
@@ -284,6 +284,8 @@ def main():
             shutil.copy(src, a_src)
             try:
                 a_out, a_s, complete = argos(args, fmt, a_src, args.work, plain)
+                if not a_out:
+                    raise ValueError("argos-translate-files does not take this format")
                 ar, ak, asg, au = run_stats(src, a_out)
                 a_hyps = [re.sub(r"\s+", " ", p.text()).strip() for p in paragraph_texts(a_out, src)]
                 row["argos"] = {"s": a_s, "runs": ar, "kept": ak, "segs": asg, "untranslated": au,
