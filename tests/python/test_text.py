@@ -169,7 +169,8 @@ def test_a_child_forked_after_a_call_translates(model, val_lines):
 
 def test_translate_file_takes_documents_as_the_cli_does(model, val_lines, cli, tmp_path):
     """A document's extension (or format=) makes translate_file keep its formatting, with mtx translate's bytes;
-    .txt stays line by line; PDF and damaged files raise mtx.Error with one line naming the file."""
+    .txt stays line by line; PDF and damaged files raise ValueError (mtx's DataError) with one line naming the
+    file."""
     import mtx
     t = mtx.Translator(str(model))
     lines = [l for l in val_lines if l.endswith(".")][:4]
@@ -194,10 +195,10 @@ def test_translate_file_takes_documents_as_the_cli_does(model, val_lines, cli, t
     assert "lines" in t.translate_file(txt, tmp_path / "lines.en.txt")
     # Refusals.
     (tmp_path / "scan.pdf").write_bytes(b"%PDF-1.4")
-    with pytest.raises(mtx.Error, match="PDF is not translated"):
+    with pytest.raises(ValueError, match="PDF is not translated"):
         t.translate_file(tmp_path / "scan.pdf", tmp_path / "scan.en.pdf")
     (tmp_path / "report.docx").write_bytes(b"PK\x03\x04 damaged")
-    with pytest.raises(mtx.Error, match="report.docx: not a readable zip archive"):
+    with pytest.raises(ValueError, match="report.docx: not a readable zip archive"):
         t.translate_file(tmp_path / "report.docx", tmp_path / "report.en.docx")
     docx = pytest.importorskip("docx")
     d = docx.Document()
