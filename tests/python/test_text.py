@@ -202,8 +202,10 @@ def test_translate_file_takes_documents_as_the_cli_does(model, val_lines, cli, t
         t.translate_file(tmp_path / "report.docx", tmp_path / "report.en.docx")
     docx = pytest.importorskip("docx")
     d = docx.Document()
-    p = d.add_paragraph(lines[0].split(" ", 1)[0] + " ")
-    p.add_run(lines[0].split(" ", 1)[1]).bold = True
+    words = lines[0].split(" ")
+    p = d.add_paragraph(" ".join(words[:2]) + " ")
+    p.add_run(words[2]).bold = True  # a run of one word: it keeps a word, whatever the model writes
+    p.add_run(" " + " ".join(words[3:]))
     d.add_paragraph(lines[1])
     d.save(tmp_path / "report.docx")
     t.translate_file(tmp_path / "report.docx", tmp_path / "report.en.docx")
