@@ -62,44 +62,26 @@ std::string translate_odf(const std::string& bytes, Format format, const std::st
   bool content = false;
   for (const Entry& e : entries) content = content || e.name == "content.xml";
   if (!content) throw DataError(name + ": no content.xml (not an OpenDocument file)");
-  struct Part {
-    Entry* entry;
-    pugi::xml_document doc;
-    std::vector<XmlParagraph> paragraphs;
-  };
-  std::vector<std::unique_ptr<Part>> read;
-  std::vector<Inlines> all;
-  for (Entry& e : entries) {
-    if (std::find(parts.begin(), parts.end(), e.name) == parts.end()) continue;
-    auto part = std::make_unique<Part>();
-    part->entry = &e;
-    parse_xml(part->doc, e.bytes, name + ": " + e.name);
-    const std::string T = prefix_of(part->doc.document_element(), kTextUri, "text:");
+  const auto read = [](pugi::xml_node root) {
+    const std::string T = prefix_of(root, kTextUri, "text:");
     std::vector<pugi::xml_node> nodes;
-    odf_paragraphs(part->doc.document_element(), T, nodes);
-    for (const pugi::xml_node n : nodes) {
-      XmlParagraph p;
-      p.node = n;
-      OdfReader{T, p}.content(n);
-      all.push_back(p.inlines);
-      part->paragraphs.push_back(std::move(p));
+    odf_paragraphs(root, T, nodes);
+    std::vector<XmlParagraph> out(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      out[i].node = nodes[i];
+      OdfReader{T, out[i]}.content(nodes[i]);
     }
-    read.push_back(std::move(part));
-  }
-  const std::vector<Inlines> translated = translate_paragraphs(all, name, translate, progress);
-  XmlWriter writer;
-  writer.run = [](pugi::xml_node parent, int, const XmlParagraph&) { return parent; };
-  writer.text = [](pugi::xml_node parent, int, const std::string& text, const XmlParagraph&) {
-    parent.append_child(pugi::node_pcdata).set_value(text.c_str());
+    return out;
   };
-  size_t k = 0;
-  for (auto& part : read) {
-    for (XmlParagraph& p : part->paragraphs) {
-      if (has_words(p.inlines)) rewrite(p, translated[k], writer);
-      ++k;
-    }
-    part->entry->bytes = write_xml(part->doc);
-  }
+  const auto writer_for = [](pugi::xml_node) {
+    XmlWriter writer;
+    writer.run = [](pugi::xml_node parent, int, const XmlParagraph&) { return parent; };
+    writer.text = [](pugi::xml_node parent, int, const std::string& text, const XmlParagraph&) {
+      parent.append_child(pugi::node_pcdata).set_value(text.c_str());
+    };
+    return writer;
+  };
+  translate_parts(entries, parts, name, read, writer_for, translate, progress);
   return write_archive(entries, name);
 }
 

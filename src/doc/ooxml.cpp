@@ -216,40 +216,24 @@ std::string translate_ooxml(const std::string& bytes, Format format, const std::
     throw DataError(name + ": [Content_Types].xml names no " + (word ? "document" : "slide") + " part (not a ." +
                     info(format).name + " file?)");
   }
-  struct Part {
-    Entry* entry;
-    pugi::xml_document doc;
-    std::vector<XmlParagraph> paragraphs;
+  const auto prefix = [word](pugi::xml_node root) {
+    return prefix_of(root, word ? kWordUri : kDrawingUri, word ? "w:" : "a:");
   };
-  std::vector<std::unique_ptr<Part>> read;
-  std::vector<Inlines> all;
-  for (Entry& e : entries) {
-    if (std::find(parts.begin(), parts.end(), e.name) == parts.end()) continue;
-    auto part = std::make_unique<Part>();
-    part->entry = &e;
-    parse_xml(part->doc, e.bytes, name + ": " + e.name);
-    const pugi::xml_node root = part->doc.document_element();
-    const std::string P = prefix_of(root, word ? kWordUri : kDrawingUri, word ? "w:" : "a:");
+  const auto read = [&](pugi::xml_node root) {
+    const std::string P = prefix(root);
     std::vector<pugi::xml_node> nodes;
     word_paragraphs(root, P + "p", nodes);
-    for (const pugi::xml_node n : nodes) {
-      XmlParagraph p;
-      p.node = n;
-      part->paragraphs.push_back(std::move(p));
-    }
-    for (XmlParagraph& p : part->paragraphs) {
-      OoxmlReader reader{P, word, p, {}, {}, {}};
-      reader.content(p.node);
+    std::vector<XmlParagraph> out(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      out[i].node = nodes[i];
+      OoxmlReader reader{P, word, out[i], {}, {}, {}};
+      reader.content(nodes[i]);
       reader.finish();
-      all.push_back(p.inlines);
     }
-    read.push_back(std::move(part));
-  }
-  const std::vector<Inlines> translated = translate_paragraphs(all, name, translate, progress);
-  size_t k = 0;
-  for (auto& part : read) {
-    const pugi::xml_node root = part->doc.document_element();
-    const std::string P = prefix_of(root, word ? kWordUri : kDrawingUri, word ? "w:" : "a:");
+    return out;
+  };
+  const auto writer_for = [&](pugi::xml_node root) {
+    const std::string P = prefix(root);
     XmlWriter writer;
     writer.run = [P](pugi::xml_node parent, int style, const XmlParagraph& p) {
       pugi::xml_node r = parent.append_child((P + "r").c_str());
@@ -262,12 +246,9 @@ std::string translate_ooxml(const std::string& bytes, Format format, const std::
       if (word) t.append_attribute("xml:space") = "preserve";
       t.append_child(pugi::node_pcdata).set_value(text.c_str());
     };
-    for (XmlParagraph& p : part->paragraphs) {
-      if (has_words(p.inlines)) rewrite(p, translated[k], writer);
-      ++k;
-    }
-    part->entry->bytes = write_xml(part->doc);
-  }
+    return writer;
+  };
+  translate_parts(entries, parts, name, read, writer_for, translate, progress);
   return write_archive(entries, name);
 }
 

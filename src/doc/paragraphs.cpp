@@ -1,7 +1,10 @@
 #include "paragraphs.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
+
+#include "xml.h"
 
 namespace mtx::doc {
 
@@ -54,6 +57,38 @@ void rewrite(XmlParagraph& p, const Inlines& translated, const XmlWriter& writer
   for (pugi::xml_node l : p.last) p.node.append_move(l);
   for (pugi::xml_node o : old) {
     if (!moved.count(o.internal_object()) && o.parent() == p.node) p.node.remove_child(o);
+  }
+}
+
+void translate_parts(std::vector<Entry>& entries, const std::vector<std::string>& parts, const std::string& name,
+                     const std::function<std::vector<XmlParagraph>(pugi::xml_node root)>& read,
+                     const std::function<XmlWriter(pugi::xml_node root)>& writer_for, const Translate& translate,
+                     const Progress& progress) {
+  struct Part {
+    Entry* entry;
+    pugi::xml_document doc;
+    std::vector<XmlParagraph> paragraphs;
+  };
+  std::vector<std::unique_ptr<Part>> read_parts;
+  std::vector<Inlines> all;
+  for (Entry& e : entries) {
+    if (std::find(parts.begin(), parts.end(), e.name) == parts.end()) continue;
+    auto part = std::make_unique<Part>();
+    part->entry = &e;
+    parse_xml(part->doc, e.bytes, name + ": " + e.name);
+    part->paragraphs = read(part->doc.document_element());
+    for (const XmlParagraph& p : part->paragraphs) all.push_back(p.inlines);
+    read_parts.push_back(std::move(part));
+  }
+  const std::vector<Inlines> translated = translate_paragraphs(all, name, translate, progress);
+  size_t k = 0;
+  for (auto& part : read_parts) {
+    const XmlWriter writer = writer_for(part->doc.document_element());
+    for (XmlParagraph& p : part->paragraphs) {
+      if (has_words(p.inlines)) rewrite(p, translated[k], writer);
+      ++k;
+    }
+    part->entry->bytes = write_xml(part->doc);
   }
 }
 

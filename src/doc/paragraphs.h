@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "archive.h"
 #include "inlines.h"
 
 namespace mtx::doc {
@@ -42,5 +43,13 @@ struct XmlWriter {
 // Rebuilds `p`'s children from `translated` (its inlines, translated): `first` stay, text and elements are
 // written anew, points moved, `last` moved after them, everything else removed.
 void rewrite(XmlParagraph& p, const Inlines& translated, const XmlWriter& writer);
+
+// The entries of `entries` named in `parts`, in archive order: each parsed (its errors naming `name` and the part),
+// its paragraphs read by `read` from its root, all of them translated together, each with words rewritten by the
+// writer `writer_for` gives for its root, and the part written back into its entry.
+void translate_parts(std::vector<Entry>& entries, const std::vector<std::string>& parts, const std::string& name,
+                     const std::function<std::vector<XmlParagraph>(pugi::xml_node root)>& read,
+                     const std::function<XmlWriter(pugi::xml_node root)>& writer_for, const Translate& translate,
+                     const Progress& progress);
 
 }  // namespace mtx::doc
