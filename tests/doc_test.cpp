@@ -313,3 +313,29 @@ TEST(Documents, ThePypiWritersCorpusComesBackWithItsStructureAndRuns) {
   }
   fs::remove_all(dir);
 }
+
+// Found by fuzz_subtitles: a cue line that starts with a blank was broken there, which made a blank line that split
+// the cue from its timing. Written back, a cue's lines are never blank, and the file reads back with its cues.
+TEST(Documents, ACueWrittenBackKeepsItsTextWithItsTiming) {
+  const std::string srt(
+      "1\r\n00:00:01,000 --> 00:00:02,000\r\n Hund\r\nl\0\0\0\0.\r\n\r\n2\r\n00:00:03,000 --> "
+      "00:00:04,000\r\n\t  Ein   Hund \r\n \r\n",
+      104);
+  std::vector<size_t> texts;
+  const mtx::doc::Translate same = [&texts](const std::vector<std::string>& t, mtx::text::Format) {
+    texts.push_back(t.size());
+    return t;
+  };
+  const std::string once = mtx::doc::translate_document(srt, Format::srt, "x.srt", same);
+  EXPECT_EQ(once, std::string("1\r\n00:00:01,000 --> 00:00:02,000\r\nHund\r\nl\0\0\0\0.\r\n\r\n2\r\n00:00:03,000 --> "
+                              "00:00:04,000\r\nEin   Hund\r\n \r\n",
+                              99));
+  EXPECT_EQ(mtx::doc::translate_document(once, Format::srt, "x.srt", same), once);
+  EXPECT_EQ(texts, (std::vector<size_t>{2, 2}));
+  // A literal '<' that a '>' follows once the lines are joined and broken again would read back as a tag: it is
+  // written as its look-alike.
+  const std::string angle = "1\n00:00:01,000 --> 00:00:02,000\na <\nb > ccccccccccccc\n";
+  const std::string out = mtx::doc::translate_document(angle, Format::srt, "x.srt", same);
+  EXPECT_EQ(out, "1\n00:00:01,000 --> 00:00:02,000\na \u2039 b >\nccccccccccccc\n");
+  EXPECT_EQ(mtx::doc::translate_document(out, Format::srt, "x.srt", same), out);
+}

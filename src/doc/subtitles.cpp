@@ -108,6 +108,28 @@ void parse_cue(Cue& cue, std::string_view text, bool vtt) {
   }
 }
 
+// A text's '<' (in .srt, which has no escapes) and '{' stand for themselves: until their cue is broken into lines,
+// they are these bytes, which valid UTF-8 never holds.
+constexpr char kLiteralAngle = '\xff', kLiteralBrace = '\xfe';
+
+// The literal brackets of a cue's broken lines written back: as themselves, or where a '>' or '}' later on the
+// line would make them read back as a tag (parse_cue), as the look-alike U+2039 or U+FF5B.
+std::string literal_brackets(const std::string& lines) {
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const char c = lines[i];
+    if (c != kLiteralAngle && c != kLiteralBrace) {
+      out += c;
+      continue;
+    }
+    const size_t eol = std::min(lines.find('\n', i), lines.size());
+    const size_t close = lines.find(c == kLiteralAngle ? '>' : '}', i);
+    const bool tag = close < eol && close > i + 1;
+    out += c == kLiteralAngle ? (tag ? "\xe2\x80\xb9" : "<") : (tag ? "\xef\xbd\x9b" : "{");
+  }
+  return out;
+}
+
 std::string written(const Cue& cue, const Inlines& translated, bool vtt) {
   std::string out;
   std::vector<int> open;
@@ -115,7 +137,9 @@ std::string written(const Cue& cue, const Inlines& translated, bool vtt) {
     switch (i.kind) {
       case Inline::text:
         for (const char c : i.value) {
-          if (vtt && c == '&')
+          if ((c == '<' && !vtt) || c == '{')
+            out += c == '<' ? kLiteralAngle : kLiteralBrace;  // literal_brackets() decides how it is written
+          else if (vtt && c == '&')
             out += "&amp;";
           else if (vtt && c == '<')
             out += "&lt;";
@@ -142,15 +166,23 @@ std::string written(const Cue& cue, const Inlines& translated, bool vtt) {
   return out;
 }
 
-// `text` broken into `lines` lines at spaces outside tags, each break the one nearest its even share.
+// `text` on one line -- its line breaks spaces, without blanks at either end -- then broken into `lines` lines at
+// blanks outside tags, each break the one nearest its even share. No line it makes is blank, so that the cue reads
+// back as one block with its text. Empty when `text` has nothing but blanks.
 std::string broken(std::string text, size_t lines, const std::string& eol) {
+  const auto is_blank = [](char c) { return c == ' ' || c == '\t'; };
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::replace(text.begin(), text.end(), '\r', ' ');
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  text = text.substr(first, text.find_last_not_of(" \t") + 1 - first);
   if (lines < 2) return text;
-  std::vector<size_t> spaces;
+  std::vector<size_t> spaces;  // where a run of blanks starts: a word ends before it, and one follows it
   size_t depth = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '<' || text[i] == '{') ++depth;
     if ((text[i] == '>' || text[i] == '}') && depth > 0) --depth;
-    if (text[i] == ' ' && depth == 0) spaces.push_back(i);
+    if (is_blank(text[i]) && depth == 0 && !is_blank(text[i - 1])) spaces.push_back(i);
   }
   std::vector<size_t> chosen;
   for (size_t k = 1; k < lines && !spaces.empty(); ++k) {
@@ -229,8 +261,12 @@ std::string translate_subtitles(const std::string& bytes, Format format, const s
   size_t at = 0;
   for (size_t c = 0; c < cues.size(); ++c) {
     out.append(bytes, at, cues[c].begin - at);
-    out += has_words(cues[c].inlines) ? broken(written(cues[c], translated[c], vtt), cues[c].lines, eol)
-                                      : bytes.substr(cues[c].begin, cues[c].end - cues[c].begin);
+    // A cue without words, or whose translation came back blank, keeps its text: a cue without text lines would
+    // read back as none.
+    const std::string text = has_words(cues[c].inlines)
+                                 ? literal_brackets(broken(written(cues[c], translated[c], vtt), cues[c].lines, eol))
+                                 : "";
+    out += text.empty() ? bytes.substr(cues[c].begin, cues[c].end - cues[c].begin) : text;
     at = cues[c].end;
   }
   out.append(bytes, at, std::string::npos);
