@@ -38,7 +38,8 @@ debs=(libsentencepiece-dev libsentencepiece0 libcli11-dev libspdlog-dev libspdlo
       nlohmann-json3-dev libgtest-dev libutf8proc-dev libutf8proc2 libtcmalloc-minimal4 zlib1g-dev libgloo-dev
       libminizip-dev libminizip1 libyaml-cpp-dev libyaml-cpp0.7 libgumbo-dev libgumbo1 libicu-dev libicu72
       libcld2-dev libcld2-0 libpugixml-dev libpugixml1v5
-      libcmark-gfm-dev libcmark-gfm0.29.0.gfm.6 libcmark-gfm-extensions-dev libcmark-gfm-extensions0.29.0.gfm.6)
+      libcmark-gfm-dev libcmark-gfm0.29.0.gfm.6 libcmark-gfm-extensions-dev libcmark-gfm-extensions0.29.0.gfm.6
+      libstemmer-dev libstemmer0d)
 
 if [ "$mode" = prepare ]; then
   mkdir -p "$gpu/debs" "$gpu/data"

@@ -36,6 +36,7 @@ packages=(
   libcld2-dev       # CLD2: language identification for source "auto" and /detect (text/language_id.h)
   libpugixml-dev    # pugixml: the XML of .docx, .pptx, .odt and .odp documents (doc/document.h)
   libcmark-gfm-dev libcmark-gfm-extensions-dev  # cmark-gfm: Markdown documents (doc/document.h)
+  libstemmer-dev    # Snowball stemmers: glossary terms matched in their inflected forms (decode/glossary.h)
   libgloo-dev       # the headers c10d's ProcessGroupGloo includes (data-parallel training on CPUs)
 )
 # What only the test suite uses (scripts/test.sh installs them; scripts/quickstart.sh does without).

@@ -42,6 +42,9 @@ Probe probe(const config::DecodeOption& o) {
   if (o.boolean) {
     d.*o.boolean = !(d.*o.boolean);
     p.field = d.*o.boolean;
+  } else if (o.phrases) {
+    d.*o.phrases = {"dog", "red ball"};
+    p.field = d.*o.phrases;
   } else if (o.number) {
     const double v = std::isinf(o.max) ? d.*o.number + 0.5 : (d.*o.number == o.max ? (o.min + o.max) / 2 : o.max);
     d.*o.number = v;
@@ -53,7 +56,8 @@ Probe probe(const config::DecodeOption& o) {
     d.*o.integer += 1;
     p.field = d.*o.integer;
   }
-  if (!o.boolean) p.flag_value = p.field.dump();
+  // A phrases option's flag takes a file of one phrase a line (kPhrasesFile, written by the test).
+  if (!o.boolean) p.flag_value = o.phrases ? "@phrases@" : p.field.dump();
   // Sampling draws with beam 1; more hypotheses need a beam that holds them.
   const std::string key = o.key;
   if (key.rfind("sampling_", 0) == 0) {
@@ -123,9 +127,11 @@ TEST(DecodeOptions, EveryOptionIsAFlagOfTranslateEvalAndServe) {
   const auto ckpt = tmp / "m.pt";
   bundle::save_bundle(ckpt, c, tok, model);
   test::write_text(tmp / "in.de", "ein Hund\n");
+  test::write_text(tmp / "phrases.txt", "# one a line\ndog\n\nred ball\n");
   for (const auto& o : config::decode_options()) {
     const Probe p = probe(o);
-    std::string flags = o.boolean ? "" : first_flag(o) + " " + p.flag_value;
+    std::string flags =
+        o.boolean ? "" : first_flag(o) + " " + (o.phrases ? (tmp / "phrases.txt").string() : p.flag_value);
     if (o.boolean) {  // the name that sets the probe's value
       std::string names = o.flags;
       const std::string want = p.field.get<bool>() ? "{true}" : "{false}";
@@ -187,6 +193,7 @@ TEST(DecodeOptions, EveryRequestOptionIsAServerField) {
         if (q.number) expected.*q.number = v.get<double>();
         if (q.integer) expected.*q.integer = v.get<int>();
         if (q.integer64) expected.*q.integer64 = v.get<int64_t>();
+        if (q.phrases) expected.*q.phrases = v.get<std::vector<std::string>>();
       }
     }
     EXPECT_TRUE(routed.job->key.decode == expected) << o.key;

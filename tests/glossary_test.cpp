@@ -48,3 +48,41 @@ TEST(Glossary, FilesNameTheirBadLines) {
   EXPECT_NE(error_of("Hund\t\xff\n").find("line 1: not valid UTF-8"), std::string::npos);
   EXPECT_THROW(Glossary::load((tmp / "missing.tsv").string()), mtx::DataError);
 }
+
+// An entry's forms: any source form matches, the target form at its place is the term (the first where the target
+// lists fewer), and each term knows the bytes of the source form it matched -- what ties it to its source words.
+TEST(Glossary, FormsPickTheirTermAndTermsKnowTheirSourceBytes) {
+  const Glossary g = Glossary::of({{"Hund|Hunde|Hundes", "puppy|puppies"}, {"Straße", "road|roads"}});
+  const auto terms = g.terms_for("Zwei große Hunde auf der Straße.");
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_EQ(terms[0].target, "puppies");
+  EXPECT_EQ(std::string("Zwei große Hunde auf der Straße.").substr(terms[0].begin, terms[0].end - terms[0].begin),
+            "Hunde");
+  EXPECT_EQ(terms[1].target, "road");
+  EXPECT_EQ(std::string("Zwei große Hunde auf der Straße.").substr(terms[1].begin, terms[1].end - terms[1].begin),
+            "Straße");
+  EXPECT_EQ(g.constraints_for("Das Fell des Hundes"), (std::vector<std::string>{"puppy"})) << "no third target form";
+  EXPECT_EQ(g.constraints_for("Ein Hund"), (std::vector<std::string>{"puppy"}));
+  EXPECT_TRUE(g.constraints_for("Hundehütte").empty());
+}
+
+// Matching in any case, or by Snowball stems: an inflected form the entry does not list is found, word by word,
+// and the term is the entry's first target form; a longer word with the same start is not.
+TEST(Glossary, InflectedFormsMatchByTheirStems) {
+  const Glossary exact = Glossary::of({{"Hund", "puppy"}, {"roter Ball", "red sphere"}});
+  EXPECT_TRUE(exact.constraints_for("Zwei Hunde und ein Hundes").empty());
+  const Glossary cased = Glossary::of({{"Hund", "puppy"}}, {true, ""});
+  EXPECT_EQ(cased.constraints_for("HUND!"), (std::vector<std::string>{"puppy"}));
+  const Glossary stemmed = Glossary::of({{"Hund", "puppy"}, {"roter Ball", "red sphere"}}, {false, "german"});
+  for (const std::string line : {"Zwei Hunde", "des Hundes", "ein hund", "mit dem Hunden"}) {
+    EXPECT_EQ(stemmed.constraints_for(line), (std::vector<std::string>{"puppy"})) << line;
+  }
+  const auto terms = stemmed.terms_for("mit roten Bällen spielen");
+  ASSERT_EQ(terms.size(), 1u);
+  EXPECT_EQ(terms[0].target, "red sphere");
+  EXPECT_EQ(std::string("mit roten Bällen spielen").substr(terms[0].begin, terms[0].end - terms[0].begin),
+            "roten Bällen");
+  EXPECT_TRUE(stemmed.constraints_for("Die Hundehütte").empty()) << "another word";
+  EXPECT_EQ(Glossary::of({{"Hund", "puppy"}}, {false, "de"}).constraints_for("Hunde").size(), 1u) << "by code";
+  EXPECT_THROW(Glossary::of({{"Hund", "puppy"}}, {false, "klingon"}), mtx::ConfigError);
+}

@@ -882,3 +882,105 @@ TEST(BeamSearch, AConstraintIsNotGluedToTheWordAfterIt) {
     EXPECT_FALSE(holds(h, {6, 7})) << "beam " << beam;
   }
 }
+
+// Negative constraints (SearchSentence::suppress): a suppressed sequence never appears in any hypothesis -- of beam
+// search, greedy search or sampling -- and a sentence searches the same alone as in a batch with others, with and
+// without sequences of their own. The model would write them: without the suppression most outputs hold one.
+TEST(BeamSearch, ASuppressedSequenceIsNeverGeneratedAloneOrInAnyBatch) {
+  const std::vector<std::vector<std::vector<int32_t>>> sets = {{{5}}, {{4, 6}, {6, 6}}, {}, {{4, 4}, {5, 6, 4}}};
+  constexpr int64_t kSentences = 16, kLimit = 12;
+  SearchOptions sampled = opts(1, 0.6, 3);
+  sampled.sampling_topk = 0;
+  for (const SearchOptions& o : {opts(1), opts(4, 0.6, 4), sampled}) {
+    std::vector<SearchSentence> sentences, plain;
+    for (int64_t s = 0; s < kSentences; ++s) {
+      sentences.push_back({kLimit, {}, uint64_t(s), {}, sets[size_t(s) % sets.size()]});
+      plain.push_back({kLimit, {}, uint64_t(s), {}});
+    }
+    FakeStep fn(random_model, kSentences), fp(random_model, kSentences);
+    const auto out = beam_search(fn, o, input_of(sentences));
+    const auto before = beam_search(fp, o, input_of(plain));
+    int64_t would = 0;
+    for (int64_t s = 0; s < kSentences; ++s) {
+      const auto& suppressed = sentences[size_t(s)].suppress;
+      ASSERT_FALSE(out[size_t(s)].empty()) << s;
+      for (const auto& h : out[size_t(s)]) {
+        for (const auto& q : suppressed) EXPECT_FALSE(holds(h.tokens, q)) << "sentence " << s << ", beam " << o.beam;
+      }
+      for (const auto& h : before[size_t(s)]) {
+        would += std::any_of(suppressed.begin(), suppressed.end(), [&](const auto& q) { return holds(h.tokens, q); });
+      }
+      std::vector<SearchSentence> one = {sentences[size_t(s)]};
+      const Table shifted = [s](int64_t, const std::vector<int32_t>& h) { return random_model(s, h); };
+      FakeStep alone(shifted, 1);
+      const auto single = beam_search(alone, o, input_of(one));
+      ASSERT_EQ(single[0].size(), out[size_t(s)].size()) << s;
+      for (size_t j = 0; j < single[0].size(); ++j) {
+        EXPECT_EQ(single[0][j].tokens, out[size_t(s)][j].tokens) << "sentence " << s << ", beam " << o.beam;
+        EXPECT_EQ(single[0][j].score, out[size_t(s)][j].score);
+      }
+      if (suppressed.empty()) {
+        for (size_t j = 0; j < before[size_t(s)].size(); ++j) {
+          EXPECT_EQ(before[size_t(s)][j].tokens, out[size_t(s)][j].tokens) << "no sequences: searched as before";
+        }
+      }
+    }
+    EXPECT_GE(would, kSentences / 8) << "the model writes the sequences when they are not suppressed, beam " << o.beam;
+  }
+}
+
+namespace {
+
+// A fake model that attends to source position t at its t-th step (of 3 positions): the word it translates.
+class AttendingStep final : public StepFunction {
+ public:
+  explicit AttendingStep(Table table) : table_(std::move(table)), rows_(1) {}
+  torch::Tensor step(const torch::Tensor& tokens) override {
+    torch::Tensor out = torch::empty({int64_t(rows_.size()), kVocab});
+    attention_ = torch::zeros({int64_t(rows_.size()), 3});
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      const auto tok = int32_t(tokens[int64_t(r)].item<int64_t>());
+      if (tok != kBos || !rows_[r].empty()) rows_[r].push_back(tok);
+      const std::vector<double> p = table_(0, rows_[r]);
+      for (int64_t v = 0; v < kVocab; ++v) out[int64_t(r)][v] = float(std::log(p[size_t(v)]));
+      attention_[int64_t(r)][std::min<int64_t>(int64_t(rows_[r].size()), 2)] = 1.0f;
+    }
+    return out;
+  }
+  void reorder(const torch::Tensor& indices, bool) override {
+    std::vector<std::vector<int32_t>> next;
+    for (int64_t i = 0; i < indices.size(0); ++i) next.push_back(rows_[size_t(indices[i].item<int64_t>())]);
+    rows_ = std::move(next);
+  }
+  torch::Tensor attention() override { return attention_; }
+
+ private:
+  Table table_;
+  std::vector<std::vector<int32_t>> rows_;
+  torch::Tensor attention_;
+};
+
+}  // namespace
+
+// A term tied to its source word takes the place of the model's own word for it ("Ein Hund rennt" with Hund ->
+// puppy: "A puppy runs", not "A dog puppy runs"): untied, the search keeps the model's word and adds the term.
+// Here 4 is "A", 5 "dog", 8 "puppy", 6 "runs"; the model translates source word t at its step t.
+TEST(BeamSearch, ATiedTermTakesThePlaceOfTheModelsOwnWord) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5 || h.back() == 8) return dist({{6, 0.5}, {8, 0.2}, {5, 0.2}});
+    if (h.back() == 6 && h.size() == 3) return dist({{kEos, 0.5}, {8, 0.3}, {5, 0.1}});
+    return dist({{kEos, 0.9}});
+  };
+  for (const int beam : {1, 4}) {
+    SearchInput untied = input_of({{10, {}, 0, {{8}}}});
+    AttendingStep plain(model);
+    const auto dup = beam_search(plain, opts(beam), untied)[0][0].tokens;
+    EXPECT_TRUE(holds(dup, {5}) && holds(dup, {8})) << "untied: the model's word and the term, beam " << beam;
+    SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    AttendingStep fn(model);
+    const auto out = beam_search(fn, opts(beam), tied)[0][0].tokens;
+    EXPECT_EQ(out, (std::vector<int32_t>{4, 8, 6})) << "beam " << beam;
+  }
+}

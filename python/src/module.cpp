@@ -91,6 +91,16 @@ void set_option(config::DecodeConfig& d, const config::DecodeOption& o, const py
   if (o.boolean) {
     if (!py::isinstance<py::bool_>(value)) throw ConfigError(key + ": expected True or False");
     d.*o.boolean = value.cast<bool>();
+  } else if (o.phrases) {
+    if (py::isinstance<py::str>(value) || !py::isinstance<py::sequence>(value)) {
+      throw ConfigError(key + ": expected a list of strings");
+    }
+    std::vector<std::string> list;
+    for (const py::handle item : value) {
+      if (!py::isinstance<py::str>(item)) throw ConfigError(key + ": expected a list of strings");
+      list.push_back(item.cast<std::string>());
+    }
+    d.*o.phrases = std::move(list);
   } else if (o.integer || o.integer64) {
     if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) {
       throw ConfigError(key + ": expected an integer");
@@ -503,6 +513,7 @@ class Translator {
       if (o.integer) d[o.key] = defaults_.*o.integer;
       if (o.integer64) d[o.key] = defaults_.*o.integer64;
       if (o.number) d[o.key] = defaults_.*o.number;
+      if (o.phrases) d[o.key] = defaults_.*o.phrases;
     }
     return d;
   }
@@ -964,7 +975,7 @@ PYBIND11_MODULE(_mtx, m) {
     for (const auto& o : config::decode_options()) {
       py::dict d;
       d["name"] = o.key;
-      d["type"] = o.boolean ? "bool" : (o.integer || o.integer64) ? "int" : "float";
+      d["type"] = o.boolean ? "bool" : o.phrases ? "list[str]" : (o.integer || o.integer64) ? "int" : "float";
       d["help"] = o.help;
       out.append(d);
     }

@@ -4,6 +4,10 @@
 # constraints (mtx translate --constraints). Prints a markdown table: term accuracy (terms held as whole words),
 # BLEU (mtx eval, sacreBLEU's 13a), translation speed (sentences/s from mtx's log: translation only, no loading;
 # the median of --rounds runs, the two sides interleaved) and the constrained run's time against the plain one.
+# Then a client's synonym glossary (terms.py's SYNONYMS: Hund -> puppy where the model writes "dog") over the same
+# file with --glossary: on the lines that hold a glossary word and whose plain translation holds the model's word,
+# the term present, the term and the model's word both present, and BLEU against the references with the model's
+# word replaced by the term, next to the plain output with that find-and-replace; time over the whole file.
 #   scripts/bench/terms.sh CKPT [--beam 5] [--threads 2] [--rounds 3] [--seed 1] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,10 +45,13 @@ median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) /
 rm -f "$work"/*.rates
 translate plain
 python3 scripts/bench/terms.py pick "$work/ref.en" "$work/plain.en" "$work/terms.jsonl" --seed "$seed"
+python3 scripts/bench/terms.py synonyms "$work"
 for round in $(seq 1 "$rounds"); do
   [ "$round" -gt 1 ] && translate plain
   translate constrained --constraints "$work/terms.jsonl"
+  translate glossary --glossary "$work/synonyms.tsv"
 done
+translate stemmed --glossary "$work/lemmas.tsv" --glossary-stem german
 
 lines=$(wc -l < "$work/src.de")
 with_terms=$(grep -cv '^\[\]$' "$work/terms.jsonl" || true)
@@ -60,3 +67,9 @@ echo "| run | term accuracy % | BLEU | sentences/s (median of $rounds) | time vs
 echo "|---|---|---|---|---|"
 echo "| unconstrained | $(accuracy "$work/plain.en") | $(bleu "$work/plain.en") | $plain_rate | 1.00x |"
 echo "| --constraints | $(accuracy "$work/constrained.en") | $(bleu "$work/constrained.en") | $constrained_rate | $(awk -v a="$plain_rate" -v b="$constrained_rate" 'BEGIN { printf "%.2fx", a / b }') |"
+glossary_rate=$(median "$work/glossary.rates")
+echo
+echo "Synonym glossary (scripts/bench/terms.py SYNONYMS, $(wc -l < "$work/synonyms.tsv") entries); time over all $lines lines: --glossary $(awk -v a="$plain_rate" -v b="$glossary_rate" 'BEGIN { printf "%.2fx", a / b }') unconstrained ($glossary_rate sentences/s)"
+echo
+MTX_BINARY=$mtx python3 scripts/bench/terms.py synonyms-score "$work/src.de" "$work/ref.en" "$work/plain.en" \
+  "--glossary (forms listed)=$work/glossary.en" "--glossary (lemmas) --glossary-stem german=$work/stemmed.en"

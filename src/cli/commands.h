@@ -84,6 +84,7 @@ class ControlFlags {
   std::ifstream prefix_file_, constraints_file_;
   std::unique_ptr<decode::LineSource> prefixes_, constraints_;
   std::optional<decode::Glossary> glossary_;
+  decode::Glossary::Matching glossary_matching_;
 };
 
 // The decoding options' flags, one per entry of config::decode_options() (--beam, --alpha, --sampling-topk, ...),
@@ -100,6 +101,7 @@ class DecodeFlags {
     std::optional<int64_t> integer;
     std::optional<double> number;
     std::optional<bool> boolean;
+    std::optional<std::string> file;  // a phrases option: one phrase a line
   };
   std::vector<Slot> slots_;  // one per table entry, sized once (CLI11 holds their addresses)
 };

@@ -1,10 +1,12 @@
 #include "commands.h"
 
 #include <algorithm>
+#include <fstream>
 #include <limits>
 
 #include "mtx/bundle/bundle.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/utf8.h"
 
 namespace mtx::cli {
 
@@ -49,10 +51,17 @@ void ControlFlags::add(CLI::App& cmd, const std::string& note) {
                      note)
       ->check(CLI::ExistingFile);
   cmd.add_option("--glossary", glossary_path_,
-                 "A glossary, \"source term<TAB>target term\" a line: where a line holds a source term as whole "
-                 "words, its target term is a constraint of the translation" +
+                 "A glossary, \"source term<TAB>target term\" a line (forms separated by '|': "
+                 "\"Hund|Hunde<TAB>puppy|puppies\"): where a line holds a source term as whole words, its target term "
+                 "takes the place of the model's translation of those words" +
                      note)
       ->check(CLI::ExistingFile);
+  cmd.add_flag("--glossary-ignore-case", glossary_matching_.ignore_case,
+               "Glossary source terms match in any case" + note);
+  cmd.add_option("--glossary-stem", glossary_matching_.stem,
+                 "Glossary source terms match words with the same Snowball stems (a stemmer's name or language "
+                 "code: german, de, english, ...), in any case: Hund matches Hunde and Hundes" +
+                     note);
 }
 
 void ControlFlags::apply(decode::TranslateOptions& options) const {
@@ -72,11 +81,31 @@ void ControlFlags::open(decode::StreamOptions& stream) {
   open_one("--target-prefix", prefix_path_, prefix_file_, prefixes_, stream.prefixes);
   open_one("--constraints", constraints_path_, constraints_file_, constraints_, stream.constraints);
   if (!glossary_path_.empty()) {
-    glossary_ = decode::Glossary::load(glossary_path_);
+    glossary_ = decode::Glossary::load(glossary_path_, glossary_matching_);
     log::info("glossary {}: {} entries", glossary_path_, glossary_->size());
     stream.glossary = &*glossary_;
   }
 }
+
+namespace {
+// A phrases option's file: one phrase a line, blank lines and lines starting with '#' skipped.
+std::vector<std::string> read_phrases(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(flag + ": cannot read '" + path + "'");
+  std::vector<std::string> out;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos || line[0] == '#') continue;
+    if (!utf8::is_valid(line)) {
+      throw DataError(flag + " '" + path + "' line " + std::to_string(number) + ": not valid UTF-8");
+    }
+    out.push_back(line);
+  }
+  if (in.bad()) throw DataError(flag + ": reading '" + path + "' failed");
+  return out;
+}
+}  // namespace
 
 void DecodeFlags::add(CLI::App& cmd, const std::string& note) {
   const auto& table = config::decode_options();
@@ -89,6 +118,8 @@ void DecodeFlags::add(CLI::App& cmd, const std::string& note) {
     Slot& slot = slots_[i];
     if (o.boolean) {
       cmd.add_flag(o.flags, slot.boolean, help);
+    } else if (o.phrases) {
+      cmd.add_option(o.flags, slot.file, help)->type_name("FILE");
     } else if (o.number) {
       cmd.add_option(o.flags, slot.number, help);
     } else {
@@ -105,6 +136,7 @@ config::DecodeConfig DecodeFlags::apply(config::DecodeConfig d) const {
     const Slot& slot = slots_[i];
     nbest_given = nbest_given || (slot.integer && o.integer == &config::DecodeConfig::nbest);
     if (slot.boolean) d.*o.boolean = *slot.boolean;
+    if (slot.file) d.*o.phrases = read_phrases(*slot.file, std::string(o.flags));
     if (slot.number) d.*o.number = *slot.number;
     if (slot.integer) {
       o.set_integer(d, *slot.integer, std::string(o.flags).substr(0, std::string(o.flags).find_first_of("{,")));

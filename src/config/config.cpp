@@ -208,6 +208,7 @@ void visit(DecodeConfig& c, V&& v) {
     if (o.integer64) v(o.key, c.*o.integer64);
     if (o.number) v(o.key, c.*o.number);
     if (o.boolean) v(o.key, c.*o.boolean);
+    if (o.phrases) v(o.key, c.*o.phrases);
   }
 }
 
@@ -263,6 +264,18 @@ void read_value(const json& j, T& out, const std::string& key) {
   }
 }
 
+// A list of phrases: non-empty strings.
+void read_value(const json& j, std::vector<std::string>& out, const std::string& key) {
+  if (!j.is_array()) throw ConfigError(key + ": expected a list of strings, got " + describe(j));
+  out.clear();
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_string() || j[i].get<std::string>().empty()) {
+      throw ConfigError(key + "[" + std::to_string(i) + "]: expected a non-empty string, got " + describe(j[i]));
+    }
+    out.push_back(j[i].get<std::string>());
+  }
+}
+
 void read_value(const json& j, double& out, const std::string& key) {
   if (!j.is_number()) throw ConfigError(key + ": expected a number, got " + describe(j));
   out = j.get<double>();
@@ -294,7 +307,8 @@ class Reader {
     const auto it = object_.find(key);
     if (it == object_.end()) return;
     const std::string path = prefix_.empty() ? key : prefix_ + "." + key;
-    if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) {
+    if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string> &&
+                  !std::is_same_v<T, std::vector<std::string>>) {
       if (!it->is_object()) throw ConfigError(path + ": expected an object, got " + describe(*it));
       Reader nested(*it, path);
       visit(field, nested);
@@ -330,7 +344,8 @@ class Writer {
   void operator()(const char* key, T& field) {
     if constexpr (std::is_enum_v<T>) {
       out_[key] = enum_name(field);
-    } else if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) {
+    } else if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string> &&
+                         !std::is_same_v<T, std::vector<std::string>>) {
       json nested = json::object();
       Writer w(nested);
       visit(field, w);
@@ -421,6 +436,13 @@ DecodeOption number(const char* key, const char* flags, double DecodeConfig::*f,
   o.max = hi;
   return o;
 }
+DecodeOption phrases(const char* key, const char* flags, std::vector<std::string> DecodeConfig::*f, bool request,
+                     const char* help) {
+  DecodeOption o = option(key, flags, request, help);
+  o.phrases = f;
+  o.max = std::numeric_limits<double>::infinity();
+  return o;
+}
 DecodeOption boolean(const char* key, const char* flags, bool DecodeConfig::*f, bool request, const char* help) {
   DecodeOption o = option(key, flags, request, help);
   o.boolean = f;
@@ -464,6 +486,8 @@ const std::vector<DecodeOption>& decode_options() {
              "(CTRL's; 1: off)"),
       integer("no_repeat_ngram_size", "--no-repeat-ngram-size", &D::no_repeat_ngram_size, 0, 1024, true,
               "No N-gram of tokens occurs twice in a hypothesis (0: off)"),
+      phrases("suppress", "--suppress", &D::suppress, true,
+              "Target phrases never generated (negative constraints; on the command line a file, one a line)"),
   };
   return table;
 }
@@ -483,6 +507,7 @@ void fit_nbest_to_beam(DecodeConfig& d, bool nbest_given) {
 }
 
 std::string DecodeOption::text(const DecodeConfig& c) const {
+  if (phrases) return json(c.*phrases).dump();
   if (integer) return std::to_string(c.*integer);
   if (integer64) return std::to_string(c.*integer64);
   if (boolean) return c.*boolean ? "true" : "false";
@@ -491,6 +516,7 @@ std::string DecodeOption::text(const DecodeConfig& c) const {
 }
 
 double DecodeOption::value(const DecodeConfig& c) const {
+  if (phrases) return double((c.*phrases).size());
   if (integer) return double(c.*integer);
   if (integer64) return double(c.*integer64);
   if (boolean) return c.*boolean ? 1 : 0;
@@ -499,7 +525,11 @@ double DecodeOption::value(const DecodeConfig& c) const {
 
 bool operator==(const DecodeConfig& a, const DecodeConfig& b) {
   for (const DecodeOption& o : decode_options()) {
-    if (o.integer64 ? a.*o.integer64 != b.*o.integer64 : o.value(a) != o.value(b)) return false;
+    if (o.phrases     ? a.*o.phrases != b.*o.phrases
+        : o.integer64 ? a.*o.integer64 != b.*o.integer64
+                      : o.value(a) != o.value(b)) {
+      return false;
+    }
   }
   return true;
 }
@@ -519,6 +549,12 @@ void validate(const DecodeConfig& d, bool as_fields) {
   };
   for (const DecodeOption& o : decode_options()) {
     if (o.boolean) continue;
+    if (o.phrases) {
+      for (const std::string& p : d.*o.phrases) {
+        check(!p.empty() && p.find_first_not_of(" \t") != std::string::npos, name(o) + ": an empty phrase");
+      }
+      continue;
+    }
     const double v = o.value(d);
     const bool below = o.min_open ? !(v > o.min) : !(v >= o.min);
     if (below || !(v <= o.max)) {

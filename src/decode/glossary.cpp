@@ -1,7 +1,10 @@
 #include "mtx/decode/glossary.h"
 
+#include <libstemmer.h>
+
 #include <algorithm>
 #include <fstream>
+#include <mutex>
 
 #include "mtx/util/errors.h"
 #include "mtx/util/text.h"
@@ -13,9 +16,72 @@ namespace {
 
 bool word_char(char32_t c) { return text::is_letter(c) || text::is_number(c); }
 
+char32_t folded(char32_t c) {
+  const std::u32string l = text::lower(std::u32string(1, c));
+  return l.size() == 1 ? l[0] : c;
+}
+
+std::u32string folded(std::u32string s) {
+  for (char32_t& c : s) c = folded(c);
+  return s;
+}
+
+// The words of `text` (runs of letters and digits) as [begin, end) character ranges.
+std::vector<std::pair<size_t, size_t>> word_ranges(const std::u32string& text) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t i = 0; i < text.size();) {
+    if (!word_char(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && word_char(text[j])) ++j;
+    out.emplace_back(i, j);
+    i = j;
+  }
+  return out;
+}
+
+// A glossary side's forms: "Hund|Hunde" -> Hund, Hunde.
+std::vector<std::string> forms_of(const std::string& side) {
+  std::vector<std::string> out;
+  for (size_t at = 0;;) {
+    const size_t bar = side.find('|', at);
+    out.push_back(side.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) return out;
+    at = bar + 1;
+  }
+}
+
 }  // namespace
 
-Glossary Glossary::load(const std::string& path) {
+// One Snowball stemmer, shared by a glossary's copies: Snowball's are not safe to use from two threads at once.
+class Glossary::Stemmer {
+ public:
+  explicit Stemmer(const std::string& name) : stemmer_(sb_stemmer_new(name.c_str(), "UTF_8")) {
+    if (stemmer_) return;
+    std::string names;
+    for (const char** n = sb_stemmer_list(); *n; ++n) names += std::string(names.empty() ? "" : ", ") + *n;
+    throw ConfigError("glossary stemmer '" + name + "': Snowball has no such stemmer; it has " + names);
+  }
+  ~Stemmer() { sb_stemmer_delete(stemmer_); }
+  Stemmer(const Stemmer&) = delete;
+  Stemmer& operator=(const Stemmer&) = delete;
+  // The stem of a lower-cased word.
+  std::string stem(const std::u32string& word) {
+    const std::string w = text::to_utf8(word);
+    std::lock_guard<std::mutex> lock(mutex_);
+    const sb_symbol* s = sb_stemmer_stem(stemmer_, reinterpret_cast<const sb_symbol*>(w.data()), int(w.size()));
+    if (!s) throw std::bad_alloc();
+    return std::string(reinterpret_cast<const char*>(s), size_t(sb_stemmer_length(stemmer_)));
+  }
+
+ private:
+  sb_stemmer* stemmer_;
+  std::mutex mutex_;
+};
+
+Glossary Glossary::load(const std::string& path, const Matching& matching) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError("--glossary: cannot read '" + path + "'");
   std::vector<std::pair<std::string, std::string>> entries;
@@ -30,32 +96,103 @@ Glossary Glossary::load(const std::string& path) {
       throw DataError(where + ": expected \"source term<TAB>target term\"");
     }
     std::string source = line.substr(0, tab), target = line.substr(tab + 1);
-    if (source.empty() || target.empty()) throw DataError(where + ": an empty term");
+    for (const std::string& side : {source, target}) {
+      for (const std::string& form : forms_of(side)) {
+        if (form.empty()) throw DataError(where + ": an empty term");
+      }
+    }
     entries.emplace_back(std::move(source), std::move(target));
   }
   if (in.bad()) throw DataError("--glossary: reading '" + path + "' failed");
-  return of(std::move(entries));
+  return of(std::move(entries), matching);
 }
 
-Glossary Glossary::of(std::vector<std::pair<std::string, std::string>> entries) {
+Glossary Glossary::of(std::vector<std::pair<std::string, std::string>> entries, const Matching& matching) {
   Glossary g;
-  for (auto& [source, target] : entries) g.entries_.push_back({text::to_u32(source), std::move(target)});
+  g.matching_ = matching;
+  if (!matching.stem.empty()) g.stemmer_ = std::make_shared<Stemmer>(matching.stem);
+  for (auto& [source, target] : entries) {
+    Entry e;
+    for (const std::string& f : forms_of(source)) {
+      e.sources.push_back(matching.ignore_case ? folded(text::to_u32(f)) : text::to_u32(f));
+      if (!g.stemmer_) continue;
+      const std::u32string form = folded(text::to_u32(f));
+      std::vector<std::string> stems;
+      for (const auto& [b, end] : word_ranges(form)) stems.push_back(g.stemmer_->stem(form.substr(b, end - b)));
+      e.stems.push_back(std::move(stems));
+    }
+    e.targets = forms_of(target);
+    g.entries_.push_back(std::move(e));
+  }
   return g;
+}
+
+bool Glossary::find_stemmed(const Entry& e, const std::u32string& text, size_t& form, size_t& begin,
+                            size_t& end) const {
+  const std::vector<std::pair<size_t, size_t>> words = word_ranges(text);
+  std::vector<std::string> stems;
+  for (const auto& [b, x] : words) stems.push_back(stemmer_->stem(folded(text.substr(b, x - b))));
+  bool found = false;
+  for (size_t f = 0; f < e.stems.size(); ++f) {
+    const auto& want = e.stems[f];
+    if (want.empty()) continue;
+    for (size_t i = 0; i + want.size() <= stems.size(); ++i) {
+      if (!std::equal(want.begin(), want.end(), stems.begin() + std::ptrdiff_t(i))) continue;
+      if (!found || words[i].first < begin) {
+        found = true;
+        form = f;
+        begin = words[i].first;
+        end = words[i + want.size() - 1].second;
+      }
+      break;
+    }
+  }
+  return found;
+}
+
+std::vector<Glossary::Term> Glossary::terms_for(const std::string& line) const {
+  std::vector<Term> out;
+  if (entries_.empty() || line.empty()) return out;
+  const std::u32string original = text::to_u32(line);
+  const std::u32string text = matching_.ignore_case ? folded(original) : original;
+  std::vector<size_t> byte_of(text.size() + 1, line.size());  // each character's first byte
+  for (size_t b = 0, c = 0; b < line.size() && c < text.size(); ++c) {
+    byte_of[c] = b;
+    const auto lead = static_cast<unsigned char>(line[b]);
+    b += lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : 4;
+  }
+  for (const Entry& e : entries_) {
+    size_t best = std::u32string::npos, best_end = 0, form = 0;
+    for (size_t f = 0; f < e.sources.size(); ++f) {
+      const std::u32string& source = e.sources[f];
+      for (size_t at = text.find(source); at != std::u32string::npos && at < best; at = text.find(source, at + 1)) {
+        const size_t end = at + source.size();
+        if ((at == 0 || !word_char(text[at - 1]) || !word_char(source.front())) &&
+            (end == text.size() || !word_char(text[end]) || !word_char(source.back()))) {
+          best = at;
+          best_end = end;
+          form = f;
+          break;
+        }
+      }
+    }
+    size_t stem_form = 0, stem_begin = 0, stem_end = 0;
+    if (best == std::u32string::npos && stemmer_ && find_stemmed(e, original, stem_form, stem_begin, stem_end)) {
+      best = stem_begin;
+      best_end = stem_end;
+      form = e.sources.size();  // no form of its own: the first target form
+    }
+    if (best == std::u32string::npos) continue;
+    const std::string& target = e.targets[form < e.targets.size() ? form : 0];
+    if (std::any_of(out.begin(), out.end(), [&](const Term& t) { return t.target == target; })) continue;
+    out.push_back({target, byte_of[best], byte_of[best_end]});
+  }
+  return out;
 }
 
 std::vector<std::string> Glossary::constraints_for(const std::string& line) const {
   std::vector<std::string> out;
-  if (entries_.empty() || line.empty()) return out;
-  const std::u32string text = text::to_u32(line);
-  for (const Entry& e : entries_) {
-    bool found = false;
-    for (size_t at = text.find(e.source); at != std::u32string::npos && !found; at = text.find(e.source, at + 1)) {
-      const size_t end = at + e.source.size();
-      found = (at == 0 || !word_char(text[at - 1]) || !word_char(e.source.front())) &&
-              (end == text.size() || !word_char(text[end]) || !word_char(e.source.back()));
-    }
-    if (found && std::find(out.begin(), out.end(), e.target) == out.end()) out.push_back(e.target);
-  }
+  for (Term& t : terms_for(line)) out.push_back(std::move(t.target));
   return out;
 }
 

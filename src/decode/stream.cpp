@@ -298,10 +298,13 @@ std::vector<LineControls> read_controls(const std::vector<std::string>& lines, i
       c.constraints = parse_constraints(control_line(options.constraints, number, "one JSON list"),
                                         options.constraints.name, number);
     }
-    if (options.glossary) {
-      for (std::string& term : options.glossary->constraints_for(lines[i])) {
-        if (std::find(c.constraints.begin(), c.constraints.end(), term) == c.constraints.end())
-          c.constraints.push_back(std::move(term));
+    if (options.glossary) {  // each term tied to the source words it matched
+      const std::vector<Glossary::Term> terms = options.glossary->terms_for(lines[i]);
+      if (!terms.empty()) c.sources.assign(c.constraints.size(), {std::string::npos, std::string::npos});
+      for (const Glossary::Term& term : terms) {
+        if (std::find(c.constraints.begin(), c.constraints.end(), term.target) != c.constraints.end()) continue;
+        c.constraints.push_back(term.target);
+        c.sources.emplace_back(term.begin, term.end);
       }
     }
     controls.push_back(std::move(c));

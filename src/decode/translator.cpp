@@ -1,5 +1,7 @@
 #include "mtx/decode/translator.h"
 
+#include "mtx/decode/align.h"
+
 #include "mtx/util/strings.h"
 
 #include <torch/torch.h>
@@ -240,12 +242,19 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
   in.pad = ids.pad;
   in.unk = options_.search.allow_unk ? -1 : ids.unk;
   static const TargetControls kNone;
+  // decode.suppress's phrases as target pieces, suppressed in every sentence besides its own.
+  std::vector<std::vector<int32_t>> suppressed;
+  for (const std::string& phrase : options_.search.suppress) {
+    std::vector<int32_t> pieces = tokenizer_.tgt().encode(phrase);
+    if (!pieces.empty()) suppressed.push_back(std::move(pieces));
+  }
   const auto sentences = [&](const std::vector<const std::vector<int32_t>*>& srcs,
                              const std::vector<const TargetControls*>& ctl, const std::vector<int64_t>& limits) {
     std::vector<SearchSentence> out;
     for (size_t i = 0; i < srcs.size(); ++i) {
       const TargetControls& c = ctl.empty() || !ctl[i] ? kNone : *ctl[i];
-      out.push_back({limits[i], c.prefix, seed_of(*srcs[i], c.prefix), c.constraints});
+      out.push_back({limits[i], c.prefix, seed_of(*srcs[i], c.prefix), c.constraints, suppressed, c.spans});
+      out.back().suppress.insert(out.back().suppress.end(), c.suppress.begin(), c.suppress.end());
     }
     return out;
   };
@@ -253,15 +262,18 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
   if (std::any_of(in.sentences.begin(), in.sentences.end(),
                   [](const SearchSentence& s) { return !s.constraints.empty(); }))
     in.continues_word = continues_word();
+  // The step's attention: asked for, or read by phrases tied to source words (SearchSentence::spans).
+  const bool keep_attention =
+      options_.search.return_attention ||
+      std::any_of(in.sentences.begin(), in.sentences.end(), [](const SearchSentence& s) { return !s.spans.empty(); });
   std::unique_ptr<JoinableStep> step;
   if (models_.size() == 1) {
-    step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src),
-                                       options_.search.return_attention);
+    step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src), keep_attention);
   } else {
     std::vector<std::unique_ptr<ModelStep>> members;
     for (size_t m = 0; m < models_.size(); ++m) {
-      members.push_back(std::make_unique<ModelStep>(models_[m], models_[m]->encode(first.src),
-                                                    m == 0 && options_.search.return_attention));
+      members.push_back(
+          std::make_unique<ModelStep>(models_[m], models_[m]->encode(first.src), m == 0 && keep_attention));
     }
     step = std::make_unique<EnsembleStep>(std::move(members));
   }
@@ -445,7 +457,39 @@ std::vector<std::vector<Hypothesis>> Translator::translate_ids(const std::vector
   return out;
 }
 
-TargetControls Translator::target_controls(const LineControls& controls, int64_t line) const {
+namespace {
+
+// The source positions [begin, end) of the pieces that spell the whitespace-separated words of `text` that bytes
+// [begin, end) touch (align.h's word_of_pieces), after a leading language token when `code_first`.
+std::pair<int64_t, int64_t> piece_span(const tokenizer::Model& src, const std::string& text, size_t begin, size_t end,
+                                       bool code_first) {
+  const auto space = [](char c) { return c == ' ' || c == '\t'; };
+  int64_t word = -1, first_word = -1, last_word = -1;
+  for (size_t i = 0; i < text.size() && i < end; ++i) {
+    if (!space(text[i]) && (i == 0 || space(text[i - 1]))) ++word;
+    if (i >= begin && !space(text[i])) {
+      if (first_word < 0) first_word = word;
+      last_word = word;
+    }
+  }
+  if (first_word < 0) return {-1, -1};
+  const std::vector<int32_t> pieces = src.encode(text);
+  const std::vector<int> words = word_of_pieces(src, pieces);
+  int64_t from = -1, to = -1;
+  for (size_t p = 0; p < words.size(); ++p) {
+    if (words[p] < first_word || words[p] > last_word) continue;
+    if (from < 0) from = int64_t(p);
+    to = int64_t(p) + 1;
+  }
+  if (from < 0) return {-1, -1};
+  const int64_t shift = code_first ? 1 : 0;
+  return {from + shift, to + shift};
+}
+
+}  // namespace
+
+TargetControls Translator::target_controls(const LineControls& controls, int64_t line, const std::string& text,
+                                           bool code_first) const {
   TargetControls out;
   const int32_t target = controls.target_lang.empty()
                              ? target_code_
@@ -463,7 +507,9 @@ TargetControls Translator::target_controls(const LineControls& controls, int64_t
     out.prefix.resize(size_t(room));
   }
   auto used = int64_t(out.prefix.size());
-  for (const std::string& phrase : controls.constraints) {
+  bool tied = false;
+  for (size_t i = 0; i < controls.constraints.size(); ++i) {
+    const std::string& phrase = controls.constraints[i];
     std::vector<int32_t> ids = tokenizer_.tgt().encode(phrase);
     if (ids.empty()) continue;
     if (used + int64_t(ids.size()) > room) {
@@ -473,6 +519,16 @@ TargetControls Translator::target_controls(const LineControls& controls, int64_t
     }
     used += int64_t(ids.size());
     out.constraints.push_back(std::move(ids));
+    const auto source = i < controls.sources.size() ? controls.sources[i] : std::pair<size_t, size_t>{};
+    out.spans.push_back(source.first < source.second
+                            ? piece_span(tokenizer_.src(), text, source.first, source.second, code_first)
+                            : std::pair<int64_t, int64_t>{-1, -1});
+    tied = tied || out.spans.back().first >= 0;
+  }
+  if (!tied) out.spans.clear();
+  for (const std::string& phrase : controls.suppress) {
+    std::vector<int32_t> ids = tokenizer_.tgt().encode(phrase);
+    if (!ids.empty()) out.suppress.push_back(std::move(ids));
   }
   return out;
 }
@@ -511,7 +567,9 @@ std::vector<Translation> Translator::translate(const std::vector<std::string>& l
     if (valid.ids[i].empty()) continue;  // empty or blank: nothing to translate
     sources.push_back(std::move(valid.ids[i]));
     if (!controls.empty() || target_code_ >= 0) {
-      control_ids.push_back(target_controls(controls.empty() ? LineControls{} : controls[i], int64_t(i) + 1));
+      const bool code_first = codes[i] >= 0 && !tokenizer_.code_after_eos();
+      control_ids.push_back(
+          target_controls(controls.empty() ? LineControls{} : controls[i], int64_t(i) + 1, lines[i], code_first));
     }
     out[i].truncated = valid.truncated[i];
     where.push_back(i);

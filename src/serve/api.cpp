@@ -490,6 +490,9 @@ struct Api::Impl {
       json f = {{"description", o.help}};
       if (o.boolean) {
         f["type"] = "boolean";
+      } else if (o.phrases) {
+        f["type"] = "array";
+        f["items"] = {{"type", "string"}, {"minLength", 1}};
       } else {
         const bool limited = std::string(o.key) == "beam" || std::string(o.key) == "nbest";
         f["type"] = o.number ? "number" : "integer";
@@ -687,6 +690,15 @@ struct Api::Impl {
       if (o.boolean) {
         if (!v.is_boolean()) throw bad(field + " must be true or false");
         d.*o.boolean = v.get<bool>();
+      } else if (o.phrases) {
+        const std::string shape = field + " must be a list of non-empty strings";
+        if (!v.is_array()) throw bad(shape);
+        std::vector<std::string> list;
+        for (const json& p : v) {
+          if (!p.is_string() || p.get<std::string>().empty()) throw bad(shape);
+          list.push_back(p.get<std::string>());
+        }
+        d.*o.phrases = std::move(list);
       } else if (o.number) {
         const double x = v.is_number() ? v.get<double>() : std::nan("");
         const bool below = o.min_open ? !(x > o.min) : !(x >= o.min);

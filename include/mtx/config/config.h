@@ -169,15 +169,17 @@ struct DecodeConfig {
   int sampling_topk = 1;       // 1: no sampling (search); 0: sample from the whole vocabulary; K: the K best
   double sampling_topp = 1.0;  // nucleus: the fewest best tokens whose probability reaches P (1: all)
   double sampling_temperature = 1.0;
-  int64_t sampling_seed = 0;        // each sentence samples from its own stream, seeded by this and the sentence
-  double repetition_penalty = 1.0;  // > 1: tokens already generated become less likely (CTRL's, as transformers)
-  int no_repeat_ngram_size = 0;     // N > 0: no N-gram occurs twice in a hypothesis
+  int64_t sampling_seed = 0;          // each sentence samples from its own stream, seeded by this and the sentence
+  double repetition_penalty = 1.0;    // > 1: tokens already generated become less likely (CTRL's, as transformers)
+  int no_repeat_ngram_size = 0;       // N > 0: no N-gram occurs twice in a hypothesis
+  std::vector<std::string> suppress;  // target phrases never generated (negative constraints)
 };
 
 // One decoding option, declared once: its key in a config's `decode` section and in a server request, its
-// command-line flag, the field it sets (one of the four pointers: its type), range, help and whether a request may set
-// it. The config reader, the flags of mtx translate/eval/serve, the server's request fields and the docs' tables all
-// walk this table.
+// command-line flag, the field it sets (one of the five pointers: its type), range, help and whether a request may
+// set it. The config reader, the flags of mtx translate/eval/serve, the server's request fields, the Python keywords
+// and the docs' tables all walk this table. A `phrases` option is a list of target phrases: a JSON array of strings
+// in a config, a request and Python, and on the command line a file of one phrase a line.
 struct DecodeOption {
   const char* key = nullptr;    // "beam": decode.beam in a config, "beam" in a request body
   const char* flags = nullptr;  // CLI11's names: "--beam", or for a switch "--exact-stop{true},--first-k-stop{false}"
@@ -185,11 +187,12 @@ struct DecodeOption {
   int64_t DecodeConfig::*integer64 = nullptr;
   double DecodeConfig::*number = nullptr;
   bool DecodeConfig::*boolean = nullptr;
+  std::vector<std::string> DecodeConfig::*phrases = nullptr;
   double min = 0, max = 0;  // inclusive; numbers: min_open excludes min
   bool min_open = false;
   const char* help = "";
   bool request = false;  // a server request may set it ("key": value)
-  // The value as JSON-like text ("5", "0.6", "true") and as a double (booleans 0/1).
+  // The value as JSON text ("5", "0.6", "true", "[\"dog\"]") and as a double (booleans 0/1; phrases: their count).
   std::string text(const DecodeConfig& c) const;
   double value(const DecodeConfig& c) const;
   // Sets an integer option; ConfigError "<name>: N is out of range" where the field is an int and N is not.

@@ -1,31 +1,61 @@
 // A translator's glossary (mtx translate --glossary FILE): source term -> target term, one entry a line
-// ("source<TAB>target"; empty lines and lines starting with '#' are skipped). Each entry whose source term occurs
-// in a line becomes a constraint of its translation (decode/search.h, SearchSentence).
+// ("source<TAB>target"; empty lines and lines starting with '#' are skipped). A side may list forms separated by
+// '|' ("Hund|Hunde<TAB>puppy|puppies"): any source form matches, and the target form at the matched form's place
+// is the term (the first one where the target lists fewer). Each entry whose source term occurs in a line becomes
+// a constraint of its translation tied to the source words it matched (decode/search.h, SearchSentence::spans):
+// the term takes the place of the model's own translation of those words.
+// Matching is case-sensitive and exact by default; Matching makes it case-insensitive, or by Snowball stems
+// (Debian's libstemmer: "Hund" matches Hunde, Hundes, hund), word by word.
 #pragma once
 
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mtx::decode {
 
+// How a glossary's source terms match a line.
+struct GlossaryMatching {
+  bool ignore_case = false;  // source terms match in any case
+  // A Snowball stemmer's name or language code ("german", "de"; sb_stemmer_list()): the words of a source term
+  // match words with the same stems, in any case. Empty: no stemming.
+  std::string stem;
+};
+
 class Glossary {
  public:
-  // Throws DataError naming the file (unreadable) and line (no tab, an empty term, invalid UTF-8).
-  static Glossary load(const std::string& path);
-  // Entries as (source, target) pairs, in file order.
-  static Glossary of(std::vector<std::pair<std::string, std::string>> entries);
+  using Matching = GlossaryMatching;
+  // Throws DataError naming the file (unreadable) and line (no tab, an empty term or form, invalid UTF-8), and
+  // ConfigError for a stemmer Snowball does not have.
+  static Glossary load(const std::string& path, const Matching& matching = {});
+  // Entries as (source, target) pairs, in file order, forms separated by '|'.
+  static Glossary of(std::vector<std::pair<std::string, std::string>> entries, const Matching& matching = {});
 
-  // The target terms of the entries whose source term occurs in `line` as whole words (case-sensitive; the
-  // characters on either side, if any, are neither letters nor digits), in file order, each once.
+  // An entry found in a line: its target term and the bytes [begin, end) of the source form it matched.
+  struct Term {
+    std::string target;
+    size_t begin = 0, end = 0;
+  };
+  // The entries whose source term occurs in `line` as whole words (the characters on either side, if any, are
+  // neither letters nor digits; as Matching says), in file order, each target once, at its first occurrence.
+  std::vector<Term> terms_for(const std::string& line) const;
+  // terms_for's targets.
   std::vector<std::string> constraints_for(const std::string& line) const;
   size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {
-    std::u32string source;
-    std::string target;
+    std::vector<std::u32string> sources;
+    std::vector<std::vector<std::string>> stems;  // per source form, its words' stems (stemming only)
+    std::vector<std::string> targets;
   };
+  class Stemmer;
   std::vector<Entry> entries_;
+  Matching matching_;
+  std::shared_ptr<Stemmer> stemmer_;  // null: no stemming
+  // Stemming: each source form's first occurrence as a sequence of stemmed words (form index, [begin, end) chars).
+  bool find_stemmed(const Entry& e, const std::u32string& text, size_t& form, size_t& begin, size_t& end) const;
 };
 
 }  // namespace mtx::decode

@@ -1,13 +1,15 @@
-// Beam search over an incremental step function, apart from the model (CTranslate2's decoding.cc):
-// batched (all sentences' beams are rows of one state), cache reordered by the chosen beams each step,
-// finished sentences dropped from the state, GNMT length normalisation, minimum and maximum length,
-// n-best lists. Greedy search is beam 1 through the same code.
+// Search over an incremental step function, apart from the model (CTranslate2's decoding.h): batched (all
+// sentences' beams are rows of one state), cache reordered by the chosen beams each step, finished sentences
+// dropped from the state, GNMT length normalisation, minimum and maximum length, n-best lists. Beam search,
+// greedy search and sampling are strategies over one state, with logits processors built once from the options
+// (src/decode/search_parts.h).
 #pragma once
 
 #include <torch/types.h>
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "mtx/config/config.h"
@@ -58,7 +60,8 @@ class StepFunction {
   // Admit), index rows + i names the fresh row (nothing generated yet) of the i-th of them, where `rows` is the
   // number of rows the last step scored.
   virtual void reorder(const torch::Tensor& indices, bool same_sentences) = 0;
-  // After a step, when the search's options ask for it (return_attention): each of the step's rows' attention over
+  // After a step (from its first block on), when the search's options ask for it (return_attention) or a sentence
+  // has tied constraints (SearchSentence::spans): each of the step's rows' attention over
   // its sentence's source positions [rows, source length] (float; one decoder layer's cross-attention, averaged
   // over heads; positions past a sentence's own source hold 0). Undefined: the step function cannot give it.
   virtual torch::Tensor attention() { return {}; }
@@ -117,18 +120,30 @@ using Abandoned = std::function<bool(int64_t sentence)>;
 // constraints; the beam is dealt out among banks of candidates by constraint tokens met, best of each bank in turn,
 // the bank with the most first). A phrase that appears by itself counts. Only a hypothesis forced to end at its
 // length limit may end without its constraints. The limit grows to hold the prefix and every phrase. Not with
-// sampling (ConfigError).
+// sampling (ConfigError). Its suppressed sequences (negative constraints, CTranslate2's suppress_sequences) are
+// never generated: the last token of one is banned wherever a hypothesis ends with the rest of it (a one-token
+// sequence: everywhere), in every strategy.
+// A phrase tied to a source span (`spans[i]`: source positions [begin, end) of the step function's attention, a
+// glossary term's source words; {-1, -1} or no spans: untied) takes the place of the model's own translation of
+// the span (Hasler et al. 2018; Bogoychev & Chen 2023): at a step where a hypothesis attends most to the span of
+// such a phrase, unmet and none under way, the model's best token (other than the phrase's first) is banned, and a
+// hypothesis that starts the phrase there never generates that token again. It needs the step function's
+// attention (StepFunction::attention); without it, tied phrases are untied ones.
 struct SearchSentence {
   int64_t max_length = 1;
   std::vector<int32_t> prefix;
   uint64_t seed = 0;
   std::vector<std::vector<int32_t>> constraints = {};
+  std::vector<std::vector<int32_t>> suppress = {};
+  std::vector<std::pair<int64_t, int64_t>> spans = {};  // per constraint (or empty)
 };
-// What a caller steers one sentence's target with (SearchSentence's prefix and constraints), as the layers above
-// the search hand it down.
+// What a caller steers one sentence's target with (SearchSentence's prefix, constraints with their source spans,
+// and suppressed sequences), as the layers above the search hand it down.
 struct TargetControls {
   std::vector<int32_t> prefix;
   std::vector<std::vector<int32_t>> constraints = {};
+  std::vector<std::vector<int32_t>> suppress = {};
+  std::vector<std::pair<int64_t, int64_t>> spans = {};
 };
 
 // Continuous batching: after each step, with the number of sentences still searching, Admit may add sentences to
@@ -159,8 +174,8 @@ struct SearchInput {
 // - logits processors, per row, on what the strategy chooses from (transformers' definitions): the repetition
 //   penalty (CTRL's: a token already in the hypothesis has its score divided by the penalty where positive and
 //   multiplied where negative) and the no-repeat n-gram ban act on the log-probabilities in beam search
-//   (beam > 1) and on the logits in greedy search and sampling; then the bans (BOS, pad, unk, EOS before min_len)
-//   and the forced tokens (a prefix, EOS at the length limit).
+//   (beam > 1) and on the logits in greedy search and sampling, then the sentences' suppressed sequences; then the
+//   bans (BOS, pad, unk, EOS before min_len) and the forced tokens (a prefix, EOS at the length limit).
 // A hypothesis's log_prob is the sum of its tokens' log-probabilities under the processed scores (normalised
 // again in greedy search and sampling; at temperature 1, untruncated, when sampling). Returns, per sentence (those
 // admitted included), up to options.nbest hypotheses, best first (samples: in draw order). Throws ConfigError when

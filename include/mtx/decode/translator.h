@@ -38,11 +38,16 @@ TranslateOptions options_from_config(const config::DecodeConfig& decode);
 void validate(const TranslateOptions& options);
 
 // What steers a line's translation, as text: a target prefix it starts with ("" for none), target phrases
-// (constraints) it must hold, and a multilingual model's languages for this line ("": the translator's).
+// (constraints) it must hold, a multilingual model's languages for this line ("": the translator's), and target
+// phrases it never holds (suppressed, besides decode.suppress's).
 struct LineControls {
   std::string prefix;
   std::vector<std::string> constraints;
   std::string source_lang = {}, target_lang = {};
+  std::vector<std::string> suppress = {};
+  // Per constraint (or empty: none tied): the bytes [begin, end) of the line it translates (a glossary term's
+  // source words), which tie it to their pieces (SearchSentence::spans); {npos, npos}: untied.
+  std::vector<std::pair<size_t, size_t>> sources = {};
 };
 
 struct Translation {
@@ -69,7 +74,10 @@ class Translator {
                                      const std::vector<LineControls>& controls = {}, const Abandoned& abandoned = {});
   // A line's controls as tokens. A prefix and phrases the model cannot write in full (its positions end at its
   // maximum length) are cut (the prefix) or dropped (the last phrases first), with a warning naming `line`.
-  TargetControls target_controls(const LineControls& controls, int64_t line) const;
+  // `text` (the line; needed for controls.sources) ties phrases to its pieces, `code_first`: its ids start with a
+  // language token.
+  TargetControls target_controls(const LineControls& controls, int64_t line, const std::string& text = "",
+                                 bool code_first = false) const;
   // Token level: source ids without EOS (longer than the model allows: cut) -> hypotheses per source.
   // `on_done` (optional) is told each source's index and hypotheses as soon as its search ends, possibly from
   // several search threads at once.
