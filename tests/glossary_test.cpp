@@ -62,6 +62,12 @@ TEST(Glossary, FormsPickTheirTermAndTermsKnowTheirSourceBytes) {
   EXPECT_EQ(std::string("Zwei große Hunde auf der Straße.").substr(terms[1].begin, terms[1].end - terms[1].begin),
             "Straße");
   EXPECT_EQ(g.constraints_for("Das Fell des Hundes"), (std::vector<std::string>{"puppy"})) << "no third target form";
+  // Each occurrence is a term of its own, tied to its words, in line order.
+  const auto both = g.terms_for("Ein Hund und zwei Hunde");
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].target, "puppy");
+  EXPECT_EQ(both[1].target, "puppies");
+  EXPECT_LT(both[0].begin, both[1].begin);
   EXPECT_EQ(g.constraints_for("Ein Hund"), (std::vector<std::string>{"puppy"}));
   EXPECT_TRUE(g.constraints_for("Hundehütte").empty());
 }

@@ -127,27 +127,26 @@ Glossary Glossary::of(std::vector<std::pair<std::string, std::string>> entries, 
   return g;
 }
 
-bool Glossary::find_stemmed(const Entry& e, const std::u32string& text, size_t& form, size_t& begin,
-                            size_t& end) const {
+void Glossary::find_stemmed(const Entry& e, const std::u32string& text, std::vector<Found>& found) const {
   const std::vector<std::pair<size_t, size_t>> words = word_ranges(text);
   std::vector<std::string> stems;
   for (const auto& [b, x] : words) stems.push_back(stemmer_->stem(folded(text.substr(b, x - b))));
-  bool found = false;
-  for (size_t f = 0; f < e.stems.size(); ++f) {
-    const auto& want = e.stems[f];
-    if (want.empty()) continue;
-    for (size_t i = 0; i + want.size() <= stems.size(); ++i) {
-      if (!std::equal(want.begin(), want.end(), stems.begin() + std::ptrdiff_t(i))) continue;
-      if (!found || words[i].first < begin) {
-        found = true;
-        form = f;
-        begin = words[i].first;
-        end = words[i + want.size() - 1].second;
+  for (size_t i = 0; i < stems.size(); ++i) {
+    for (size_t f = 0; f < e.stems.size(); ++f) {
+      const auto& want = e.stems[f];
+      if (want.empty() || i + want.size() > stems.size() ||
+          !std::equal(want.begin(), want.end(), stems.begin() + std::ptrdiff_t(i))) {
+        continue;
       }
+      const size_t begin = words[i].first, end = words[i + want.size() - 1].second;
+      const bool taken = std::any_of(found.begin(), found.end(), [&](const Found& x) {
+        return x.begin < end && begin < x.end;  // an exact match of this entry already holds these words
+      });
+      if (!taken) found.push_back({begin, end, e.sources.size()});  // no form of its own: the first target form
+      i += want.size() - 1;
       break;
     }
   }
-  return found;
 }
 
 std::vector<Glossary::Term> Glossary::terms_for(const std::string& line) const {
@@ -161,38 +160,34 @@ std::vector<Glossary::Term> Glossary::terms_for(const std::string& line) const {
     const auto lead = static_cast<unsigned char>(line[b]);
     b += lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : 4;
   }
+  std::vector<Found> found;
   for (const Entry& e : entries_) {
-    size_t best = std::u32string::npos, best_end = 0, form = 0;
+    found.clear();
     for (size_t f = 0; f < e.sources.size(); ++f) {
       const std::u32string& source = e.sources[f];
-      for (size_t at = text.find(source); at != std::u32string::npos && at < best; at = text.find(source, at + 1)) {
+      for (size_t at = text.find(source); at != std::u32string::npos; at = text.find(source, at + 1)) {
         const size_t end = at + source.size();
         if ((at == 0 || !word_char(text[at - 1]) || !word_char(source.front())) &&
-            (end == text.size() || !word_char(text[end]) || !word_char(source.back()))) {
-          best = at;
-          best_end = end;
-          form = f;
-          break;
+            (end == text.size() || !word_char(text[end]) || !word_char(source.back())) &&
+            std::none_of(found.begin(), found.end(), [&](const Found& x) { return x.begin < end && at < x.end; })) {
+          found.push_back({at, end, f});
         }
       }
     }
-    size_t stem_form = 0, stem_begin = 0, stem_end = 0;
-    if (best == std::u32string::npos && stemmer_ && find_stemmed(e, original, stem_form, stem_begin, stem_end)) {
-      best = stem_begin;
-      best_end = stem_end;
-      form = e.sources.size();  // no form of its own: the first target form
+    if (stemmer_) find_stemmed(e, original, found);
+    std::sort(found.begin(), found.end(), [](const Found& x, const Found& y) { return x.begin < y.begin; });
+    for (const Found& x : found) {
+      out.push_back({e.targets[x.form < e.targets.size() ? x.form : 0], byte_of[x.begin], byte_of[x.end]});
     }
-    if (best == std::u32string::npos) continue;
-    const std::string& target = e.targets[form < e.targets.size() ? form : 0];
-    if (std::any_of(out.begin(), out.end(), [&](const Term& t) { return t.target == target; })) continue;
-    out.push_back({target, byte_of[best], byte_of[best_end]});
   }
   return out;
 }
 
 std::vector<std::string> Glossary::constraints_for(const std::string& line) const {
   std::vector<std::string> out;
-  for (Term& t : terms_for(line)) out.push_back(std::move(t.target));
+  for (Term& t : terms_for(line)) {
+    if (std::find(out.begin(), out.end(), t.target) == out.end()) out.push_back(std::move(t.target));
+  }
   return out;
 }
 

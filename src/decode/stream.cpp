@@ -301,9 +301,13 @@ std::vector<LineControls> read_controls(const std::vector<std::string>& lines, i
     if (options.glossary) {  // each term tied to the source words it matched
       const std::vector<Glossary::Term> terms = options.glossary->terms_for(lines[i]);
       if (!terms.empty()) c.sources.assign(c.constraints.size(), {std::string::npos, std::string::npos});
+      const size_t given = c.constraints.size();  // --constraints' phrases: a term among them is not added
       for (const Glossary::Term& term : terms) {
-        if (std::find(c.constraints.begin(), c.constraints.end(), term.target) != c.constraints.end()) continue;
-        c.constraints.push_back(term.target);
+        if (std::find(c.constraints.begin(), c.constraints.begin() + std::ptrdiff_t(given), term.target) !=
+            c.constraints.begin() + std::ptrdiff_t(given)) {
+          continue;
+        }
+        c.constraints.push_back(term.target);  // one a source occurrence
         c.sources.emplace_back(term.begin, term.end);
       }
     }

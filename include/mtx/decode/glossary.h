@@ -37,10 +37,10 @@ class Glossary {
     std::string target;
     size_t begin = 0, end = 0;
   };
-  // The entries whose source term occurs in `line` as whole words (the characters on either side, if any, are
-  // neither letters nor digits; as Matching says), in file order, each target once, at its first occurrence.
+  // Every occurrence in `line` of an entry's source term as whole words (the characters on either side, if any,
+  // are neither letters nor digits; as Matching says): entries in file order, each one's occurrences in line order.
   std::vector<Term> terms_for(const std::string& line) const;
-  // terms_for's targets.
+  // terms_for's targets, each once.
   std::vector<std::string> constraints_for(const std::string& line) const;
   size_t size() const { return entries_.size(); }
 
@@ -54,8 +54,12 @@ class Glossary {
   std::vector<Entry> entries_;
   Matching matching_;
   std::shared_ptr<Stemmer> stemmer_;  // null: no stemming
-  // Stemming: each source form's first occurrence as a sequence of stemmed words (form index, [begin, end) chars).
-  bool find_stemmed(const Entry& e, const std::u32string& text, size_t& form, size_t& begin, size_t& end) const;
+  struct Found {
+    size_t begin, end;  // characters
+    size_t form;        // the source form matched (sources.size(): by stem)
+  };
+  // Stemming: the entry's occurrences as sequences of stemmed words that no exact match in `found` holds.
+  void find_stemmed(const Entry& e, const std::u32string& text, std::vector<Found>& found) const;
 };
 
 }  // namespace mtx::decode
