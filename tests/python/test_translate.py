@@ -98,3 +98,16 @@ def test_sampling_and_prefix_and_alignment(model, val_lines):
     assert prefixed[0].text.startswith("A dog")
     aligned = t.translate(val_lines[:3], alignment=True)
     assert all(r.alignment is not None for r in aligned)
+
+
+def test_suppressed_words_are_never_written(model, val_lines):
+    # suppress= (decode.suppress): each translation's own words, suppressed, are gone from its new translation.
+    t = mtx.Translator(model, threads=1)
+    plain = [r.text for r in t.translate(val_lines[:8])]
+    words = sorted({w for line in plain for w in line.split() if w.isalpha()})
+    assert words, plain
+    again = [r.text for r in t.translate(val_lines[:8], suppress=words)]
+    for line in again:
+        assert not set(line.split()) & set(words), (line, words)
+    with pytest.raises(ValueError, match="suppress: expected a list of strings"):
+        t.translate(val_lines[:1], suppress="dog")
