@@ -804,6 +804,19 @@ bool holds(const std::vector<int32_t>& h, const std::vector<int32_t>& phrase) {
   return std::search(h.begin(), h.end(), phrase.begin(), phrase.end()) != h.end();
 }
 
+// Sentence s of a batch searched alone (random_model as its model) gives the hypotheses it got in the batch.
+void expect_searched_as_alone(const SearchOptions& o, const SearchSentence& sentence, int64_t s,
+                              const std::vector<Hypothesis>& batched) {
+  const Table shifted = [s](int64_t, const std::vector<int32_t>& h) { return random_model(s, h); };
+  FakeStep alone(shifted, 1);
+  const auto single = beam_search(alone, o, input_of({sentence}));
+  ASSERT_EQ(single[0].size(), batched.size()) << s;
+  for (size_t j = 0; j < single[0].size(); ++j) {
+    EXPECT_EQ(single[0][j].tokens, batched[j].tokens) << "sentence " << s << ", beam " << o.beam;
+    EXPECT_EQ(single[0][j].score, batched[j].score);
+  }
+}
+
 }  // namespace
 
 // Lexically constrained beam search: every hypothesis that ends before its limit holds every phrase (multi-token
@@ -829,16 +842,8 @@ TEST(BeamSearch, EveryHypothesisHoldsItsConstraintsThroughReorders) {
         }
         ++met;
       }
-      // Alone: the same hypotheses.
-      std::vector<SearchSentence> one = {sentences[size_t(s)]};
+      expect_searched_as_alone(o, sentences[size_t(s)], s, out[size_t(s)]);  // alone: the same hypotheses
       const Table shifted = [s](int64_t, const std::vector<int32_t>& h) { return random_model(s, h); };
-      FakeStep alone(shifted, 1);
-      const auto single = beam_search(alone, o, input_of(one));
-      ASSERT_EQ(single[0].size(), out[size_t(s)].size()) << s;
-      for (size_t j = 0; j < single[0].size(); ++j) {
-        EXPECT_EQ(single[0][j].tokens, out[size_t(s)][j].tokens) << "sentence " << s << ", beam " << beam;
-        EXPECT_EQ(single[0][j].score, out[size_t(s)][j].score);
-      }
       if (sentences[size_t(s)].constraints.empty()) {
         FakeStep unconstrained(shifted, 1);
         const auto before = beam_search(unconstrained, o, input_of({{kLimit, {}, 0}}));
@@ -910,15 +915,7 @@ TEST(BeamSearch, ASuppressedSequenceIsNeverGeneratedAloneOrInAnyBatch) {
       for (const auto& h : before[size_t(s)]) {
         would += std::any_of(suppressed.begin(), suppressed.end(), [&](const auto& q) { return holds(h.tokens, q); });
       }
-      std::vector<SearchSentence> one = {sentences[size_t(s)]};
-      const Table shifted = [s](int64_t, const std::vector<int32_t>& h) { return random_model(s, h); };
-      FakeStep alone(shifted, 1);
-      const auto single = beam_search(alone, o, input_of(one));
-      ASSERT_EQ(single[0].size(), out[size_t(s)].size()) << s;
-      for (size_t j = 0; j < single[0].size(); ++j) {
-        EXPECT_EQ(single[0][j].tokens, out[size_t(s)][j].tokens) << "sentence " << s << ", beam " << o.beam;
-        EXPECT_EQ(single[0][j].score, out[size_t(s)][j].score);
-      }
+      expect_searched_as_alone(o, sentences[size_t(s)], s, out[size_t(s)]);
       if (suppressed.empty()) {
         for (size_t j = 0; j < before[size_t(s)].size(); ++j) {
           EXPECT_EQ(before[size_t(s)][j].tokens, out[size_t(s)][j].tokens) << "no sequences: searched as before";
