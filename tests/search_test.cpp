@@ -928,10 +928,12 @@ TEST(BeamSearch, ASuppressedSequenceIsNeverGeneratedAloneOrInAnyBatch) {
 
 namespace {
 
-// A fake model that attends to source position t at its t-th step (of 3 positions): the word it translates.
+// A fake model that attends to source position focus(t) at its t-th step (of 3 positions; by default t): the word
+// it translates.
 class AttendingStep final : public StepFunction {
  public:
-  explicit AttendingStep(Table table) : table_(std::move(table)), rows_(1) {}
+  explicit AttendingStep(Table table, std::function<int64_t(size_t)> focus = {})
+      : table_(std::move(table)), focus_(std::move(focus)), rows_(1) {}
   torch::Tensor step(const torch::Tensor& tokens) override {
     torch::Tensor out = torch::empty({int64_t(rows_.size()), kVocab});
     attention_ = torch::zeros({int64_t(rows_.size()), 3});
@@ -940,7 +942,8 @@ class AttendingStep final : public StepFunction {
       if (tok != kBos || !rows_[r].empty()) rows_[r].push_back(tok);
       const std::vector<double> p = table_(0, rows_[r]);
       for (int64_t v = 0; v < kVocab; ++v) out[int64_t(r)][v] = float(std::log(p[size_t(v)]));
-      attention_[int64_t(r)][std::min<int64_t>(int64_t(rows_[r].size()), 2)] = 1.0f;
+      const size_t t = rows_[r].size();
+      attention_[int64_t(r)][focus_ ? focus_(t) : std::min<int64_t>(int64_t(t), 2)] = 1.0f;
     }
     return out;
   }
@@ -953,6 +956,7 @@ class AttendingStep final : public StepFunction {
 
  private:
   Table table_;
+  std::function<int64_t(size_t)> focus_;
   std::vector<std::vector<int32_t>> rows_;
   torch::Tensor attention_;
 };
@@ -979,5 +983,27 @@ TEST(BeamSearch, ATiedTermTakesThePlaceOfTheModelsOwnWord) {
     AttendingStep fn(model);
     const auto out = beam_search(fn, opts(beam), tied)[0][0].tokens;
     EXPECT_EQ(out, (std::vector<int32_t>{4, 8, 6})) << "beam " << beam;
+  }
+}
+
+// A model that attends to the noun from its first step ("Ein Junge schaukelt" with Junge -> lad: the first step
+// attends to Junge as it writes "A"). The term keeps the word before it, "A lad swings", not "lad boy swings";
+// where the term does start the sentence (beam 1), the model's word that would follow it for the same source word
+// is displaced too. 4 is "A", 5 "boy", 8 "lad", 6 "swings".
+TEST(BeamSearch, ATiedTermKeepsTheWordBeforeItAndDisplacesTheOneAfter) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}, {8, 0.001}});
+    if (h == std::vector<int32_t>{8}) return dist({{5, 0.7}, {6, 0.2}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5 || h.back() == 8) return dist({{6, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  const auto focus = [](size_t t) { return t < 2 ? int64_t(1) : int64_t(2); };
+  for (const int beam : {1, 4}) {
+    SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    AttendingStep fn(model, focus);
+    const auto out = beam_search(fn, opts(beam), tied)[0][0].tokens;
+    EXPECT_TRUE(holds(out, {8}) && !holds(out, {5})) << "the term alone, beam " << beam;
+    if (beam > 1) EXPECT_EQ(out, (std::vector<int32_t>{4, 8, 6}));
   }
 }

@@ -5,12 +5,14 @@ pick REF HYP OUT [--seed S]: per line, 1 or 2 content words of the reference (se
 unconstrained translation HYP misses, written to OUT as a JSON list a line ([] where there is none).
 score TERMS OUT...: for each translation file, the share of the terms it holds as whole words (case-sensitive).
 synonyms DIR: writes DIR/synonyms.tsv, a client's glossary whose terms are not the model's usual words (Hund ->
-  puppy where the model writes "dog"), with the source and target forms of each entry.
+  puppy where the model writes "dog"), with the source and target forms of each entry; DIR/lemmas.tsv, its first
+  forms only; and DIR/own.tsv, the same source words with the model's own words as terms (what a glossary costs
+  the search when its terms change nothing).
 synonyms-score SRC REF PLAIN NAME=OUT...: on the lines whose source holds a glossary word and whose plain
   translation holds the model's usual word for it: a markdown row per output -- the term present, the term and
   the model's word both present, and BLEU (mtx eval: sacreBLEU's 13a) against the references with the model's word
-  replaced by the term; plus a row for PLAIN with that find-and-replace. Writes the lines' numbers to stdout's
-  header.
+  replaced by the term; plus a row for PLAIN with that find-and-replace. An output whose NAME ends in
+  "+ find-and-replace" is scored after that replacement.
 """
 import json
 import random
@@ -56,17 +58,18 @@ def score(terms, outs):
         print(f"{path}\t{met}\t{total}\t{100.0 * met / max(total, 1):.1f}")
 
 
-# A client's glossary: German forms (singular|plural), the client's term forms, the model's usual word forms.
+# A client's glossary: the German forms (every case), the client's term in the same form, and the model's usual
+# word in the same form.
 SYNONYMS = [
-    ("Hund|Hunde", "puppy|puppies", "dog|dogs"),
-    ("Mann|Männer", "gentleman|gentlemen", "man|men"),
+    ("Hund|Hundes|Hunde|Hunden", "puppy|puppy|puppies|puppies", "dog|dog|dogs|dogs"),
+    ("Mann|Mannes|Männer|Männern", "gentleman|gentleman|gentlemen|gentlemen", "man|man|men|men"),
     ("Frau|Frauen", "lady|ladies", "woman|women"),
     ("Junge|Jungen", "lad|lads", "boy|boys"),
-    ("Kind|Kinder", "youngster|youngsters", "child|children"),
+    ("Kind|Kindes|Kinder|Kindern", "youngster|youngster|youngsters|youngsters", "child|child|children|children"),
     ("Straße|Straßen", "road|roads", "street|streets"),
     ("Auto|Autos", "automobile|automobiles", "car|cars"),
-    ("Hut|Hüte", "cap|caps", "hat|hats"),
-    ("Hemd|Hemden", "top|tops", "shirt|shirts"),
+    ("Hut|Hutes|Hüte|Hüten", "cap|cap|caps|caps", "hat|hat|hats|hats"),
+    ("Hemd|Hemdes|Hemden", "top|top|tops", "shirt|shirt|shirts"),
 ]
 
 
@@ -77,16 +80,23 @@ def forms(side):
 def synonyms(directory):
     """synonyms.tsv lists every form (a lemma list); lemmas.tsv only the first, for a stemmer to find the rest."""
     with open(f"{directory}/synonyms.tsv", "w", encoding="utf-8") as f, \
-            open(f"{directory}/lemmas.tsv", "w", encoding="utf-8") as g:
-        for de, term, _ in SYNONYMS:
+            open(f"{directory}/lemmas.tsv", "w", encoding="utf-8") as g, \
+            open(f"{directory}/own.tsv", "w", encoding="utf-8") as h:
+        for de, term, model in SYNONYMS:
             f.write(f"{de}\t{term}\n")
             g.write(f"{forms(de)[0]}\t{forms(term)[0]}\n")
+            h.write(f"{de}\t{model}\n")
 
 
 def found(line, word):
     """Whole-word occurrences of `word`, any case of its first letter."""
     return re.search(r"(?<!\w)[" + re.escape(word[0].upper() + word[0].lower()) + "]" + re.escape(word[1:]) +
                      r"(?!\w)", line) is not None
+
+
+def holds_word(line, word):
+    """Whole-word occurrences of `word` as written (German nouns: "Junge" is not the adjective "junge")."""
+    return re.search(r"(?<!\w)" + re.escape(word) + r"(?!\w)", line) is not None
 
 
 def replaced(line, model_words, terms):
@@ -110,30 +120,39 @@ def corpus_bleu(hyps, refs):
 
 
 def synonyms_score(src, ref, plain, outs):
+    """The lines that hold a glossary word and whose plain output holds the model's word for it. Every glossary
+    entry whose word the source line holds is substituted in the references and in the find-and-replace row, and
+    counted in the columns: term present (every entry's), and term with the model's word (some entry's)."""
     read = lambda p: open(p, encoding="utf-8").read().split("\n")
     src_l, ref_l, plain_l = read(src), read(ref), read(plain)
-    picked = []  # (line, entry)
+    picked = []  # (line, the entries whose German word the line holds)
     for i, line in enumerate(src_l[:len(ref_l)]):
-        for e, (de, term, model) in enumerate(SYNONYMS):
-            if any(found(line, d) for d in forms(de)) and any(found(plain_l[i], m) for m in forms(model)):
-                picked.append((i, e))
-                break
-    refs = [replaced(ref_l[i], forms(SYNONYMS[e][2]), forms(SYNONYMS[e][1])) for i, e in picked]
+        held = [e for e, (de, _, _) in enumerate(SYNONYMS) if any(holds_word(line, d) for d in forms(de))]
+        if any(any(found(plain_l[i], m) for m in forms(SYNONYMS[e][2])) for e in held):
+            picked.append((i, held))
+
+    def substituted(line, held):
+        for e in held:
+            line = replaced(line, forms(SYNONYMS[e][2]), forms(SYNONYMS[e][1]))
+        return line
+
+    refs = [substituted(ref_l[i], held) for i, held in picked]
     rows = [("plain", [plain_l[i] for i, _ in picked]),
-            ("plain, find-and-replace", [replaced(plain_l[i], forms(SYNONYMS[e][2]), forms(SYNONYMS[e][1]))
-                                         for i, e in picked])]
+            ("plain, find-and-replace", [substituted(plain_l[i], held) for i, held in picked])]
     for name_out in outs:
         name, path = name_out.split("=", 1)
         lines = read(path)
-        rows.append((name, [lines[i] for i, _ in picked]))
+        replace = name.endswith("+ find-and-replace")
+        rows.append((name, [substituted(lines[i], held) if replace else lines[i] for i, held in picked]))
     print(f"{len(picked)} lines hold a glossary word and the model's usual word for it")
     print()
     print("| output | term present % | term and the model's word both % | BLEU vs term references |")
     print("|---|---|---|---|")
+    has = lambda h, side: any(found(h, w) for w in forms(side))
     for name, hyps in rows:
-        term = sum(any(found(h, t) for t in forms(SYNONYMS[e][1])) for h, (_, e) in zip(hyps, picked))
-        both = sum(any(found(h, t) for t in forms(SYNONYMS[e][1])) and any(found(h, m) for m in forms(SYNONYMS[e][2]))
-                   for h, (_, e) in zip(hyps, picked))
+        term = sum(all(has(h, SYNONYMS[e][1]) for e in held) for h, (_, held) in zip(hyps, picked))
+        both = sum(any(has(h, SYNONYMS[e][1]) and has(h, SYNONYMS[e][2]) for e in held)
+                   for h, (_, held) in zip(hyps, picked))
         bleu = corpus_bleu(hyps, refs)
         n = max(len(picked), 1)
         print(f"| {name} | {100.0 * term / n:.1f} | {100.0 * both / n:.1f} | {bleu:.1f} |")

@@ -7,7 +7,9 @@
 # Then a client's synonym glossary (terms.py's SYNONYMS: Hund -> puppy where the model writes "dog") over the same
 # file with --glossary: on the lines that hold a glossary word and whose plain translation holds the model's word,
 # the term present, the term and the model's word both present, and BLEU against the references with the model's
-# word replaced by the term, next to the plain output with that find-and-replace; time over the whole file.
+# word replaced by the term, next to the plain output with that find-and-replace; time over the whole file. A last
+# row gives the same glossary with the model's own words as terms, then that find-and-replace: the search's own
+# cost.
 #   scripts/bench/terms.sh CKPT [--beam 5] [--threads 2] [--rounds 3] [--seed 1] [--out DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,6 +54,7 @@ for round in $(seq 1 "$rounds"); do
   translate glossary --glossary "$work/synonyms.tsv"
 done
 translate stemmed --glossary "$work/lemmas.tsv" --glossary-stem german
+translate own --glossary "$work/own.tsv"
 
 lines=$(wc -l < "$work/src.de")
 with_terms=$(grep -cv '^\[\]$' "$work/terms.jsonl" || true)
@@ -72,4 +75,5 @@ echo
 echo "Synonym glossary (scripts/bench/terms.py SYNONYMS, $(wc -l < "$work/synonyms.tsv") entries); time over all $lines lines: --glossary $(awk -v a="$plain_rate" -v b="$glossary_rate" 'BEGIN { printf "%.2fx", a / b }') unconstrained ($glossary_rate sentences/s)"
 echo
 MTX_BINARY=$mtx python3 scripts/bench/terms.py synonyms-score "$work/src.de" "$work/ref.en" "$work/plain.en" \
-  "--glossary (forms listed)=$work/glossary.en" "--glossary (lemmas) --glossary-stem german=$work/stemmed.en"
+  "--glossary (forms listed)=$work/glossary.en" "--glossary (lemmas) --glossary-stem german=$work/stemmed.en" \
+  "--glossary of the model's own words + find-and-replace=$work/own.en"

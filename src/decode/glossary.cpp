@@ -1,6 +1,7 @@
 #include "mtx/decode/glossary.h"
 
 #include <libstemmer.h>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <fstream>
@@ -24,6 +25,13 @@ char32_t folded(char32_t c) {
 std::u32string folded(std::u32string s) {
   for (char32_t& c : s) c = folded(c);
   return s;
+}
+
+// `term` with its first character in upper case (simple case mapping): a term that starts the sentence.
+std::string capitalized(const std::string& term) {
+  std::u32string t = text::to_u32(term);
+  if (!t.empty()) t[0] = char32_t(utf8proc_toupper(utf8proc_int32_t(t[0])));
+  return text::to_utf8(t);
 }
 
 // The words of `text` (runs of letters and digits) as [begin, end) character ranges.
@@ -177,7 +185,9 @@ std::vector<Glossary::Term> Glossary::terms_for(const std::string& line) const {
     if (stemmer_) find_stemmed(e, original, found);
     std::sort(found.begin(), found.end(), [](const Found& x, const Found& y) { return x.begin < y.begin; });
     for (const Found& x : found) {
-      out.push_back({e.targets[x.form < e.targets.size() ? x.form : 0], byte_of[x.begin], byte_of[x.end]});
+      const std::string& target = e.targets[x.form < e.targets.size() ? x.form : 0];
+      const bool first_word = std::none_of(text.begin(), text.begin() + std::ptrdiff_t(x.begin), word_char);
+      out.push_back({first_word ? capitalized(target) : target, byte_of[x.begin], byte_of[x.end]});
     }
   }
   return out;

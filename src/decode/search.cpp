@@ -122,8 +122,9 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
   next.constraints = advance(row.constraints, sentences_[size_t(s)].constraints, token);
   next.displaced = row.displaced;
   const ConstraintStep* c = constraint_step_.get();
-  if (c && !c->displaced.empty() && c->displaced[size_t(r)] >= 0 && token == c->term_first[size_t(r)]) {
-    next.displaced.push_back(c->displaced[size_t(r)]);  // the phrase took the place of the model's own token
+  if (c && !c->displaced.empty() && c->displaced[size_t(r)] >= 0 &&
+      (c->displaced_if[size_t(r)] < 0 || token == c->displaced_if[size_t(r)])) {
+    next.displaced.push_back(c->displaced[size_t(r)]);  // a tied phrase took the place of the model's own token
   }
   if (options_.return_attention && attention.defined()) {
     const float* a = attention.data_ptr<float>() + r * attention.size(1);
@@ -223,7 +224,7 @@ void SearchRun::tie_to_attention(Scored& scored, int64_t rows) {
   scored.attention = attn.to(torch::kCPU, torch::kFloat).contiguous();
   constraint_step_->attention = scored.attention;
   constraint_step_->displaced.assign(size_t(rows), -1);
-  constraint_step_->term_first.assign(size_t(rows), -1);
+  constraint_step_->displaced_if.assign(size_t(rows), -1);
 }
 
 // The step's scores: CPU float blocks reduced by `picker` as they come; others (GPU, half) kept for the tensor

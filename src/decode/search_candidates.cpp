@@ -137,20 +137,23 @@ float CandidatePicker::steer_row(int64_t r, float* row, int64_t vocab, const ker
   return lse;
 }
 
-// Row r's tied phrases (SearchSentence::spans): the tokens its hypothesis's phrases displaced stay banned; a tied
-// phrase starts only where the row attends to its span (or where it would no longer fit after: ConstraintStep);
-// there, the model's own best token (not EOS, BOS, pad or unk, nor the phrase's first) is banned too, and recorded
-// for the continuation that starts the phrase.
+// Row r's tied phrases (SearchSentence::spans). The tokens its hypothesis's phrases displaced stay banned. A tied
+// phrase starts only where the row attends to its span (or where it would no longer fit after: ConstraintStep).
+// There, past the first step, it takes the place of the model's own best token (not EOS, BOS, pad or unk): the
+// phrase's first token scores at least as that token, which is banned, and stays banned for the continuation that
+// starts the phrase. Right after a tied phrase ends, while the row still attends to its span, the model's best token
+// is banned for the rest of the hypothesis: it is the model's own word for that span.
 void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kernels::RowLoops& loops) {
   ConstraintStep& c = *steer_->constraints;
-  for (const int32_t t : (*steer_->rows)[size_t(r)].displaced) {
+  const Row& hyp = (*steer_->rows)[size_t(r)];
+  for (const int32_t t : hyp.displaced) {
     if (t >= 0 && t < vocab) row[t] = kNegInf;
   }
   const int64_t term = c.term_at(r);
   auto& wants = c.wants[size_t(r)];
+  int32_t first = -1;
   if (term >= 0) {  // the phrase may start here
-    const int32_t first = steer_->sentences[size_t(sentence_of_[size_t(r)])]->constraints[size_t(term)].front();
-    c.term_first[size_t(r)] = first;
+    first = steer_->sentences[size_t(sentence_of_[size_t(r)])]->constraints[size_t(term)].front();
     if (std::find(wants.begin(), wants.end(), first) == wants.end()) wants.push_back(first);
   }
   if (!c.held_first.empty()) {  // the tied phrases that may not start here (Hasler et al. 2018)
@@ -158,16 +161,20 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
       if (t >= 0 && t < vocab && std::find(wants.begin(), wants.end(), t) == wants.end()) row[t] = kNegInf;
     }
   }
-  if (term < 0) return;
-  const int32_t first = c.term_first[size_t(r)];
+  // The first step's attention does not tell the word it writes: there the phrase only may start.
+  const bool in_place = term >= 0 && !hyp.history.empty();
+  const bool behind = !in_place && c.term_behind(r) >= 0;
+  if (!in_place && !behind) return;
   Entry best[kHeldExtra + 1];
   loops.top(row, vocab, kHeldExtra + 1, best);
   for (const Entry& e : best) {
     const int64_t t = e.index;
-    if (t < 0 || e.value == kNegInf || t == first) return;  // the model's own choice is the phrase
+    if (t < 0 || e.value == kNegInf || (in_place && t == first)) return;  // the model's own choice is the phrase
     if (t == rules_.eos || t == rules_.bos || t == rules_.pad || t == rules_.unk) continue;
+    if (in_place) row[first] = std::max(row[first], e.value);
     row[t] = kNegInf;
     c.displaced[size_t(r)] = int32_t(t);
+    c.displaced_if[size_t(r)] = in_place ? first : -1;
     return;
   }
 }

@@ -38,6 +38,7 @@ struct ConstraintState {
   std::vector<int32_t> progress;  // a prefix of at least one unmet phrase (empty: none under way)
   int64_t bank = 0;               // constraint tokens generated: the met phrases' lengths and the progress
   bool sealed = false;            // the last token ended a phrase: the next one may not continue its word
+  int64_t just_met = -1;          // the phrase the last token completed (-1: none)
   bool all_met() const;
 };
 ConstraintState start_state(const Phrases& phrases);
@@ -112,10 +113,10 @@ struct ConstraintStep {
   std::vector<uint8_t> sealed;                           // empty: no word-continuation table
   const std::vector<uint8_t>* continues_word = nullptr;  // per token (SearchInput)
   // Source-tied phrases (SearchSentence::spans): the step's attention [rows, source] (CPU float; undefined: none
-  // tied, or no attention), and per row the token its tied phrase displaces here and that phrase's first token
-  // (-1: none), written as the row is scored.
+  // tied, or no attention), and per row the token its tied phrase displaces here (-1: none), banned for the rest
+  // of the hypothesis when the row writes `displaced_if` (-1: whatever it writes); written as the row is scored.
   torch::Tensor attention;
-  std::vector<int32_t> displaced, term_first;
+  std::vector<int32_t> displaced, displaced_if;
   std::vector<std::vector<int32_t>> held_first;  // per row: first tokens of tied phrases that may not start here
   // tie: tied phrases start only where their span is attended to (false: the step function gives no attention).
   ConstraintStep(const Live& live, const std::vector<Sentence>& sentences, const std::vector<uint8_t>& continues,
@@ -124,8 +125,11 @@ struct ConstraintStep {
   void seal(int64_t r, float* scores, int64_t vocab) const;
   // Row r's tied phrase whose span holds the row's attention focus, unmet, none under way (-1: none).
   int64_t term_at(int64_t r) const;
+  // Row r's tied phrase that its last token completed while the row still attends to its span (-1: none).
+  int64_t term_behind(int64_t r) const;
 
  private:
+  int64_t focus_of(int64_t r) const;  // the source position row r attends to most
   const Live& live_;
   const std::vector<Sentence>& sentences_;
 };

@@ -16,6 +16,7 @@ ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_
   if (phrases.empty()) return s;
   ConstraintState n = s;
   n.sealed = false;
+  n.just_met = -1;
   const auto extend = [&](const std::vector<int32_t>& under_way) {
     bool any = false;
     int64_t complete = -1;
@@ -34,6 +35,7 @@ ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_
     if (!any) return false;
     if (complete >= 0) {
       n.met[size_t(complete)] = 1;
+      n.just_met = complete;
       n.sealed = !longer;
     }
     n.progress = complete >= 0 && !longer ? std::vector<int32_t>{} : under_way;
@@ -186,14 +188,28 @@ int64_t ConstraintStep::term_at(int64_t r) const {
   const Sentence& sentence = sentences_[size_t(live_.active[size_t(live_.sentence_of_row(r))])];
   const ConstraintState& c = live_.rows[size_t(r)].constraints;
   if (sentence.spans.empty() || !c.progress.empty() || !attention.defined()) return -1;
-  const int64_t positions = attention.size(1);
-  const float* a = attention.data_ptr<float>() + r * positions;
-  const auto focus = int64_t(std::max_element(a, a + positions) - a);
+  const int64_t focus = focus_of(r);
   for (size_t i = 0; i < sentence.spans.size(); ++i) {
     const auto& [begin, end] = sentence.spans[i];
     if (!c.met[i] && begin >= 0 && focus >= begin && focus < end) return int64_t(i);
   }
   return -1;
+}
+
+int64_t ConstraintStep::term_behind(int64_t r) const {
+  const Sentence& sentence = sentences_[size_t(live_.active[size_t(live_.sentence_of_row(r))])];
+  const ConstraintState& c = live_.rows[size_t(r)].constraints;
+  if (sentence.spans.empty() || c.just_met < 0 || !attention.defined()) return -1;
+  const auto& [begin, end] = sentence.spans[size_t(c.just_met)];
+  if (begin < 0) return -1;
+  const int64_t focus = focus_of(r);
+  return focus >= begin && focus < end ? c.just_met : -1;
+}
+
+int64_t ConstraintStep::focus_of(int64_t r) const {
+  const int64_t positions = attention.size(1);
+  const float* a = attention.data_ptr<float>() + r * positions;
+  return int64_t(std::max_element(a, a + positions) - a);
 }
 
 void ConstraintStep::seal(int64_t r, float* scores, int64_t vocab) const {

@@ -39,6 +39,7 @@ class Glossary {
   };
   // Every occurrence in `line` of an entry's source term as whole words (the characters on either side, if any,
   // are neither letters nor digits; as Matching says): entries in file order, each one's occurrences in line order.
+  // A term for the line's first word starts with a capital, as the translation's first word does.
   std::vector<Term> terms_for(const std::string& line) const;
   // terms_for's targets, each once.
   std::vector<std::string> constraints_for(const std::string& line) const;
