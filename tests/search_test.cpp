@@ -929,11 +929,12 @@ TEST(BeamSearch, ASuppressedSequenceIsNeverGeneratedAloneOrInAnyBatch) {
 namespace {
 
 // A fake model that attends to source position focus(t) at its t-th step (of 3 positions; by default t): the word
-// it translates.
+// it translates, with weight(t) of its attention (by default all; the rest spread evenly).
 class AttendingStep final : public StepFunction {
  public:
-  explicit AttendingStep(Table table, std::function<int64_t(size_t)> focus = {})
-      : table_(std::move(table)), focus_(std::move(focus)), rows_(1) {}
+  explicit AttendingStep(Table table, std::function<int64_t(size_t)> focus = {},
+                         std::function<float(size_t)> weight = {})
+      : table_(std::move(table)), focus_(std::move(focus)), weight_(std::move(weight)), rows_(1) {}
   torch::Tensor step(const torch::Tensor& tokens) override {
     torch::Tensor out = torch::empty({int64_t(rows_.size()), kVocab});
     attention_ = torch::zeros({int64_t(rows_.size()), 3});
@@ -943,7 +944,9 @@ class AttendingStep final : public StepFunction {
       const std::vector<double> p = table_(0, rows_[r]);
       for (int64_t v = 0; v < kVocab; ++v) out[int64_t(r)][v] = float(std::log(p[size_t(v)]));
       const size_t t = rows_[r].size();
-      attention_[int64_t(r)][focus_ ? focus_(t) : std::min<int64_t>(int64_t(t), 2)] = 1.0f;
+      const float w = weight_ ? weight_(t) : 1.0f;
+      attention_[int64_t(r)].fill_((1.0f - w) / 2);
+      attention_[int64_t(r)][focus_ ? focus_(t) : std::min<int64_t>(int64_t(t), 2)] = w;
     }
     return out;
   }
@@ -957,6 +960,7 @@ class AttendingStep final : public StepFunction {
  private:
   Table table_;
   std::function<int64_t(size_t)> focus_;
+  std::function<float(size_t)> weight_;
   std::vector<std::vector<int32_t>> rows_;
   torch::Tensor attention_;
 };
@@ -1005,5 +1009,27 @@ TEST(BeamSearch, ATiedTermKeepsTheWordBeforeItAndDisplacesTheOneAfter) {
     const auto out = beam_search(fn, opts(beam), tied)[0][0].tokens;
     EXPECT_TRUE(holds(out, {8}) && !holds(out, {5})) << "the term alone, beam " << beam;
     if (beam > 1) EXPECT_EQ(out, (std::vector<int32_t>{4, 8, 6}));
+  }
+}
+
+// Where the attention is spread, the word written is not the focus's translation: a word before the term
+// ("A small puppy runs", the model attending loosely to Hund as it writes "small") stays, and the term takes the
+// place of "dog" where the attention is firm. 4 is "A", 7 "small", 5 "dog", 8 "puppy", 6 "runs".
+TEST(BeamSearch, ATiedTermTakesThePlaceOnlyOfAWordItsSpanHoldsTheAttentionFor) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{7, 0.8}, {8, 0.001}});
+    if (h.size() == 2 && h.back() == 7) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5 || h.back() == 8) return dist({{6, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  const auto focus = [](size_t t) { return t == 0 ? int64_t(0) : t < 3 ? int64_t(1) : int64_t(2); };
+  const auto weight = [](size_t t) { return t == 1 ? 0.35f : 1.0f; };
+  for (const int beam : {1, 4}) {
+    SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    AttendingStep fn(model, focus, weight);
+    const auto out = beam_search(fn, opts(beam), tied)[0][0].tokens;
+    EXPECT_TRUE(holds(out, {8}) && !holds(out, {5})) << "the term alone, beam " << beam;
+    if (beam > 1) EXPECT_EQ(out, (std::vector<int32_t>{4, 7, 8, 6}));
   }
 }

@@ -127,6 +127,10 @@ struct ConstraintStep {
   int64_t term_at(int64_t r) const;
   // Row r's tied phrase that its last token completed while the row still attends to its span (-1: none).
   int64_t term_behind(int64_t r) const;
+  // Whether row r's focus holds at least kFirmAttention of its attention: a word written there translates the
+  // focus (where the attention is spread, the row writes a word around it, such as an article).
+  bool attends_firmly(int64_t r) const;
+  static constexpr float kFirmAttention = 0.4f;
 
  private:
   int64_t focus_of(int64_t r) const;  // the source position row r attends to most

@@ -206,6 +206,12 @@ int64_t ConstraintStep::term_behind(int64_t r) const {
   return focus >= begin && focus < end ? c.just_met : -1;
 }
 
+bool ConstraintStep::attends_firmly(int64_t r) const {
+  const int64_t positions = attention.size(1);
+  const float* a = attention.data_ptr<float>() + r * positions;
+  return a[focus_of(r)] >= kFirmAttention;
+}
+
 int64_t ConstraintStep::focus_of(int64_t r) const {
   const int64_t positions = attention.size(1);
   const float* a = attention.data_ptr<float>() + r * positions;
