@@ -928,13 +928,13 @@ TEST(BeamSearch, ASuppressedSequenceIsNeverGeneratedAloneOrInAnyBatch) {
 
 namespace {
 
-// A fake model that attends to source position focus(t) at its t-th step (of 3 positions; by default t): the word
-// it translates, with weight(t) of its attention (by default all; the rest spread evenly).
+// A fake model whose attention over 3 source positions at its t-th step is weights(t): by default all on position
+// t (the last from the third step on), the word it translates.
 class AttendingStep final : public StepFunction {
  public:
-  explicit AttendingStep(Table table, std::function<int64_t(size_t)> focus = {},
-                         std::function<float(size_t)> weight = {})
-      : table_(std::move(table)), focus_(std::move(focus)), weight_(std::move(weight)), rows_(1) {}
+  using Weights = std::function<std::vector<float>(size_t)>;
+  explicit AttendingStep(Table table, Weights weights = {})
+      : table_(std::move(table)), weights_(std::move(weights)), rows_(1) {}
   torch::Tensor step(const torch::Tensor& tokens) override {
     torch::Tensor out = torch::empty({int64_t(rows_.size()), kVocab});
     attention_ = torch::zeros({int64_t(rows_.size()), 3});
@@ -944,9 +944,13 @@ class AttendingStep final : public StepFunction {
       const std::vector<double> p = table_(0, rows_[r]);
       for (int64_t v = 0; v < kVocab; ++v) out[int64_t(r)][v] = float(std::log(p[size_t(v)]));
       const size_t t = rows_[r].size();
-      const float w = weight_ ? weight_(t) : 1.0f;
-      attention_[int64_t(r)].fill_((1.0f - w) / 2);
-      attention_[int64_t(r)][focus_ ? focus_(t) : std::min<int64_t>(int64_t(t), 2)] = w;
+      std::vector<float> w = {0, 0, 0};
+      if (weights_) {
+        w = weights_(t);
+      } else {
+        w[std::min<size_t>(t, 2)] = 1;
+      }
+      for (int64_t p = 0; p < 3; ++p) attention_[int64_t(r)][p] = w[size_t(p)];
     }
     return out;
   }
@@ -959,8 +963,7 @@ class AttendingStep final : public StepFunction {
 
  private:
   Table table_;
-  std::function<int64_t(size_t)> focus_;
-  std::function<float(size_t)> weight_;
+  Weights weights_;
   std::vector<std::vector<int32_t>> rows_;
   torch::Tensor attention_;
 };
@@ -1002,10 +1005,12 @@ TEST(BeamSearch, ATiedTermKeepsTheWordBeforeItAndDisplacesTheOneAfter) {
     if (h.back() == 5 || h.back() == 8) return dist({{6, 0.8}});
     return dist({{kEos, 0.9}});
   };
-  const auto focus = [](size_t t) { return t < 2 ? int64_t(1) : int64_t(2); };
+  const AttendingStep::Weights noun_first = [](size_t t) {
+    return t < 2 ? std::vector<float>{0, 1, 0} : std::vector<float>{0, 0, 1};
+  };
   for (const int beam : {1, 4}) {
     SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
-    AttendingStep fn(model, focus);
+    AttendingStep fn(model, noun_first);
     const auto out = beam_search(fn, opts(beam), tied)[0][0].tokens;
     EXPECT_TRUE(holds(out, {8}) && !holds(out, {5})) << "the term alone, beam " << beam;
     if (beam > 1) EXPECT_EQ(out, (std::vector<int32_t>{4, 8, 6}));
@@ -1023,13 +1028,36 @@ TEST(BeamSearch, ATiedTermTakesThePlaceOnlyOfAWordItsSpanHoldsTheAttentionFor) {
     if (h.back() == 5 || h.back() == 8) return dist({{6, 0.8}});
     return dist({{kEos, 0.9}});
   };
-  const auto focus = [](size_t t) { return t == 0 ? int64_t(0) : t < 3 ? int64_t(1) : int64_t(2); };
-  const auto weight = [](size_t t) { return t == 1 ? 0.35f : 1.0f; };
+  const AttendingStep::Weights loose_then_firm = [](size_t t) {
+    if (t == 0) return std::vector<float>{1, 0, 0};
+    if (t == 1) return std::vector<float>{0.325f, 0.35f, 0.325f};
+    return t == 2 ? std::vector<float>{0, 1, 0} : std::vector<float>{0, 0, 1};
+  };
   for (const int beam : {1, 4}) {
     SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
-    AttendingStep fn(model, focus, weight);
+    AttendingStep fn(model, loose_then_firm);
     const auto out = beam_search(fn, opts(beam), tied)[0][0].tokens;
     EXPECT_TRUE(holds(out, {8}) && !holds(out, {5})) << "the term alone, beam " << beam;
     if (beam > 1) EXPECT_EQ(out, (std::vector<int32_t>{4, 7, 8, 6}));
+  }
+}
+
+// A span that never holds the focus but holds at least 30% of the attention is where its term may start: "A puppy
+// runs", not "A dog runs" with the term forced in near the length limit. 4 is "A", 5 "dog", 8 "puppy", 6 "runs".
+TEST(BeamSearch, ATiedTermStartsWhereItsSpanHoldsPartOfTheAttention) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5 || h.back() == 8) return dist({{6, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  const AttendingStep::Weights beside = [](size_t t) {
+    if (t == 0) return std::vector<float>{1, 0, 0};
+    return t == 1 ? std::vector<float>{0.6f, 0.35f, 0.05f} : std::vector<float>{0, 0, 1};
+  };
+  for (const int beam : {1, 4}) {
+    SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    AttendingStep fn(model, beside);
+    EXPECT_EQ(beam_search(fn, opts(beam), tied)[0][0].tokens, (std::vector<int32_t>{4, 8, 6})) << "beam " << beam;
   }
 }

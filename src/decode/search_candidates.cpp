@@ -138,19 +138,20 @@ float CandidatePicker::steer_row(int64_t r, float* row, int64_t vocab, const ker
 }
 
 // Row r's tied phrases (SearchSentence::spans). The tokens its hypothesis's phrases displaced stay banned. A tied
-// phrase starts only where the row attends to its span (or where it would no longer fit after: ConstraintStep).
-// There, past the first step and where the row's focus is firm (ConstraintStep::attends_firmly), it takes the place
-// of the model's own best token (not EOS, BOS, pad or unk): the phrase's first token scores at least as that
-// token, which is banned, and stays banned for the continuation that starts the phrase. Right after a tied phrase ends,
-// while the row still attends to its span, the model's best token is banned for the rest of the hypothesis: it is the
-// model's own word for that span.
+// phrase starts only where the row attends to its span (ConstraintStep::term_at; or where it would no longer fit
+// after). Where its span holds the focus, past the first step and where the focus is firm
+// (ConstraintStep::attends_firmly), the phrase takes the place of the model's own best token (not EOS, BOS, pad
+// or unk): its first token scores at least as that token, which is banned, and stays banned for the continuation
+// that starts the phrase. Right after a tied phrase ends, while the row still attends to its span, the model's
+// best token is banned for the rest of the hypothesis: it is the model's own word for that span.
 void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kernels::RowLoops& loops) {
   ConstraintStep& c = *steer_->constraints;
   const Row& hyp = (*steer_->rows)[size_t(r)];
   for (const int32_t t : hyp.displaced) {
     if (t >= 0 && t < vocab) row[t] = kNegInf;
   }
-  const int64_t term = c.term_at(r);
+  const ConstraintStep::TermHere here = c.term_at(r);
+  const int64_t term = here.phrase;
   auto& wants = c.wants[size_t(r)];
   int32_t first = -1;
   if (term >= 0) {  // the phrase may start here
@@ -163,7 +164,7 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
     }
   }
   // The first step's attention does not tell the word it writes: there the phrase only may start.
-  const bool in_place = term >= 0 && !hyp.history.empty() && c.attends_firmly(r);
+  const bool in_place = here.focused && !hyp.history.empty() && c.attends_firmly(r);
   const bool behind = !in_place && c.term_behind(r) >= 0;
   if (!in_place && !behind) return;
   Entry best[kHeldExtra + 1];

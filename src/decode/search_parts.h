@@ -123,8 +123,14 @@ struct ConstraintStep {
                  bool tie);
   // Row r's pieces that would continue a phrase's last word, banned.
   void seal(int64_t r, float* scores, int64_t vocab) const;
-  // Row r's tied phrase whose span holds the row's attention focus, unmet, none under way (-1: none).
-  int64_t term_at(int64_t r) const;
+  // Row r's unmet tied phrase that may start here, none under way: the one whose span holds the row's attention
+  // focus (`focused`), else one whose span holds at least kNearAttention of the attention (phrase -1: none).
+  struct TermHere {
+    int64_t phrase = -1;
+    bool focused = false;
+  };
+  TermHere term_at(int64_t r) const;
+  static constexpr float kNearAttention = 0.3f;
   // Row r's tied phrase that its last token completed while the row still attends to its span (-1: none).
   int64_t term_behind(int64_t r) const;
   // Whether row r's focus holds at least kFirmAttention of its attention: a word written there translates the
@@ -134,6 +140,7 @@ struct ConstraintStep {
 
  private:
   int64_t focus_of(int64_t r) const;  // the source position row r attends to most
+  const Sentence& sentence_of(int64_t r) const;
   const Live& live_;
   const std::vector<Sentence>& sentences_;
 };

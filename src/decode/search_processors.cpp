@@ -184,20 +184,28 @@ ConstraintStep::ConstraintStep(const Live& live, const std::vector<Sentence>& se
   }
 }
 
-int64_t ConstraintStep::term_at(int64_t r) const {
-  const Sentence& sentence = sentences_[size_t(live_.active[size_t(live_.sentence_of_row(r))])];
+ConstraintStep::TermHere ConstraintStep::term_at(int64_t r) const {
+  const Sentence& sentence = sentence_of(r);
   const ConstraintState& c = live_.rows[size_t(r)].constraints;
-  if (sentence.spans.empty() || !c.progress.empty() || !attention.defined()) return -1;
+  if (sentence.spans.empty() || !c.progress.empty() || !attention.defined()) return {};
   const int64_t focus = focus_of(r);
+  const int64_t positions = attention.size(1);
+  const float* a = attention.data_ptr<float>() + r * positions;
+  TermHere near;
   for (size_t i = 0; i < sentence.spans.size(); ++i) {
     const auto& [begin, end] = sentence.spans[i];
-    if (!c.met[i] && begin >= 0 && focus >= begin && focus < end) return int64_t(i);
+    if (c.met[i] || begin < 0) continue;
+    if (focus >= begin && focus < end) return {int64_t(i), true};
+    if (near.phrase >= 0) continue;
+    float mass = 0;
+    for (int64_t p = begin; p < std::min(end, positions); ++p) mass += a[p];
+    if (mass >= kNearAttention) near.phrase = int64_t(i);
   }
-  return -1;
+  return near;
 }
 
 int64_t ConstraintStep::term_behind(int64_t r) const {
-  const Sentence& sentence = sentences_[size_t(live_.active[size_t(live_.sentence_of_row(r))])];
+  const Sentence& sentence = sentence_of(r);
   const ConstraintState& c = live_.rows[size_t(r)].constraints;
   if (sentence.spans.empty() || c.just_met < 0 || !attention.defined()) return -1;
   const auto& [begin, end] = sentence.spans[size_t(c.just_met)];
@@ -210,6 +218,10 @@ bool ConstraintStep::attends_firmly(int64_t r) const {
   const int64_t positions = attention.size(1);
   const float* a = attention.data_ptr<float>() + r * positions;
   return a[focus_of(r)] >= kFirmAttention;
+}
+
+const Sentence& ConstraintStep::sentence_of(int64_t r) const {
+  return sentences_[size_t(live_.active[size_t(live_.sentence_of_row(r))])];
 }
 
 int64_t ConstraintStep::focus_of(int64_t r) const {

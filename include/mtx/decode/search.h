@@ -126,12 +126,12 @@ using Abandoned = std::function<bool(int64_t sentence)>;
 // A phrase tied to a source span (`spans[i]`: source positions [begin, end) of the step function's attention, a
 // glossary term's source words; {-1, -1} or no spans: untied) takes the place of the model's own translation of
 // the span (Hasler et al. 2018; Bogoychev & Chen 2023): such a phrase starts only at a step where a hypothesis
-// attends most to its span (or where it would no longer fit after); at that step, past the first and where that
-// focus holds at least 40% of the attention, the phrase's first token scores at least as the model's best token,
-// which is banned, and a hypothesis that starts the phrase there never generates that token again; right after
-// the phrase, while the hypothesis still attends to its span, the model's best token is banned for the rest of
-// the hypothesis. It needs the step function's attention (StepFunction::attention); without it, tied phrases are
-// untied.
+// attends most to its span, or gives it at least 30% of its attention (or where the phrase would no longer fit
+// after); where the span holds the focus, past the first step and where the focus holds at least 40% of the
+// attention, the phrase's first token scores at least as the model's best token, which is banned, and a
+// hypothesis that starts the phrase there never generates that token again; right after the phrase, while the
+// hypothesis still attends to its span, the model's best token is banned for the rest of the hypothesis. It needs
+// the step function's attention (StepFunction::attention); without it, tied phrases are untied.
 struct SearchSentence {
   int64_t max_length = 1;
   std::vector<int32_t> prefix;
