@@ -417,6 +417,13 @@ TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
   for (const char* term : {"dog", "green", "puppy"}) EXPECT_NE(first.find(term), std::string::npos) << first;
   EXPECT_NE(second.find("novel"), std::string::npos) << "the glossary's Buch\n" << second;
   EXPECT_EQ(second.find("puppy"), std::string::npos) << second;
+  // Paragraphs, HTML and documents do not take the per-line controls: an error, not a glossary silently unused.
+  for (const std::string format : {"text", "html", "docx"}) {
+    const Result unsteered = run_mtx("translate --ckpt " + ckpt + " --format " + format + " --glossary " +
+                                     (tmp / "glossary.tsv").string() + " --input " + ok_de);
+    EXPECT_NE(unsteered.code, 0) << format << ": " << unsteered.output;
+    EXPECT_NE(unsteered.output.find("need --format lines"), std::string::npos) << unsteered.output;
+  }
   // Bad control files are one-line errors naming the file and line.
   mtx::test::write_text(tmp / "bad.jsonl", "[\"dog\"]\n{\"a\": 1}\n");
   const Result bad_json =

@@ -127,6 +127,12 @@ int run_translate(const TranslateArgs& args) {
     throw ConfigError("a " + format + " document is written as it came in: --align, --scores and --language-columns " +
                       "need --format lines");
   }
+  if (format != "lines" && args.controls->steers()) {
+    throw ConfigError(
+        "--target-prefix, --constraints and --glossary steer one sentence a line: they need --format "
+        "lines (" +
+        format + " does not take them yet)");
+  }
   const torch::Device device = select_device(parse_device(inference_device(args.device, args.quantize)), "--device");
 
   // Check the files before loading anything.
