@@ -140,7 +140,7 @@ float CandidatePicker::steer_row(int64_t r, float* row, int64_t vocab, const ker
 // Row r's tied phrases (SearchSentence::spans). The tokens its hypothesis's phrases displaced stay banned. A tied
 // phrase starts only where the row attends to its span (ConstraintStep::term_at; or where it would no longer fit
 // after). Where its span holds the focus, past the first step and where the focus is firm
-// (ConstraintStep::attends_firmly), the phrase takes the place of the model's own best token (not EOS, BOS, pad
+// (ConstraintStep::TermHere), the phrase takes the place of the model's own best token (not EOS, BOS, pad
 // or unk): its first token scores at least as that token, which is banned, and stays banned for the continuation
 // that starts the phrase. Right after a tied phrase ends, while the row still attends to its span, the model's
 // best token is banned for the rest of the hypothesis: it is the model's own word for that span.
@@ -164,7 +164,7 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
     }
   }
   // The first step's attention does not tell the word it writes: there the phrase only may start.
-  const bool in_place = here.focused && !hyp.history.empty() && c.attends_firmly(r);
+  const bool in_place = here.firm && !hyp.history.empty();
   const bool behind = !in_place && c.term_behind(r) >= 0;
   if (!in_place && !behind) return;
   Entry best[kHeldExtra + 1];

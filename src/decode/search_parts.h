@@ -124,22 +124,21 @@ struct ConstraintStep {
   // Row r's pieces that would continue a phrase's last word, banned.
   void seal(int64_t r, float* scores, int64_t vocab) const;
   // Row r's unmet tied phrase that may start here, none under way: the one whose span holds the row's attention
-  // focus (`focused`), else one whose span holds at least kNearAttention of the attention (phrase -1: none).
+  // focus (`firm`: with at least kFirmAttention of the attention, so that a word written there translates it;
+  // spread attention writes a word around it, such as an article), else one whose span holds at least
+  // kNearAttention of the attention (phrase -1: none).
   struct TermHere {
     int64_t phrase = -1;
-    bool focused = false;
+    bool firm = false;
   };
   TermHere term_at(int64_t r) const;
-  static constexpr float kNearAttention = 0.3f;
+  static constexpr float kNearAttention = 0.3f, kFirmAttention = 0.4f;
   // Row r's tied phrase that its last token completed while the row still attends to its span (-1: none).
   int64_t term_behind(int64_t r) const;
-  // Whether row r's focus holds at least kFirmAttention of its attention: a word written there translates the
-  // focus (where the attention is spread, the row writes a word around it, such as an article).
-  bool attends_firmly(int64_t r) const;
-  static constexpr float kFirmAttention = 0.4f;
 
  private:
-  int64_t focus_of(int64_t r) const;  // the source position row r attends to most
+  const float* attention_of(int64_t r) const;  // row r's attention over the source
+  int64_t focus_of(int64_t r) const;           // the source position row r attends to most
   const Sentence& sentence_of(int64_t r) const;
   const Live& live_;
   const std::vector<Sentence>& sentences_;

@@ -184,18 +184,26 @@ ConstraintStep::ConstraintStep(const Live& live, const std::vector<Sentence>& se
   }
 }
 
+namespace {
+
+bool holds(const std::pair<int64_t, int64_t>& span, int64_t position) {
+  return position >= span.first && position < span.second;
+}
+
+}  // namespace
+
 ConstraintStep::TermHere ConstraintStep::term_at(int64_t r) const {
   const Sentence& sentence = sentence_of(r);
   const ConstraintState& c = live_.rows[size_t(r)].constraints;
   if (sentence.spans.empty() || !c.progress.empty() || !attention.defined()) return {};
   const int64_t focus = focus_of(r);
   const int64_t positions = attention.size(1);
-  const float* a = attention.data_ptr<float>() + r * positions;
+  const float* a = attention_of(r);
   TermHere near;
   for (size_t i = 0; i < sentence.spans.size(); ++i) {
     const auto& [begin, end] = sentence.spans[i];
     if (c.met[i] || begin < 0) continue;
-    if (focus >= begin && focus < end) return {int64_t(i), true};
+    if (holds(sentence.spans[i], focus)) return {int64_t(i), a[focus] >= kFirmAttention};
     if (near.phrase >= 0) continue;
     float mass = 0;
     for (int64_t p = begin; p < std::min(end, positions); ++p) mass += a[p];
@@ -208,26 +216,21 @@ int64_t ConstraintStep::term_behind(int64_t r) const {
   const Sentence& sentence = sentence_of(r);
   const ConstraintState& c = live_.rows[size_t(r)].constraints;
   if (sentence.spans.empty() || c.just_met < 0 || !attention.defined()) return -1;
-  const auto& [begin, end] = sentence.spans[size_t(c.just_met)];
-  if (begin < 0) return -1;
-  const int64_t focus = focus_of(r);
-  return focus >= begin && focus < end ? c.just_met : -1;
-}
-
-bool ConstraintStep::attends_firmly(int64_t r) const {
-  const int64_t positions = attention.size(1);
-  const float* a = attention.data_ptr<float>() + r * positions;
-  return a[focus_of(r)] >= kFirmAttention;
+  const auto& span = sentence.spans[size_t(c.just_met)];
+  return span.first >= 0 && holds(span, focus_of(r)) ? c.just_met : -1;
 }
 
 const Sentence& ConstraintStep::sentence_of(int64_t r) const {
   return sentences_[size_t(live_.active[size_t(live_.sentence_of_row(r))])];
 }
 
+const float* ConstraintStep::attention_of(int64_t r) const {
+  return attention.data_ptr<float>() + r * attention.size(1);
+}
+
 int64_t ConstraintStep::focus_of(int64_t r) const {
-  const int64_t positions = attention.size(1);
-  const float* a = attention.data_ptr<float>() + r * positions;
-  return int64_t(std::max_element(a, a + positions) - a);
+  const float* a = attention_of(r);
+  return int64_t(std::max_element(a, a + attention.size(1)) - a);
 }
 
 void ConstraintStep::seal(int64_t r, float* scores, int64_t vocab) const {
