@@ -149,6 +149,19 @@ TEST(DecodeOptions, EveryOptionIsAFlagOfTranslateEvalAndServe) {
         << flags << " did not reach the options:\n"
         << r.output;
   }
+  // Without its flag, an option is the checkpoint's (a switch's two names leave it alone when neither is given).
+  for (const auto& o : config::decode_options()) {
+    if (!o.boolean) continue;
+    config::Config with = c;
+    with.decode = probe(o).values;
+    const auto own = tmp / (std::string(o.key) + ".pt");
+    bundle::save_bundle(own, with, tok, model);
+    const test::CommandResult r = test::run_mtx("translate --ckpt " + own.string() + " < " + (tmp / "in.de").string());
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("\"") + o.key + "\": " + o.text(with.decode)), std::string::npos)
+        << "the checkpoint's " << o.key << " did not apply:\n"
+        << r.output;
+  }
   // Out of range on the command line: one line naming the option, exit code 2.
   const test::CommandResult bad =
       test::run_mtx("translate --ckpt " + ckpt.string() + " --sampling-topp 0 < " + (tmp / "in.de").string());

@@ -117,7 +117,10 @@ void DecodeFlags::add(CLI::App& cmd, const std::string& note) {
         std::string(o.help) + " (default: the checkpoint's decode." + o.key + ", else " + o.text(defaults) + ")" + note;
     Slot& slot = slots_[i];
     if (o.boolean) {
-      cmd.add_flag(o.flags, slot.boolean, help);
+      // A callback, not add_flag's variable: CLI11 would set the variable (to false) when no flag is given, and
+      // the checkpoint's value would never apply. The count is negative for the {false} name.
+      cmd.add_flag_function(
+          o.flags, [&slot](int64_t count) { slot.boolean = count > 0; }, help);
     } else if (o.phrases) {
       cmd.add_option(o.flags, slot.file, help)->type_name("FILE");
     } else if (o.number) {
