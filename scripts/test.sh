@@ -33,13 +33,14 @@ step "data" scripts/get_multi30k.sh data/multi30k "${mirror_args[@]}"
 step "$suite: python packages" scripts/venv.sh ctranslate2==4.8.5 safetensors==0.8.0 numpy ||
   echo "test: no ctranslate2 in .venv: the CTranslate2 export test skips" >&2
 # transformers, its PyTorch, sentencepiece and protobuf: the importers' oracles (tests/oracles/hf_*.py), run by the
-# end-to-end tests ImportHf.*; libretranslatepy and schemathesis: clients of mtx serve nobody here wrote
+# end-to-end tests ImportHf.*; pymarian: Marian itself, the oracle of ImportMarian.*ByMarian*
+# (tests/oracles/pymarian_oracle.py); libretranslatepy and schemathesis: clients of mtx serve nobody here wrote
 # (tests/clients/third_party.py); python-docx, python-pptx, odfpy and pysrt: the documents' writers and readers
 # (tests/documents/corpus.py). Once installed they must run: MTX_REQUIRE_ORACLES=1 fails them rather than skip.
 if [ "$skip_e2e" = 0 ]; then
   if step "$suite: oracle packages" scripts/venv.sh "${MTX_TORCH:-torch==2.15.0}" transformers==5.24.0 sentencepiece==0.2.3 safetensors==0.8.0 protobuf==7.36.2 \
        libretranslatepy==2.1.4 schemathesis==4.32.5 deep-translator==1.11.4 requests werkzeug \
-       python-docx==1.2.0 python-pptx==1.0.2 odfpy==1.4.1 pysrt==1.1.2; then
+       python-docx==1.2.0 python-pptx==1.0.2 odfpy==1.4.1 pysrt==1.1.2 pymarian==1.12.42; then
     export MTX_REQUIRE_ORACLES=1
   elif [ "${CI:-}" = true ]; then
     echo "test: cannot install the importer's oracle (torch, transformers, sentencepiece) into .venv" >&2

@@ -267,6 +267,92 @@ TEST(BeamSearch, LengthPenaltyDecidesBetweenShortAndLong) {
   EXPECT_DOUBLE_EQ(length_penalty(7, 0.6), std::pow(12.0 / 6.0, 0.6));
 }
 
+// Marian's search (shrink_beam): at step 1, [4 EOS] (0.25) and [5 6] (0.2) are the beam's two best candidates;
+// [4] ends and the beam narrows to [5 6], so [5 7] (0.18, then EOS at 0.99) is never continued. A fixed beam keeps
+// [5 7], and with Marian's normalisation (log_prob / length, EOS counted) it wins: -0.575 against -0.693.
+std::vector<double> narrowing(int64_t, const std::vector<int32_t>& prefix) {
+  if (prefix.empty()) return dist({{4, 0.5}, {5, 0.4}});
+  if (prefix == std::vector<int32_t>{4}) return dist({{kEos, 0.5}});
+  if (prefix == std::vector<int32_t>{5}) return dist({{6, 0.5}, {7, 0.45}});
+  if (prefix == std::vector<int32_t>{5, 6}) return dist({{kEos, 0.3}});
+  if (prefix == std::vector<int32_t>{5, 7}) return dist({{kEos, 0.99}});
+  return dist({{kEos, 0.95}});
+}
+
+TEST(BeamSearch, AShrinkingBeamNarrowsAsHypothesesEndAsMariansDoes) {
+  SearchOptions o = opts(2, 0, 2);
+  o.normalize = 1;
+  FakeStep fixed_fn(narrowing, 1);
+  const auto fixed = beam_search(fixed_fn, {10}, kBos, kEos, o);
+  EXPECT_EQ(fixed[0][0].tokens, std::vector<int32_t>({5, 7}));
+  EXPECT_NEAR(fixed[0][0].score, std::log(0.4 * 0.45 * 0.99) / 3, 1e-5) << "Marian's length counts EOS";
+  o.shrink_beam = true;
+  FakeStep shrink_fn(narrowing, 1);
+  const auto shrunk = beam_search(shrink_fn, {10}, kBos, kEos, o);
+  ASSERT_EQ(shrunk[0].size(), 2u) << "every hypothesis of the beam ends";
+  EXPECT_EQ(shrunk[0][0].tokens, std::vector<int32_t>({4}));
+  EXPECT_NEAR(shrunk[0][0].score, std::log(0.5 * 0.5) / 2, 1e-5);
+  EXPECT_EQ(shrunk[0][1].tokens, std::vector<int32_t>({5, 6}));
+  EXPECT_EQ(shrink_fn.steps, 3) << "the search goes on until the last hypothesis ended";
+  // Batched, and with sentences that join later, each sentence is searched as if alone.
+  FakeStep batch_fn(narrowing, 3);
+  const auto batch = beam_search(batch_fn, {10, 2, 10}, kBos, kEos, o);
+  EXPECT_EQ(batch[0][0].tokens, shrunk[0][0].tokens);
+  EXPECT_EQ(batch[2][1].tokens, shrunk[0][1].tokens);
+  // Beam 1 is greedy search.
+  FakeStep greedy_fn(garden_path, 1);
+  const auto greedy = beam_search(greedy_fn, {10}, kBos, kEos, opts(1));
+  o = opts(1);
+  o.shrink_beam = true;
+  FakeStep shrink1_fn(garden_path, 1);
+  EXPECT_EQ(beam_search(shrink1_fn, {10}, kBos, kEos, o)[0][0].tokens, greedy[0][0].tokens);
+}
+
+// Marian's score: (log_prob - word_penalty x length) / length^normalize, EOS counted; GNMT's alpha is left out.
+TEST(BeamSearch, WordPenaltyAndPowerNormalisationScoreAsMariansHistory) {
+  for (const double wp : {0.0, 0.5, -2.0}) {
+    SearchOptions o = opts(3, /*alpha=*/0.6, 3);
+    o.normalize = 0.8;
+    o.word_penalty = wp;
+    FakeStep fn(garden_path, 1);
+    const auto out = beam_search(fn, {10}, kBos, kEos, o);
+    for (const Hypothesis& h : out[0]) {
+      const auto length = double(h.tokens.size() + 1);
+      EXPECT_NEAR(h.score, (h.log_prob - wp * length) / std::pow(length, 0.8), 1e-6) << "word penalty " << wp;
+    }
+    for (size_t i = 1; i < out[0].size(); ++i) EXPECT_GE(out[0][i - 1].score, out[0][i].score);
+  }
+  // A large word penalty prefers the shorter hypothesis; a negative one (a bonus) the longer.
+  SearchOptions o = opts(2, 0, 1);
+  o.word_penalty = 5;
+  FakeStep short_fn(narrowing, 1);
+  EXPECT_EQ(beam_search(short_fn, {10}, kBos, kEos, o)[0][0].tokens, std::vector<int32_t>({4}));
+  o.word_penalty = -5;
+  FakeStep long_fn(narrowing, 1);
+  EXPECT_EQ(beam_search(long_fn, {10}, kBos, kEos, o)[0][0].tokens.size(), 2u);
+}
+
+// Marian's limit (max_length_factor): a hypothesis still open at the limit ends there as it is, without EOS, its
+// length the tokens it has.
+TEST(BeamSearch, MariansLimitEndsOpenHypothesesWithoutEos) {
+  auto chatty = [](int64_t, const std::vector<int32_t>&) { return dist({{6, 0.7}, {kEos, 1e-6}}); };
+  for (const bool shrink : {false, true}) {
+    for (const int beam : {1, 3}) {
+      SearchOptions o = opts(beam, 0, 1);
+      o.max_length_factor = 3;
+      o.normalize = 1;
+      o.shrink_beam = shrink;
+      FakeStep fn(chatty, 2);
+      const auto out = beam_search(fn, {4, 7}, kBos, kEos, o);
+      EXPECT_EQ(out[0][0].tokens, std::vector<int32_t>(4, 6)) << "limit 4: 4 tokens, no EOS; beam " << beam;
+      EXPECT_EQ(out[1][0].tokens, std::vector<int32_t>(7, 6));
+      EXPECT_NEAR(out[0][0].log_prob, 4 * std::log(0.7), 1e-5);
+      EXPECT_NEAR(out[0][0].score, 4 * std::log(0.7) / 4, 1e-5);
+      EXPECT_EQ(fn.steps, 7);
+    }
+  }
+}
+
 TEST(BeamSearch, NbestListsAreSortedAndDistinct) {
   auto table = [](int64_t, const std::vector<int32_t>& prefix) {
     if (prefix.empty()) return dist({{4, 0.4}, {5, 0.3}, {6, 0.2}});

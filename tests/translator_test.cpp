@@ -79,7 +79,10 @@ TEST(Translator, EveryDecodeSettingReachesTheOptions) {
     if (o.boolean) d.*o.boolean = !(d.*o.boolean);
     if (o.integer) d.*o.integer += 1;
     if (o.integer64) d.*o.integer64 += 1;
-    if (o.number) d.*o.number = o.max < 1e300 ? o.min + (o.max - o.min) / 2 : d.*o.number + 0.5;
+    if (o.number) {
+      const double mid = o.max < 1e300 ? o.min + (o.max - o.min) / 2 : d.*o.number + 0.5;
+      d.*o.number = mid != d.*o.number ? mid : o.max;  // a range centred on the default: its top
+    }
     if (o.phrases) d.*o.phrases = {"dog"};
     ASSERT_FALSE(d == config::DecodeConfig{}) << o.key;
     EXPECT_TRUE(decode::options_from_config(d).search == d) << o.key;

@@ -241,7 +241,18 @@ Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
   // Vocabularies: one map for both sides; source.spm and target.spm beside decoder.yml cut the text.
   const auto vocab_files = decoder.list("vocabs");
   if (vocab_files.size() != 2) decoder.refuse("'vocabs' must name the source and target vocabularies");
-  auto resolve = [&](const std::string& name) { return fs::path(name).is_absolute() ? fs::path(name) : dir / name; };
+  // Marian reads a relative path from its working directory, or beside decoder.yml with relative-paths: the one
+  // that exists, else the file's name beside decoder.yml (a model directory moved since it was trained).
+  auto resolve = [&](const std::string& name) {
+    const fs::path p(name);
+    if (p.is_absolute()) return p;
+    std::vector<fs::path> tried = {dir / p, dir / p.filename()};
+    if (!decoder.get<bool>("relative-paths", false)) tried.insert(tried.begin(), p);
+    for (const fs::path& t : tried) {
+      if (fs::exists(t)) return t;
+    }
+    return tried.front();
+  };
   std::vector<std::string> pieces = marian_vocabulary(resolve(vocab_files[0]));
   if (resolve(vocab_files[1]) != resolve(vocab_files[0]) && marian_vocabulary(resolve(vocab_files[1])) != pieces) {
     decoder.refuse("the source and target vocabularies differ: separate vocabularies are not supported");
@@ -274,8 +285,16 @@ Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
   Bundle& b = out.bundle;
   b.config = marian_config(model_yml);
   b.config.tokenizer.vocab_size = int(rows + 2);
-  b.config.decode.beam = std::max(1, decoder.get<int>("beam-size", b.config.decode.beam));
-  b.config.decode.allow_unk = decoder.get<bool>("allow-unk", false);
+  // Marian's search with decoder.yml's settings, and Marian's defaults where it has none.
+  config::DecodeConfig& search = b.config.decode;
+  search.beam = std::max(1, decoder.get<int>("beam-size", 12));
+  search.alpha = 0;
+  search.normalize = decoder.get<double>("normalize", 0.0);
+  search.word_penalty = decoder.get<double>("word-penalty", 0.0);
+  search.max_length_factor = decoder.get<double>("max-length-factor", 3.0);
+  search.shrink_beam = true;
+  search.allow_unk = decoder.get<bool>("allow-unk", false);
+  search.nbest = std::min(search.nbest, search.beam);
   config::validate(b.config);
   b.tokenizer = tokenizer::Tokenizer::from_bytes(side(spm_for(vocab_files[0], "source.spm"))->bytes(),
                                                  side(spm_for(vocab_files[1], "target.spm"))->bytes());
@@ -317,10 +336,8 @@ Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
   out.notes.push_back("the vocabulary gains '" + pieces[size_t(rows)] + "' and '" + pieces[size_t(rows + 1)] +
                       "' (ids " + std::to_string(rows) + ", " + std::to_string(rows + 1) +
                       "): mtx's padding and Marian's zero-vector decoder start");
-  if (decoder.has("normalize")) {
-    out.notes.push_back("decoder.yml's normalize (Marian's score / length^a) is not carried: mtx's alpha is GNMT's");
-  }
-  if (model_yml.has("transformer-guided-alignment-layer") || model_yml.has("guided-alignment")) {
+  // (transformer-guided-alignment-layer is written whether or not guided alignment was trained)
+  if (model_yml.get<std::string>("guided-alignment", "none") != "none") {
     out.notes.push_back("guided alignment trains an attention head; it adds no weights: translation is the same");
   }
   return out;

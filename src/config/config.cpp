@@ -457,15 +457,27 @@ const std::vector<DecodeOption>& decode_options() {
       integer("beam", "--beam", &D::beam, 1, 1024, true, "Beam size; 1 = greedy (and sampling)"),
       number("alpha", "--alpha", &D::alpha, 0, false, 100, true,
              "GNMT length normalisation exponent; 0 = raw log-probability"),
+      number("normalize", "--normalize", &D::normalize, 0, false, 100, true,
+             "Length normalisation score / length^N instead of GNMT's (Marian's --normalize, CTranslate2's "
+             "length_penalty); 0: GNMT's, with --alpha"),
+      number("word_penalty", "--word-penalty", &D::word_penalty, -1e4, false, 1e4, true,
+             "Subtracted from a hypothesis's log-probability per token, EOS included, before the length "
+             "normalisation (Marian's --word-penalty)"),
       integer("nbest", "--nbest", &D::nbest, 1, 1024, true,
               "Hypotheses per sentence (at most the beam), or samples when sampling"),
       number("max_len_a", "--max-len-a", &D::max_len_a, 0, false, 1000, true, "Output limit a * source_length + b: a"),
       integer("max_len_b", "--max-len-b", &D::max_len_b, 0, 1 << 16, true, "Output limit a * source_length + b: b"),
+      number("max_length_factor", "--max-length-factor", &D::max_length_factor, 0, false, 1000, true,
+             "Marian's output limit, instead of --max-len-a/b: F x source tokens (EOS included), rounded up; "
+             "hypotheses still open there end without EOS (0: off)"),
       integer("min_len", "--min-len", &D::min_len, 0, 1 << 16, true,
               "Tokens generated before EOS may be chosen (the length limit wins)"),
       boolean("exact_stop", "--exact-stop{true},--first-k-stop{false}", &D::exact_stop, false,
               "Search a sentence until no live hypothesis can still win (otherwise it ends once `beam` "
               "hypotheses finished)"),
+      boolean("shrink_beam", "--shrink-beam{true},--fixed-beam{false}", &D::shrink_beam, true,
+              "Each hypothesis that ends leaves the beam narrower, and the search goes on until every one ended "
+              "(Marian's; otherwise the beam keeps its width)"),
       boolean("allow_unk", "--allow-unk{true},--ban-unk{false}", &D::allow_unk, false,
               "Whether <unk> may be generated (Marian's models ban it)"),
       integer("batch_tokens", "--batch-tokens", &D::batch_tokens, 1, kMaxInt, false,
@@ -573,7 +585,7 @@ void validate(const DecodeConfig& d, bool as_fields) {
                            ") draws each hypothesis on its own: use beam 1; nbest "
                            "N gives N samples");
   }
-  check(d.max_len_a > 0 || d.max_len_b > 0,
+  check(d.max_len_a > 0 || d.max_len_b > 0 || d.max_length_factor > 0,
         std::string(as_fields ? "\"max_len_a\" and \"max_len_b\""
                               : "decode.max_len_a and decode.max_len_b (--max-len-a, --max-len-b)") +
             " are both 0: nothing may be generated");

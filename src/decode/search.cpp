@@ -22,6 +22,12 @@ double length_penalty(int64_t length, double alpha) {
   return alpha == 0 ? 1.0 : std::pow((5.0 + double(length)) / 6.0, alpha);
 }
 
+double normalized_score(double log_prob, int64_t length, const config::DecodeConfig& o) {
+  const double penalized = o.word_penalty == 0 ? log_prob : log_prob - o.word_penalty * double(length);
+  if (o.normalize > 0) return penalized / std::pow(double(length), o.normalize);
+  return penalized / length_penalty(length, o.alpha);
+}
+
 namespace search_parts {
 
 namespace {
@@ -81,6 +87,7 @@ void SearchRun::add_sentence(const SearchSentence& s, int64_t start) {
   n.prefix = s.prefix;
   n.seed = s.seed;
   n.start = start;
+  n.beam_left = k_;
   sentences_.push_back(std::move(n));
   finished_.emplace_back();
 }
@@ -134,10 +141,11 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
   return next;
 }
 
-Hypothesis SearchRun::ended(const Row& row, float score) const {
+Hypothesis SearchRun::ended(const Row& row, float score, bool eos) const {
   Hypothesis h;
   h.tokens = row.history;
-  h.score = raw_ ? kNoScore : double(score) / length_penalty(int64_t(row.history.size()) + 1, options_.alpha);
+  const auto length = int64_t(row.history.size()) + (eos ? 1 : 0);
+  h.score = raw_ ? kNoScore : normalized_score(double(score), length, options_);
   h.log_prob = raw_ ? kNoScore : double(score);
   for (const Row::Attended* a = row.attention.get(); a; a = a->before.get()) h.attention.push_back(a->weights);
   std::reverse(h.attention.begin(), h.attention.end());
@@ -176,6 +184,7 @@ bool SearchRun::drop_abandoned() {
 // smoothing) gives them. Sentences at their length limit may only end, min_len or not: the limit wins. A prefix
 // forces its tokens.
 void SearchRun::make_rules(int64_t t) {
+  t_ = t;
   rules_ = StepRules{};
   rules_.bos = input_.bos;
   rules_.eos = input_.eos;
@@ -189,7 +198,7 @@ void SearchRun::make_rules(int64_t t) {
   for (const int64_t s : live_.active) {
     const Sentence& sentence = sentences_[size_t(s)];
     const int64_t own = t - sentence.start;  // the sentence's own step
-    rules_.forced.push_back(own + 1 >= sentence.limit ? 1 : 0);
+    rules_.forced.push_back(own + 1 >= sentence.limit && !cut_at_limit() ? 1 : 0);
     if (options_.min_len > 0) rules_.eos_banned.push_back(own < options_.min_len ? 1 : 0);
     if (any_prefix_) {
       rules_.forced_token.push_back(own < int64_t(sentence.prefix.size()) ? sentence.prefix[size_t(own)] : -1);

@@ -58,6 +58,7 @@ struct Sentence {
   Phrases constraints;          // target phrases every hypothesis holds
   Phrases suppress;             // token sequences never generated
   int64_t start = 0;            // the step it joined at
+  int64_t beam_left = 1;        // shrink_beam: the hypotheses still under way (the beam, less those that ended)
   // Per constraint: the source positions [begin, end) it translates ({-1, -1}: untied); empty: none tied.
   std::vector<std::pair<int64_t, int64_t>> spans;
 };
@@ -268,8 +269,14 @@ class SearchRun {
   void conclude(int64_t s);
   // Row `row` of sentence s continued by `token` (row r of the step; its attention kept when asked for).
   Row continued(const Row& row, int64_t s, int32_t token, float score, const torch::Tensor& attention, int64_t r) const;
-  // A hypothesis ending `row` (EOS at `score`).
-  Hypothesis ended(const Row& row, float score) const;
+  // A hypothesis ending `row`: with EOS at `score`, or (eos false) `row` as it is, cut at its length limit.
+  Hypothesis ended(const Row& row, float score, bool eos = true) const;
+  // max_length_factor: at its length limit a sentence's open hypotheses end without EOS (Marian's), rather than
+  // being forced to end with it.
+  bool cut_at_limit() const { return options_.max_length_factor > 0; }
+  // Sentence s's step is the last its length limit allows.
+  bool at_limit(int64_t s) const { return t_ - sentences_[size_t(s)].start + 1 >= sentences_[size_t(s)].limit; }
+  Sentence& sentence(int64_t s) { return sentences_[size_t(s)]; }
 
  private:
   void add_sentence(const SearchSentence& s, int64_t start);
@@ -296,6 +303,7 @@ class SearchRun {
   Steering steer_;
   std::unique_ptr<ConstraintStep> constraint_step_;
   SamplingStep sampling_step_;
+  int64_t t_ = 0;              // the step under way
   bool tensor_path_ = false;   // the last step chose on the tensor path
   bool no_attention_ = false;  // the step function gave no attention: tied phrases act untied
 };

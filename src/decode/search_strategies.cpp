@@ -80,6 +80,17 @@ class BeamSearch : public Strategy {
       if (!run.sentence(s).constraints.empty()) constrained_order(run, a, s, scored.picker, prior, scored.vocab, cands);
       const std::vector<int64_t> chosen = sentence_step(run, a, s, cands, scored.vocab);
       if (chosen.empty()) continue;
+      if (run.cut_at_limit() && run.at_limit(s)) {  // the hypotheses still open end here, without EOS
+        for (const int64_t c : chosen) {
+          const Entry& e = cands[size_t(c)];
+          const int64_t r = live.row_start[size_t(a)] + e.index / scored.vocab;
+          const Row row =
+              run.continued(live.rows[size_t(r)], s, int32_t(e.index % scored.vocab), e.value, scored.attention, r);
+          run.finished(s).push_back(run.ended(row, e.value, /*eos=*/false));
+        }
+        run.conclude(s);
+        continue;
+      }
       next.active.push_back(s);
       for (int64_t j = 0; j < run.k(); ++j) {
         // Fewer than k live candidates (tiny vocabularies, a forced token): repeat the last one as a dead row.
@@ -134,7 +145,39 @@ class BeamSearch : public Strategy {
     const double kth = ended_scores[size_t(k - 1)];
     double best_live = kNegInf;  // constrained candidates need not come best first
     for (const int64_t c : chosen) best_live = std::max(best_live, double(cands[size_t(c)].value));
-    return best_live / length_penalty(run.sentence(s).limit, run.options().alpha) <= kth;
+    const SearchOptions& o = run.options();
+    const int64_t limit = run.sentence(s).limit;
+    if (o.word_penalty == 0) return normalized_score(best_live, limit, o) <= kth;  // the penalty only grows
+    // Per token, the word penalty may add as much as the length normalisation takes: the best of every length.
+    double best = kNegInf;
+    for (int64_t length = 1; length <= limit; ++length) best = std::max(best, normalized_score(best_live, length, o));
+    return best <= kth;
+  }
+};
+
+// Marian's beam search: a sentence's candidates are taken in order, as many as it has hypotheses under way; those
+// that end with EOS leave the beam narrower, and the search goes on until every hypothesis ended (no first-k
+// rule, no exact_stop). At beam 1 it is greedy search.
+class ShrinkingBeam : public BeamSearch {
+ protected:
+  std::vector<int64_t> sentence_step(SearchRun& run, int64_t a, int64_t s, const std::vector<Entry>& cands,
+                                     int64_t vocab) const override {
+    Sentence& sentence = run.sentence(s);
+    auto& done = run.finished(s);
+    std::vector<int64_t> chosen;
+    const int64_t taken = std::min<int64_t>(sentence.beam_left, int64_t(cands.size()));
+    for (int64_t c = 0; c < taken && cands[size_t(c)].value != kNegInf; ++c) {
+      const int64_t beam = cands[size_t(c)].index / vocab, token = cands[size_t(c)].index % vocab;
+      if (token == run.eos()) {
+        done.push_back(
+            run.ended(run.live().rows[size_t(run.live().row_start[size_t(a)] + beam)], cands[size_t(c)].value));
+      } else {
+        chosen.push_back(c);
+      }
+    }
+    sentence.beam_left = int64_t(chosen.size());
+    if (chosen.empty()) run.conclude(s);
+    return chosen;
   }
 };
 
@@ -212,6 +255,7 @@ class Sampling : public Strategy {
 
 std::unique_ptr<Strategy> make_strategy(const SearchOptions& options) {
   if (config::sampling(options)) return std::make_unique<Sampling>();
+  if (options.shrink_beam) return std::make_unique<ShrinkingBeam>();
   if (options.beam == 1) return std::make_unique<GreedySearch>();
   return std::make_unique<BeamSearch>();
 }

@@ -221,8 +221,12 @@ Translator::Encoded Translator::prepare(const std::vector<const std::vector<int3
     for (size_t j = 0; j < s.size(); ++j) acc[i][int64_t(j)] = s[j];
     // </s> ends each source, except one already whole in NLLB's legacy layout (pieces </s> code).
     if (!complete_source(s)) acc[i][int64_t(s.size())] = ids.eos;
-    // In double, clamped before the cast: a request may set a large max_len_a.
-    const double limit = std::floor(options_.search.max_len_a * double(s.size()) + double(options_.search.max_len_b));
+    // In double, clamped before the cast: a request may set a large max_len_a. Marian's factor counts the source
+    // with its EOS.
+    const auto& o = options_.search;
+    const double limit = o.max_length_factor > 0
+                             ? std::ceil(o.max_length_factor * double(s.size() + (complete_source(s) ? 0 : 1)))
+                             : std::floor(o.max_len_a * double(s.size()) + double(o.max_len_b));
     out.max_lengths[size_t(i)] = int64_t(std::clamp(limit, 1.0, double(max_len_)));
   }
   out.src = out.src.to(models_.front()->parameters().front().device());

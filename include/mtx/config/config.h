@@ -155,19 +155,25 @@ struct TrainConfig {
 // Decoding: the values of the options that decode_options() declares (one entry each, below); a new option is a
 // field here with its default and an entry there.
 struct DecodeConfig {
-  int beam = 5;            // beam size (1 = greedy)
-  double alpha = 0.6;      // GNMT length normalisation (0 = raw log-probability)
-  double max_len_a = 1.2;  // output limit: a * source_length + b
+  int beam = 5;             // beam size (1 = greedy)
+  double alpha = 0.6;       // GNMT length normalisation (0 = raw log-probability)
+  double normalize = 0;     // > 0: score / length^normalize instead of GNMT's (Marian's --normalize)
+  double word_penalty = 0;  // subtracted per token (EOS included) before the length normalisation (Marian's)
+  double max_len_a = 1.2;   // output limit: a * source_length + b
   int max_len_b = 10;
-  int batch_tokens = 4096;     // source tokens per decoding batch
-  int nbest = 1;               // hypotheses written per input line (<= beam; samples when sampling)
-  int min_len = 0;             // tokens generated before EOS may be chosen (the length limit wins)
-  bool exact_stop = false;     // end a sentence's search only when no live hypothesis can still win
-                               // (false: once `beam` hypotheses finished, as fairseq and CTranslate2 do)
-  bool allow_unk = true;       // false: <unk> is never generated (Marian's default, kept by models imported from it)
-  int max_input_length = 0;    // source tokens kept (0: as many as the model takes); longer sources are cut
-  int sampling_topk = 1;       // 1: no sampling (search); 0: sample from the whole vocabulary; K: the K best
-  double sampling_topp = 1.0;  // nucleus: the fewest best tokens whose probability reaches P (1: all)
+  int batch_tokens = 4096;       // source tokens per decoding batch
+  int nbest = 1;                 // hypotheses written per input line (<= beam; samples when sampling)
+  int min_len = 0;               // tokens generated before EOS may be chosen (the length limit wins)
+  bool exact_stop = false;       // end a sentence's search only when no live hypothesis can still win
+                                 // (false: once `beam` hypotheses finished, as fairseq and CTranslate2 do)
+  bool shrink_beam = false;      // each hypothesis that ends takes its place in the beam with it, and the search
+                                 // goes on until every one ended (Marian's); exact_stop then changes nothing
+  double max_length_factor = 0;  // > 0: Marian's limit, factor x source tokens (EOS included), rounded up,
+                                 // instead of max_len_a/b; hypotheses open there end without EOS
+  bool allow_unk = true;         // false: <unk> is never generated (Marian's default, kept by models imported from it)
+  int max_input_length = 0;      // source tokens kept (0: as many as the model takes); longer sources are cut
+  int sampling_topk = 1;         // 1: no sampling (search); 0: sample from the whole vocabulary; K: the K best
+  double sampling_topp = 1.0;    // nucleus: the fewest best tokens whose probability reaches P (1: all)
   double sampling_temperature = 1.0;
   int64_t sampling_seed = 0;          // each sentence samples from its own stream, seeded by this and the sentence
   double repetition_penalty = 1.0;    // > 1: tokens already generated become less likely (CTRL's, as transformers)

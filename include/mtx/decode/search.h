@@ -69,7 +69,7 @@ class StepFunction {
 
 struct Hypothesis {
   std::vector<int32_t> tokens;               // generated tokens, without BOS and EOS
-  double score = 0;                          // log_prob / length_penalty(tokens + EOS)
+  double score = 0;                          // normalized_score(log_prob, tokens + EOS)
   double log_prob = 0;                       // sum of the tokens' log-probabilities, EOS included
   std::vector<double> token_log_probs = {};  // per token, EOS last: only where given translations are scored
   // Per token (EOS not included): the step's cross-attention over the source positions (return_attention).
@@ -100,6 +100,10 @@ Candidates best_candidates(const torch::Tensor& scores, const std::vector<float>
 
 // GNMT: ((5 + length) / 6) ^ alpha.
 double length_penalty(int64_t length, double alpha);
+// A finished hypothesis's score under the options' normalisation: (log_prob - word_penalty x length) divided by
+// length^normalize where normalize > 0 (Marian's), else by GNMT's length_penalty(length, alpha). `length` counts
+// the generated tokens, EOS included where the hypothesis ends with one.
+double normalized_score(double log_prob, int64_t length, const config::DecodeConfig& options);
 
 // Told once per sentence, as soon as its search has ended (before beam_search returns): its index in the state
 // and its final hypotheses, the ones beam_search returns for it.
