@@ -1080,3 +1080,24 @@ void expect_same_as_marian(bool untied) {
 TEST(ImportMarian, TiedTransformerTrainedByMarianTranslatesAsMarian) { expect_same_as_marian(/*untied=*/false); }
 
 TEST(ImportMarian, UntiedTransformerTrainedByMarianTranslatesAsMarian) { expect_same_as_marian(/*untied=*/true); }
+
+// The formats are one table: the CLI's --from choices and help, and import_model's errors, come from it.
+TEST(Import, EveryFormatIsOneEntryOfOneTable) {
+  std::vector<std::string> names;
+  for (const bundle::ImportFormat& f : bundle::import_formats()) names.push_back(f.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"hf", "marian"}));
+  std::string e = test::boundary_error<ConfigError>([] { bundle::import_model("onnx", "model.onnx"); });
+  EXPECT_NE(e.find("'onnx' is not a format mtx imports (hf, marian)"), std::string::npos) << e;
+  e = test::boundary_error<ConfigError>([] { bundle::import_model("marian", "model.npz"); });
+  EXPECT_NE(e.find("decoder.yml"), std::string::npos) << e;
+  const test::CommandResult help = test::run_mtx("import --help");
+  ASSERT_EQ(help.code, 0) << help.output;
+  for (const bundle::ImportFormat& f : bundle::import_formats()) {
+    EXPECT_NE(help.output.find(std::string(f.name) + ": " + std::string(f.input).substr(0, 12)), std::string::npos)
+        << "mtx import --help lacks " << f.name << ":\n"
+        << help.output;
+  }
+  const test::CommandResult bad = test::run_mtx("import --from marian model.npz --out x.pt");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--from marian needs --config"), std::string::npos) << bad.output;
+}

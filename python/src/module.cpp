@@ -921,18 +921,16 @@ PYBIND11_MODULE(_mtx, m) {
       "import_model",
       [](const std::string& input, const std::string& out, const std::string& source,
          const std::optional<std::string>& config, const std::string& python) {
-        if (source != "hf" && source != "marian") {
-          throw ConfigError("source: expected 'hf' (a Hugging Face directory) or 'marian' (an .npz), not '" + source +
-                            "'");
-        }
-        if (source == "marian" && !config) {
-          throw ConfigError("import_model: source 'marian' needs config= (the model's decoder.yml)");
+        for (const bundle::ImportFormat& f : bundle::import_formats()) {
+          if (source == f.name && f.config && !config) {
+            throw ConfigError("import_model: source '" + source + "' needs config= (" + f.config + ")");
+          }
         }
         py::gil_scoped_release release;
         bundle::ImportOptions options;
         options.python = python;
-        bundle::Imported imported =
-            source == "hf" ? bundle::import_hf(input, options) : bundle::import_marian(input, *config);
+        if (config) options.config = *config;
+        bundle::Imported imported = bundle::import_model(source, input, options);
         bundle::save_bundle(out, imported.bundle.config, *imported.bundle.tokenizer, imported.bundle.model);
         return imported.notes;
       },

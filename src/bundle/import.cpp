@@ -63,18 +63,6 @@ class BartLayout : public Layout {
   static std::string layer(bool decoder, int64_t i) { return stack(decoder) + "layers." + std::to_string(i) + "."; }
 };
 
-// What an architecture's tokenizer files give: the pieces in id order (one per embedding row; mtx's start piece is
-// appended after them), the special ids, the sentencepiece models that cut each side's text, and the language
-// codes of a multilingual model.
-struct Vocabulary {
-  std::vector<std::string> pieces;
-  tokenizer::SpecialIds ids;
-  std::string source_spm, target_spm;  // the models' bytes
-  tokenizer::Languages languages;      // a multilingual model's codes and their tokens' ids
-  bool code_after_eos = false;         // NLLB's legacy source layout (pieces </s> code)
-  std::vector<std::string> notes;
-};
-
 config::Activation activation_of(const HfConfig& hf) {
   const auto name = hf.get<std::string>("activation_function", "gelu");
   if (name == "relu") return config::Activation::relu;
@@ -147,19 +135,6 @@ void fill_gaps(std::vector<std::string>& pieces, const std::vector<bool>& seen) 
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!seen[i]) pieces[i] = "<mtx-unused-" + std::to_string(i) + ">";
   }
-}
-
-int32_t id_of(const std::vector<std::string>& pieces, const std::string& piece, const fs::path& where) {
-  const auto it = std::find(pieces.begin(), pieces.end(), piece);
-  if (it == pieces.end()) throw DataError(where.string() + ": no '" + piece + "' piece");
-  return int32_t(it - pieces.begin());
-}
-
-// mtx's start piece, appended: "<s>", or "<mtx-start>" where "<s>" is taken.
-void add_start_piece(Vocabulary& v) {
-  v.ids.bos = int32_t(v.pieces.size());
-  const bool taken = std::find(v.pieces.begin(), v.pieces.end(), "<s>") != v.pieces.end();
-  v.pieces.push_back(taken ? "<mtx-start>" : "<s>");
 }
 
 // --- MarianMT: post-norm, MarianMT's sinusoid (sines, then cosines), vocab.json with source.spm and target.spm.
@@ -427,7 +402,86 @@ const std::map<std::string, std::shared_ptr<const HfArchitecture>>& architecture
   return kAll;
 }
 
+// A Hugging Face directory as the import driver reads it: the family's layout, its final and embedding norms,
+// the architecture's positions, and the embeddings and output under the family's names.
+class HfSource : public Source {
+ public:
+  explicit HfSource(const HfArchitecture& arch) : arch_(arch) {}
+  const Layout& layout() const override { return layout_; }
+  void fill_rest(Filler& target, model::Transformer& model) override {
+    const config::ModelConfig& m = config.model;
+    const int64_t d = m.d_model;
+    auto norm = [&](const std::string& to, const std::string& from) {
+      target.put(names::join(to, "weight"), weights->take(from + ".weight", {d}));
+      target.put(names::join(to, "bias"), weights->take(from + ".bias", {d}));
+    };
+    if (m.norm == config::Norm::pre) {
+      norm(names::kEncoderNorm, BartLayout::stack(false) + "layer_norm");
+      norm(names::kDecoderNorm, BartLayout::stack(true) + "layer_norm");
+    }
+    if (m.embedding_norm) {
+      norm(names::kEncoderEmbedNorm, BartLayout::stack(false) + "layernorm_embedding");
+      norm(names::kDecoderEmbedNorm, BartLayout::stack(true) + "layernorm_embedding");
+    }
+    arch_.positions(*weights, target, model, m);
+  }
+  Embeddings embeddings() override {
+    Weights& w = *weights;
+    const config::ModelConfig& m = config.model;
+    const auto rows = int64_t(vocabulary.pieces.size());
+    const int64_t d = m.d_model;
+    Embeddings e;
+    const std::string src_name = w.has("model.shared.weight") || !w.has("model.encoder.embed_tokens.weight")
+                                     ? "model.shared.weight"
+                                     : "model.encoder.embed_tokens.weight";
+    e.src_embed = w.take(src_name, {rows, d});  // [rows, d]
+    if (m.share_embeddings) {
+      for (const char* tied :
+           {"model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"}) {
+        w.skip(tied);
+      }
+    } else {
+      e.tgt_embed = w.take("model.decoder.embed_tokens.weight", {rows, d});  // [rows, d]
+      if (src_name != "model.shared.weight") w.skip("model.shared.weight");
+    }
+    if (w.has("final_logits_bias")) e.bias = w.take("final_logits_bias", {1, rows}).view({rows});  // [rows]
+    if (m.tie_output) {
+      w.skip("lm_head.weight");
+    } else {
+      e.output = w.take("lm_head.weight", {rows, d});
+    }
+    return e;
+  }
+  std::string unplaced(const std::string& name) const override { return arch_.unplaced(name); }
+
+ private:
+  const HfArchitecture& arch_;
+  BartLayout layout_;
+};
+
 }  // namespace
+
+const std::vector<ImportFormat>& import_formats() {
+  static const std::vector<ImportFormat> kFormats = {
+      {"hf", "a Hugging Face directory (config.json, the weights, the tokenizer's files)", nullptr,
+       [](const fs::path& input, const ImportOptions& o) { return import_hf(input, o); }},
+      {"marian", "a Marian model's .npz", "the model's decoder.yml, which names its vocabularies",
+       [](const fs::path& input, const ImportOptions& o) { return import_marian(input, o.config); }}};
+  return kFormats;
+}
+
+Imported import_model(const std::string& format, const fs::path& input, const ImportOptions& options) {
+  for (const ImportFormat& f : import_formats()) {
+    if (format != f.name) continue;
+    if (f.config && options.config.empty()) {
+      throw ConfigError("import from " + format + " needs its config file: " + f.config);
+    }
+    return f.import(input, options);
+  }
+  std::string known;
+  for (const ImportFormat& f : import_formats()) known += (known.empty() ? "" : ", ") + std::string(f.name);
+  throw ConfigError("import: '" + format + "' is not a format mtx imports (" + known + ")");
+}
 
 std::vector<std::string> hf_model_types() {
   std::vector<std::string> out;
@@ -452,99 +506,29 @@ Imported import_hf(const fs::path& dir, const ImportOptions& options) {
     hf.refuse("decoder_vocab_size differs from vocab_size: separate vocabularies are not supported");
   }
   const JsonFile generation = JsonFile::optional(dir / "generation_config.json");
-  Imported out;
-  Bundle& b = out.bundle;
-  config::Config& c = b.config;
+  HfSource source(arch);
+  config::Config& c = source.config;
   c.model = family_config(hf);
   arch.configure(hf, c.model);
   c.tokenizer.joint = false;
   c.tokenizer.vocab_size = int(rows + 1);
   c.decode.beam = std::max(1, generation.get<int>("num_beams", c.decode.beam));
   config::validate(c);
-  Vocabulary vocabulary = arch.vocabulary(dir, hf, rows);
-  add_start_piece(vocabulary);
-  const std::vector<std::string>& pieces = vocabulary.pieces;
-  const tokenizer::SpecialIds ids = vocabulary.ids;
-  const int32_t start = hf.has("decoder_start_token_id") ? hf.id("decoder_start_token_id") : ids.pad;
+  source.vocabulary = arch.vocabulary(dir, hf, rows);
+  source.vocabulary.ids.bos = int32_t(rows);  // mtx's start piece, appended (import.h)
+  const int32_t start = hf.has("decoder_start_token_id") ? hf.id("decoder_start_token_id") : source.vocabulary.ids.pad;
   if (start < 0 || start >= rows)
     hf.refuse("decoder_start_token_id " + std::to_string(start) + " is outside the vocabulary");
-  auto side = [&](const std::string& spm) {
-    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(spm), pieces, ids, vocabulary.languages,
-                                         vocabulary.code_after_eos);
-  };
-  b.tokenizer =
-      tokenizer::Tokenizer::from_bytes(side(vocabulary.source_spm)->bytes(), side(vocabulary.target_spm)->bytes());
-  b.model = build_model(c, *b.tokenizer);
-  b.model->eval();
-
-  Weights w = hf_weights(dir, options.python);
-  const config::ModelConfig& m = c.model;
-  const int64_t d = m.d_model;
-  Filler target(b.model);
-  torch::NoGradGuard no_grad;
-  fill_layers(w, target, BartLayout(), m);
-  auto norm = [&](const std::string& to, const std::string& from) {
-    target.put(names::join(to, "weight"), w.take(from + ".weight", {d}));
-    target.put(names::join(to, "bias"), w.take(from + ".bias", {d}));
-  };
-  if (m.norm == config::Norm::pre) {
-    norm(names::kEncoderNorm, BartLayout::stack(false) + "layer_norm");
-    norm(names::kDecoderNorm, BartLayout::stack(true) + "layer_norm");
+  source.added.push_back(
+      {"<s>", "<mtx-start>", start, -kStartBiasOffset,
+       std::string("mtx's decoder start, ") + arch.name() + "'s id " + std::to_string(start) + " in all but its name"});
+  source.weights = std::make_unique<Weights>(hf_weights(dir, options.python));
+  source.path = dir;
+  if (!source.vocabulary.languages.empty()) {
+    source.notes.push_back(std::to_string(source.vocabulary.languages.size()) +
+                           " languages (mtx info --ckpt lists them): translate with --source-lang and --target-lang");
   }
-  if (m.embedding_norm) {
-    norm(names::kEncoderEmbedNorm, BartLayout::stack(false) + "layernorm_embedding");
-    norm(names::kDecoderEmbedNorm, BartLayout::stack(true) + "layernorm_embedding");
-  }
-  arch.positions(w, target, b.model, m);
-
-  // Embeddings and the output layer, each with the start piece's row appended (import.h).
-  auto with_start_row = [&](const torch::Tensor& table) {
-    return torch::cat({table, table.narrow(0, start, 1)}, 0);  // [rows + 1, ...]
-  };
-  auto first_of = [&](std::initializer_list<const char*> candidates) -> std::string {
-    for (const char* n : candidates) {
-      if (w.has(n)) return n;
-    }
-    return *candidates.begin();
-  };
-  const std::string src_name = first_of({"model.shared.weight", "model.encoder.embed_tokens.weight"});
-  const torch::Tensor src_embed = w.take(src_name, {rows, d});  // [rows, d]
-  torch::Tensor tgt_embed = src_embed;
-  if (m.share_embeddings) {
-    for (const char* tied :
-         {"model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"}) {
-      w.skip(tied);
-    }
-  } else {
-    tgt_embed = w.take("model.decoder.embed_tokens.weight", {rows, d});  // [rows, d]
-    if (src_name != "model.shared.weight") w.skip("model.shared.weight");
-  }
-  target.put(names::join(names::kSrcEmbed, "weight"), with_start_row(src_embed));
-  if (!m.share_embeddings) target.put(names::join(names::kTgtEmbed, "weight"), with_start_row(tgt_embed));
-  torch::Tensor bias = w.has("final_logits_bias") ? w.take("final_logits_bias", {1, rows}).view({rows})  // [rows]
-                                                  : torch::zeros({rows});
-  bias = with_start_row(bias);  // [rows + 1]
-  bias[rows] -= kStartBiasOffset;
-  if (m.tie_output) {
-    w.skip("lm_head.weight");
-    target.put(names::kOutputBias, bias);
-  } else {
-    target.put(names::join(names::kOutput, "weight"), with_start_row(w.take("lm_head.weight", {rows, d})));
-    target.put(names::join(names::kOutput, "bias"), bias);
-  }
-  w.check_all_used([&](const std::string& name) { return arch.unplaced(name); });
-  target.check_all_filled();
-  b.weights_sha256 = weights_sha256(b.model);
-  b.path = dir;
-  out.notes.push_back("the vocabulary gains '" + pieces.back() + "' (id " + std::to_string(ids.bos) +
-                      "): mtx's decoder start, " + arch.name() + "'s id " + std::to_string(start) +
-                      " in all but its name");
-  for (const std::string& note : vocabulary.notes) out.notes.push_back(note);
-  if (!vocabulary.languages.empty()) {
-    out.notes.push_back(std::to_string(vocabulary.languages.size()) +
-                        " languages (mtx info --ckpt lists them): translate with --source-lang and --target-lang");
-  }
-  return out;
+  return build_imported(source);
 }
 
 }  // namespace mtx::bundle

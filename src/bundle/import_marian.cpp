@@ -223,12 +223,41 @@ std::vector<std::string> marian_vocabulary(const fs::path& path) {
   return pieces;
 }
 
+// A Marian .npz as the import driver reads it: Marian's layout, and its embeddings and output layer (a legacy
+// [d, rows] output matrix, or the [rows, d] transposed one). It has nothing besides.
+class MarianSource : public Source {
+ public:
+  const Layout& layout() const override { return layout_; }
+  void fill_rest(Filler&, model::Transformer&) override {}
+  Embeddings embeddings() override {
+    Weights& w = *weights;
+    const config::ModelConfig& m = config.model;
+    const auto rows = int64_t(vocabulary.pieces.size());
+    const int64_t d = m.d_model;
+    Embeddings e;
+    e.src_embed = w.take(m.share_embeddings ? "Wemb" : "encoder_Wemb", {rows, d});  // [rows, d]
+    if (!m.share_embeddings) e.tgt_embed = w.take("decoder_Wemb", {rows, d});
+    if (w.has("decoder_ff_logit_out_b")) e.bias = w.take("decoder_ff_logit_out_b", {1, rows}).view({rows});
+    if (!m.tie_output) {
+      e.output = w.has("decoder_ff_logit_out_W") ? w.take("decoder_ff_logit_out_W", {d, rows}).t()  // legacy
+                                                 : w.take("decoder_ff_logit_out_Wt", {rows, d});
+    }
+    return e;
+  }
+  std::string unplaced(const std::string& name) const override { return marian_architecture(name); }
+
+ private:
+  MarianLayout layout_;
+};
+
 }  // namespace
 
 Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
   const fs::path dir = decoder_yml.parent_path();
   const MarianYaml decoder(decoder_yml.string(), read_yaml(decoder_yml, read_file(decoder_yml)));
-  Weights w("model.yml");
+  MarianSource source;
+  source.weights = std::make_unique<Weights>("model.yml");
+  Weights& w = *source.weights;
   w.add_npz(npz);
   if (!w.has("special:model.yml")) {
     throw DataError(npz.string() + ": no 'special:model.yml' (not a Marian model, or one saved without its options)");
@@ -253,40 +282,29 @@ Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
     }
     return tried.front();
   };
-  std::vector<std::string> pieces = marian_vocabulary(resolve(vocab_files[0]));
-  if (resolve(vocab_files[1]) != resolve(vocab_files[0]) && marian_vocabulary(resolve(vocab_files[1])) != pieces) {
+  Vocabulary& v = source.vocabulary;
+  v.pieces = marian_vocabulary(resolve(vocab_files[0]));
+  if (resolve(vocab_files[1]) != resolve(vocab_files[0]) && marian_vocabulary(resolve(vocab_files[1])) != v.pieces) {
     decoder.refuse("the source and target vocabularies differ: separate vocabularies are not supported");
   }
-  const auto rows = int64_t(pieces.size());
-  auto index_of = [&](const std::string& piece, const fs::path& where) {
-    const auto it = std::find(pieces.begin(), pieces.end(), piece);
-    if (it == pieces.end()) throw DataError(where.string() + ": no '" + piece + "' piece");
-    return int32_t(it - pieces.begin());
-  };
-  tokenizer::SpecialIds ids;
-  ids.eos = index_of("</s>", resolve(vocab_files[0]));
-  ids.unk = index_of("<unk>", resolve(vocab_files[0]));
-  ids.pad = int32_t(rows);
-  ids.bos = int32_t(rows + 1);
-  for (const char* piece : {"<pad>", "<s>"}) {
-    const bool taken = std::find(pieces.begin(), pieces.end(), piece) != pieces.end();
-    pieces.push_back(taken ? std::string("<mtx-") + (piece[1] == 'p' ? "pad>" : "start>") : piece);
-  }
+  const auto rows = int64_t(v.pieces.size());
+  v.ids.eos = id_of(v.pieces, "</s>", resolve(vocab_files[0]));
+  v.ids.unk = id_of(v.pieces, "<unk>", resolve(vocab_files[0]));
+  v.ids.pad = int32_t(rows);
+  v.ids.bos = int32_t(rows + 1);
+  source.added = {{"<pad>", "<mtx-pad>", -1, kAddedPieceBias, "mtx's padding"},
+                  {"<s>", "<mtx-start>", -1, kAddedPieceBias, "Marian's zero-vector decoder start"}};
   auto spm_for = [&](const std::string& vocab, const char* fallback) {
-    const fs::path v = resolve(vocab);
-    const std::string ext = v.extension().string();
-    return (ext == ".spm" || ext == ".model") ? v : dir / fallback;
+    const fs::path p = resolve(vocab);
+    const std::string ext = p.extension().string();
+    return read_file((ext == ".spm" || ext == ".model") ? p : dir / fallback);
   };
-  auto side = [&](const fs::path& spm) {
-    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(read_file(spm)), pieces, ids);
-  };
+  v.source_spm = spm_for(vocab_files[0], "source.spm");
+  v.target_spm = spm_for(vocab_files[1], "target.spm");
 
-  Imported out;
-  Bundle& b = out.bundle;
-  b.config = marian_config(model_yml);
-  b.config.tokenizer.vocab_size = int(rows + 2);
+  source.config = marian_config(model_yml);
   // Marian's search with decoder.yml's settings, and Marian's defaults where it has none.
-  config::DecodeConfig& search = b.config.decode;
+  config::DecodeConfig& search = source.config.decode;
   search.beam = std::max(1, decoder.get<int>("beam-size", 12));
   search.alpha = 0;
   search.normalize = decoder.get<double>("normalize", 0.0);
@@ -295,52 +313,12 @@ Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
   search.shrink_beam = true;
   search.allow_unk = decoder.get<bool>("allow-unk", false);
   search.nbest = std::min(search.nbest, search.beam);
-  config::validate(b.config);
-  b.tokenizer = tokenizer::Tokenizer::from_bytes(side(spm_for(vocab_files[0], "source.spm"))->bytes(),
-                                                 side(spm_for(vocab_files[1], "target.spm"))->bytes());
-  b.model = build_model(b.config, *b.tokenizer);
-  b.model->eval();
-
-  const config::ModelConfig& m = b.config.model;
-  const int64_t d = m.d_model;
-  Filler target(b.model);
-  torch::NoGradGuard no_grad;
-  fill_layers(w, target, MarianLayout(), m);
-  auto matrix = [&](const std::string& name, int64_t in, int64_t out_dim) { return w.take(name, {in, out_dim}).t(); };
-  auto vector = [&](const std::string& name, int64_t n) { return w.take(name, {1, n}).view({n}); };
-  // Embeddings with zero rows for <pad> and the decoder start (Marian starts from a zero vector).
-  auto with_added_rows = [&](const torch::Tensor& table) {
-    return torch::cat({table, torch::zeros({2, table.size(1)})}, 0);  // [rows + 2, d]
-  };
-  const torch::Tensor src_embed = w.take(m.share_embeddings ? "Wemb" : "encoder_Wemb", {rows, d});  // [rows, d]
-  target.put(model::names::join(model::names::kSrcEmbed, "weight"), with_added_rows(src_embed));
-  torch::Tensor tgt_embed = src_embed;
-  if (!m.share_embeddings) {
-    tgt_embed = w.take("decoder_Wemb", {rows, d});  // [rows, d]
-    target.put(model::names::join(model::names::kTgtEmbed, "weight"), with_added_rows(tgt_embed));
-  }
-  torch::Tensor bias = w.has("decoder_ff_logit_out_b") ? vector("decoder_ff_logit_out_b", rows) : torch::zeros({rows});
-  bias = torch::cat({bias, torch::full({2}, kAddedPieceBias)});  // [rows + 2]
-  if (m.tie_output) {
-    target.put(model::names::kOutputBias, bias);
-  } else {
-    const torch::Tensor out_w = w.has("decoder_ff_logit_out_W") ? matrix("decoder_ff_logit_out_W", d, rows)  // legacy
-                                                                : w.take("decoder_ff_logit_out_Wt", {rows, d});
-    target.put(model::names::join(model::names::kOutput, "weight"), with_added_rows(out_w));
-    target.put(model::names::join(model::names::kOutput, "bias"), bias);
-  }
-  w.check_all_used(marian_architecture);
-  target.check_all_filled();
-  b.weights_sha256 = weights_sha256(b.model);
-  b.path = npz;
-  out.notes.push_back("the vocabulary gains '" + pieces[size_t(rows)] + "' and '" + pieces[size_t(rows + 1)] +
-                      "' (ids " + std::to_string(rows) + ", " + std::to_string(rows + 1) +
-                      "): mtx's padding and Marian's zero-vector decoder start");
+  source.path = npz;
   // (transformer-guided-alignment-layer is written whether or not guided alignment was trained)
   if (model_yml.get<std::string>("guided-alignment", "none") != "none") {
-    out.notes.push_back("guided alignment trains an attention head; it adds no weights: translation is the same");
+    source.notes.push_back("guided alignment trains an attention head; it adds no weights: translation is the same");
   }
-  return out;
+  return build_imported(source);
 }
 
 }  // namespace mtx::bundle

@@ -1,5 +1,7 @@
 #include "import_weights.h"
 
+#include <algorithm>
+
 #include "mtx/bundle/bundle.h"
 #include "mtx/model/param_names.h"
 #include "mtx/util/atomic_file.h"
@@ -85,6 +87,72 @@ void fill_layers(Weights& w, Filler& target, const Layout& layout, const config:
     put(n.fc2, layout.dense(w, true, i, Dense::fc2, d, f));
     put(n.ffn_norm, layout.norm(w, true, i, Sublayer::ffn, d));
   }
+}
+
+int32_t id_of(const std::vector<std::string>& pieces, const std::string& piece, const fs::path& where) {
+  const auto it = std::find(pieces.begin(), pieces.end(), piece);
+  if (it == pieces.end()) throw DataError(where.string() + ": no '" + piece + "' piece");
+  return int32_t(it - pieces.begin());
+}
+
+Imported build_imported(Source& s) {
+  Imported out;
+  Bundle& b = out.bundle;
+  config::Config& c = b.config;
+  c = s.config;
+  Vocabulary& v = s.vocabulary;
+  const auto rows = int64_t(v.pieces.size());
+  std::vector<std::string> pieces = v.pieces;
+  for (const AddedPiece& a : s.added) {
+    const bool taken = std::find(pieces.begin(), pieces.end(), a.name) != pieces.end();
+    pieces.push_back(taken ? a.taken_name : a.name);
+    out.notes.push_back("the vocabulary gains '" + pieces.back() + "' (id " + std::to_string(pieces.size() - 1) +
+                        "): " + a.why);
+  }
+  c.tokenizer.vocab_size = int(pieces.size());
+  config::validate(c);
+  auto side = [&](const std::string& spm) {
+    return tokenizer::VocabModel::create(tokenizer::SpmModel::from_bytes(spm), pieces, v.ids, v.languages,
+                                         v.code_after_eos);
+  };
+  b.tokenizer = tokenizer::Tokenizer::from_bytes(side(v.source_spm)->bytes(), side(v.target_spm)->bytes());
+  b.model = build_model(c, *b.tokenizer);
+  b.model->eval();
+
+  const config::ModelConfig& m = c.model;
+  Weights& w = *s.weights;
+  Filler target(b.model);
+  torch::NoGradGuard no_grad;
+  fill_layers(w, target, s.layout(), m);
+  s.fill_rest(target, b.model);
+  // The embeddings and the output layer, each with the added pieces' rows.
+  const Embeddings e = s.embeddings();
+  auto with_added = [&](const torch::Tensor& table) {  // [rows, ...] -> [rows + added, ...]
+    std::vector<torch::Tensor> parts = {table};
+    for (const AddedPiece& a : s.added) {
+      parts.push_back(a.copy_of >= 0 ? table.narrow(0, a.copy_of, 1).clone()
+                                     : torch::zeros_like(table.narrow(0, 0, 1)));
+    }
+    return torch::cat(parts, 0);
+  };
+  namespace names = model::names;
+  target.put(names::join(names::kSrcEmbed, "weight"), with_added(e.src_embed));
+  if (!m.share_embeddings) target.put(names::join(names::kTgtEmbed, "weight"), with_added(e.tgt_embed));
+  torch::Tensor bias = with_added(e.bias.defined() ? e.bias : torch::zeros({rows}));  // [rows + added]
+  for (size_t i = 0; i < s.added.size(); ++i) bias[rows + int64_t(i)] += s.added[i].bias;
+  if (m.tie_output) {
+    target.put(names::kOutputBias, bias);
+  } else {
+    target.put(names::join(names::kOutput, "weight"), with_added(e.output));
+    target.put(names::join(names::kOutput, "bias"), bias);
+  }
+  w.check_all_used([&](const std::string& name) { return s.unplaced(name); });
+  target.check_all_filled();
+  b.weights_sha256 = weights_sha256(b.model);
+  b.path = s.path;
+  for (const std::string& note : v.notes) out.notes.push_back(note);
+  for (const std::string& note : s.notes) out.notes.push_back(note);
+  return out;
 }
 
 }  // namespace mtx::bundle::detail

@@ -233,4 +233,62 @@ class Layout {
 // mtx holds them).
 void fill_layers(Weights& w, Filler& target, const Layout& layout, const config::ModelConfig& m);
 
+// ---- the import driver (CTranslate2's Converter with its loaders) ----------------------------------------------
+
+// A model's vocabulary as its format's files give it: the pieces in id order (one per embedding row), the special
+// ids, the sentencepiece models that cut each side's text, and the language codes of a multilingual model.
+struct Vocabulary {
+  std::vector<std::string> pieces;
+  tokenizer::SpecialIds ids;
+  std::string source_spm, target_spm;  // the models' bytes
+  tokenizer::Languages languages;      // a multilingual model's codes and their tokens' ids
+  bool code_after_eos = false;         // NLLB's legacy source layout (pieces </s> code)
+  std::vector<std::string> notes;
+};
+
+// The id of `piece`, or a DataError naming `where`.
+int32_t id_of(const std::vector<std::string>& pieces, const std::string& piece, const fs::path& where);
+
+// A piece that mtx needs and the model lacks (its padding, its decoder start), appended after the model's rows:
+// named `name`, or `taken_name` where the model has that piece already. Its embedding and output rows are row
+// `copy_of`'s (-1: zeros), its output bias that row's plus `bias` (or `bias`).
+struct AddedPiece {
+  std::string name, taken_name;
+  int32_t copy_of = -1;
+  double bias = 0;
+  std::string why;  // for the note: "mtx's decoder start"
+};
+
+// The embeddings and output layer a format holds, taken from its weights: [rows, d] tables; `tgt_embed`
+// undefined where the decoder shares the source's, `output` undefined where it is tied to the target
+// embeddings; `bias` [rows] (undefined: zeros).
+struct Embeddings {
+  torch::Tensor src_embed, tgt_embed, output, bias;
+};
+
+// One format's model, read (`read` of a format in src/bundle/import.cpp's table): its settings, vocabulary and
+// weights, and the hooks through which the driver fills mtx's model from them.
+class Source {
+ public:
+  virtual ~Source() = default;
+  config::Config config;          // model options and decoding settings; the driver sets the vocabulary size
+  Vocabulary vocabulary;          // the model's rows
+  std::vector<AddedPiece> added;  // appended in order; `vocabulary.ids` names them where they are special
+  std::unique_ptr<Weights> weights;
+  std::filesystem::path path;
+  std::vector<std::string> notes;
+  // Where its layers' parts are.
+  virtual const Layout& layout() const = 0;
+  // What it holds besides the layers, the embeddings and the output (final norms, positions).
+  virtual void fill_rest(Filler& target, model::Transformer& model) = 0;
+  virtual Embeddings embeddings() = 0;
+  // Why a parameter nobody took has no place in mtx (from its name).
+  virtual std::string unplaced(const std::string& name) const = 0;
+};
+
+// Builds the bundle from a source, once for every format: its tokenizer (with the added pieces), its model, every
+// layer through the source's layout, the rest, the embeddings and output with the added rows; checks that every
+// parameter of both sides was used and filled.
+Imported build_imported(Source& source);
+
 }  // namespace mtx::bundle::detail

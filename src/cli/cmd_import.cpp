@@ -18,11 +18,14 @@ struct ImportCommandArgs {
 namespace {
 
 int run_import(const ImportCommandArgs& a) {
-  if (a.from == "marian" && a.config.empty()) {
-    throw ConfigError("import: --from marian needs --config (the model's decoder.yml, which names its vocabularies)");
+  bundle::ImportOptions options = a.options;
+  options.config = a.config;
+  for (const bundle::ImportFormat& f : bundle::import_formats()) {
+    if (a.from == f.name && f.config && a.config.empty()) {
+      throw ConfigError("import: --from " + a.from + " needs --config (" + f.config + ")");
+    }
   }
-  bundle::Imported imported =
-      a.from == "hf" ? bundle::import_hf(a.input, a.options) : bundle::import_marian(a.input, a.config);
+  bundle::Imported imported = bundle::import_model(a.from, a.input, options);
   bundle::Bundle& b = imported.bundle;
   bundle::save_bundle(a.out, b.config, *b.tokenizer, b.model);
   for (const auto& note : imported.notes) log::info("import: {}", note);
@@ -37,14 +40,16 @@ int run_import(const ImportCommandArgs& a) {
 Command add_import(CLI::App& app) {
   auto a = std::make_shared<ImportCommandArgs>();
   auto* cmd = app.add_subcommand("import", "Write an mtx bundle of a model trained elsewhere (MarianMT, Marian)");
-  cmd->add_option("--from", a->from, "The model's format: hf (a MarianMT directory) or marian (an .npz model)")
-      ->required()
-      ->check(CLI::IsMember({"hf", "marian"}));
-  cmd->add_option("input", a->input,
-                  "hf: a MarianMT directory (config.json, weights, *.spm, vocab.json); marian: the model's .npz")
-      ->required();
-  cmd->add_option("--config", a->config,
-                  "marian: the model's decoder.yml (its vocabularies; source/target.spm beside it)");
+  std::vector<std::string> names;
+  std::string inputs, configs;
+  for (const bundle::ImportFormat& f : bundle::import_formats()) {
+    names.push_back(f.name);
+    inputs += std::string(inputs.empty() ? "" : "; ") + f.name + ": " + f.input;
+    if (f.config) configs += std::string(configs.empty() ? "" : "; ") + f.name + ": " + f.config;
+  }
+  cmd->add_option("--from", a->from, "The model's format")->required()->check(CLI::IsMember(names));
+  cmd->add_option("input", a->input, inputs)->required();
+  cmd->add_option("--config", a->config, configs);
   cmd->add_option("--out", a->out, "Where to write the bundle")->required();
   cmd->add_option("--python", a->options.python,
                   "pytorch_model.bin only: a Python with torch and safetensors to rewrite it (e.g. .venv/bin/python)")

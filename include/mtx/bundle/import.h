@@ -23,7 +23,24 @@ struct Imported {
 struct ImportOptions {
   // pytorch_model.bin only (torch.save's pickle): an interpreter with torch and safetensors rewrites it first.
   std::string python = "python3";
+  // The model's settings file where its format keeps one apart (marian: decoder.yml).
+  std::filesystem::path config;
 };
+
+// One format mtx imports: its name (mtx import --from NAME, Python's source=NAME), what its input is, and whether
+// it needs ImportOptions::config. Each format is one entry of one table (src/bundle/import.cpp): the CLI and
+// Python call import_model only.
+struct ImportFormat {
+  const char* name;
+  const char* input;   // "a Hugging Face directory (config.json, weights, tokenizer files)"
+  const char* config;  // what ImportOptions::config is, or nullptr where the format needs none
+  Imported (*import)(const std::filesystem::path& input, const ImportOptions& options);
+};
+const std::vector<ImportFormat>& import_formats();
+
+// `input` in `format` as an mtx bundle (import_hf or import_marian). Throws ConfigError for an unknown format or
+// a missing config file, and what the format's importer throws.
+Imported import_model(const std::string& format, const std::filesystem::path& input, const ImportOptions& options = {});
 
 // A Hugging Face MarianMT directory: config.json, the weights (model.safetensors, its sharded index
 // model.safetensors.index.json, or pytorch_model.bin through options.python), source.spm and target.spm,
