@@ -966,7 +966,7 @@ std::string marian_python() { return test::venv_python("pymarian, yaml"); }
 // likely under the model as Marian's (its normalised score); teacher-forced log-probabilities within 1e-4.
 // mtx's own search (GNMT's alpha 0.6, a fixed beam, max_len_a/b) gives other beam-5 lines: the normalisation
 // and Marian's narrowing beam decide them.
-void expect_same_as_marian(bool untied) {
+void expect_same_as_marian(bool untied, bool ssru = false) {
   const std::string py = marian_python();
   MTX_REQUIRE_MULTI30K();
   if (py.empty()) {
@@ -978,7 +978,7 @@ void expect_same_as_marian(bool untied) {
   const fs::path cache = fs::path(MTX_SOURCE_DIR) / "data" / "cache" / "pymarian";
   const std::string cmd = "'" + py + "' '" + (fs::path(MTX_SOURCE_DIR) / "tests/oracles/pymarian_oracle.py").string() +
                           "' --data '" + test::multi30k_dir().string() + "' --cache '" + cache.string() + "' --out '" +
-                          tmp.path().string() + "'" + (untied ? " --untied" : "") + " > '" +
+                          tmp.path().string() + "'" + (untied ? " --untied" : "") + (ssru ? " --ssru" : "") + " > '" +
                           (tmp / "oracle.log").string() + "' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(tmp / "oracle.log");
   const nlohmann::json expect = nlohmann::json::parse(read_file(tmp / "expect.json"));
@@ -986,6 +986,8 @@ void expect_same_as_marian(bool untied) {
   bundle::Imported imported = bundle::import_marian(model / "model.npz", model / "decoder.yml");
   bundle::Bundle& b = imported.bundle;
   EXPECT_EQ(b.config.model.share_embeddings, !untied);
+  EXPECT_EQ(b.config.model.decoder_autoreg,
+            ssru ? config::DecoderAutoreg::ssru : config::DecoderAutoreg::self_attention);
   EXPECT_EQ(b.config.decode.beam, 12) << "decoder.yml's beam-size";
   EXPECT_TRUE(b.config.decode.shrink_beam);
   EXPECT_EQ(b.config.decode.max_length_factor, 3);
@@ -1068,9 +1070,45 @@ void expect_same_as_marian(bool untied) {
   for (size_t i = 0; i < sources.size(); ++i) {
     own_same += own_out[i].texts.front() == expect.at("beam").at(i).get<std::string>() ? 1 : 0;
   }
-  EXPECT_LT(own_same, same) << "GNMT's normalisation and a fixed beam decide no line: the test shows nothing";
-  std::cout << "Marian " << (untied ? "untied" : "tied") << ": teacher-forced max |diff| " << max_diff
-            << ", greedy identical " << greedy_same << " / " << sources.size() << " (" << ties
+  if (!ssru)
+    EXPECT_LT(own_same, same) << "GNMT's normalisation and a fixed beam decide no line: the test shows nothing";
+  if (ssru) {
+    // Like any bundle: batch-invariant (each sentence alone as in the batch), quantized, fine-tuned; CTranslate2
+    // cannot take it, in one line.
+    decode::Translator alone(b.model, tok, decode::options_from_config(beam));
+    for (size_t i = 0; i < 20; ++i) {
+      EXPECT_EQ(alone.translate({sources[i]}).front().texts.front(), beam_out[i].texts.front()) << "line " << i;
+    }
+    const fs::path ckpt = tmp / "ssru.pt";
+    bundle::save_bundle(ckpt, b.config, tok, b.model);
+    std::string in;
+    for (size_t i = 0; i < 20; ++i) in += sources[i] + "\n";
+    test::write_text(tmp / "in.de", in);
+    test::CommandResult r =
+        test::run_mtx("quantize --ckpt '" + ckpt.string() + "' --out '" + (tmp / "q.pt").string() + "'");
+    ASSERT_EQ(r.code, 0) << r.output;
+    r = test::run_mtx("translate --ckpt '" + (tmp / "q.pt").string() + "' --input '" + (tmp / "in.de").string() +
+                      "' --output '" + (tmp / "q.en").string() + "'");
+    ASSERT_EQ(r.code, 0) << r.output;
+    int same_int8 = 0;
+    std::istringstream q(read_file(tmp / "q.en"));
+    size_t line_no = 0;
+    for (std::string line; std::getline(q, line); ++line_no) same_int8 += line == beam_out[line_no].texts.front();
+    EXPECT_EQ(line_no, 20u);
+    std::cout << "SSRU int8: " << same_int8 << " of 20 lines as float32\n";
+    r = test::run_mtx("export --ckpt '" + ckpt.string() + "' --format ct2 --out '" + (tmp / "ct2").string() + "'");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("CTranslate2 has no SSRU decoder"), std::string::npos) << r.output;
+    const std::string multi30k = test::multi30k_dir().string();
+    r = test::run_mtx("train --config '" + (fs::path(MTX_SOURCE_DIR) / "configs/finetune-opus.json").string() +
+                      "' --init '" + ckpt.string() + "' --out '" + (tmp / "run").string() + "' --set data.dir='" +
+                      multi30k + "' --set data.cache_dir='" + (tmp / "cache").string() +
+                      "' --set train.max_steps=20 --set train.validate_every=20 --set train.threads=1");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_TRUE(fs::exists(tmp / "run" / "best.pt"));
+  }
+  std::cout << "Marian " << (untied ? "untied" : "tied") << (ssru ? " SSRU" : "") << ": teacher-forced max |diff| "
+            << max_diff << ", greedy identical " << greedy_same << " / " << sources.size() << " (" << ties
             << " ties), beam 5 identical " << same << " / " << sources.size() << " (mtx's own search: " << own_same
             << ")\n";
 }
@@ -1080,6 +1118,11 @@ void expect_same_as_marian(bool untied) {
 TEST(ImportMarian, TiedTransformerTrainedByMarianTranslatesAsMarian) { expect_same_as_marian(/*untied=*/false); }
 
 TEST(ImportMarian, UntiedTransformerTrainedByMarianTranslatesAsMarian) { expect_same_as_marian(/*untied=*/true); }
+
+// A student model's decoder: an SSRU in each decoder layer, one state per hypothesis.
+TEST(ImportMarian, SsruStudentTrainedByMarianTranslatesAsMarian) {
+  expect_same_as_marian(/*untied=*/false, /*ssru=*/true);
+}
 
 // The formats are one table: the CLI's --from choices and help, and import_model's errors, come from it.
 TEST(Import, EveryFormatIsOneEntryOfOneTable) {

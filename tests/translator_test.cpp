@@ -28,9 +28,11 @@ struct Toy {
   std::optional<tokenizer::Tokenizer> tok;
   model::Transformer model{nullptr};
 
-  Toy() {
+  // ssru: the decoder's layers have Marian's SSRU in place of self-attention (model.decoder_autoreg).
+  explicit Toy(bool ssru = false) {
     config = test::toy_setup(tmp);
     config.model.dropout = 0.1;  // must not matter: translation runs in eval mode
+    if (ssru) config.model.decoder_autoreg = config::DecoderAutoreg::ssru;
     tok = data::prepare_data(config).tokenizer;
     torch::manual_seed(11);
     model = train::build_model(config, *tok);
@@ -59,8 +61,10 @@ std::vector<int32_t> naive_greedy(model::Transformer& m, const std::vector<int32
   std::vector<int64_t> tgt = {ids.bos};
   std::vector<int32_t> out;
   for (int64_t t = 0; t < max_len; ++t) {
-    const torch::Tensor logits = m->forward(s, torch::tensor(tgt, torch::kLong).unsqueeze(0));  // [1, t, V]
-    int64_t next = logits[0][-1].argmax().item<int64_t>();
+    torch::Tensor logits = m->forward(s, torch::tensor(tgt, torch::kLong).unsqueeze(0))[0][-1];  // [V]
+    logits[ids.bos] = -INFINITY;  // never generated, as in the search
+    logits[ids.pad] = -INFINITY;
+    int64_t next = logits.argmax().item<int64_t>();
     if (t + 1 >= max_len) next = ids.eos;
     if (next == ids.eos) break;
     out.push_back(int32_t(next));
@@ -89,32 +93,38 @@ TEST(Translator, EveryDecodeSettingReachesTheOptions) {
   }
 }
 
+// The incremental decoder (a self-attention cache, or an SSRU's state) against the whole decoder rerun each step.
 TEST(Translator, GreedyIsBeamOneAndMatchesNaiveDecoding) {
-  Toy toy;
-  auto tr = toy.translator(1);
-  toy.model->eval();
-  for (const auto& line : kLines) {
-    const auto src = toy.tok->src().encode(line);
-    const auto hyps = tr.translate_ids({src});
-    const int64_t limit = int64_t(std::floor(1.2 * double(src.size()) + 10));
-    EXPECT_EQ(hyps[0][0].tokens, naive_greedy(toy.model, src, limit, toy.tok->special_ids())) << line;
+  for (const bool ssru : {false, true}) {
+    Toy toy(ssru);
+    auto tr = toy.translator(1);
+    toy.model->eval();
+    for (const auto& line : kLines) {
+      const auto src = toy.tok->src().encode(line);
+      const auto hyps = tr.translate_ids({src});
+      const int64_t limit = int64_t(std::floor(1.2 * double(src.size()) + 10));
+      EXPECT_EQ(hyps[0][0].tokens, naive_greedy(toy.model, src, limit, toy.tok->special_ids()))
+          << (ssru ? "SSRU: " : "") << line;
+    }
   }
 }
 
 TEST(Translator, OutputDoesNotDependOnTheBatch) {
-  Toy toy;
-  for (const int beam : {1, 5}) {
-    auto together = toy.translator(beam).translate(kLines);
-    auto tiny_batches = toy.translator(beam, 12).translate(kLines);  // a sentence or two per batch
-    ASSERT_EQ(together.size(), kLines.size());
-    for (size_t i = 0; i < kLines.size(); ++i) {
-      const auto alone = toy.translator(beam).translate({kLines[i]});
-      ASSERT_EQ(alone[0].hypotheses.size(), 1u);
-      EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens)
-          << "beam " << beam << ": " << kLines[i];
-      EXPECT_NEAR(together[i].hypotheses[0].score, alone[0].hypotheses[0].score, 1e-4);
-      EXPECT_EQ(tiny_batches[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens);
-      EXPECT_EQ(together[i].texts[0], alone[0].texts[0]) << "outputs come back in input order";
+  for (const bool ssru : {false, true}) {
+    Toy toy(ssru);
+    for (const int beam : {1, 5}) {
+      auto together = toy.translator(beam).translate(kLines);
+      auto tiny_batches = toy.translator(beam, 12).translate(kLines);  // a sentence or two per batch
+      ASSERT_EQ(together.size(), kLines.size());
+      for (size_t i = 0; i < kLines.size(); ++i) {
+        const auto alone = toy.translator(beam).translate({kLines[i]});
+        ASSERT_EQ(alone[0].hypotheses.size(), 1u);
+        EXPECT_EQ(together[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens)
+            << "beam " << beam << ": " << kLines[i];
+        EXPECT_NEAR(together[i].hypotheses[0].score, alone[0].hypotheses[0].score, 1e-4);
+        EXPECT_EQ(tiny_batches[i].hypotheses[0].tokens, alone[0].hypotheses[0].tokens);
+        EXPECT_EQ(together[i].texts[0], alone[0].texts[0]) << "outputs come back in input order";
+      }
     }
   }
 }
@@ -124,46 +134,48 @@ TEST(Translator, OutputDoesNotDependOnTheBatch) {
 // beam 1 and 5, in float and int8.
 TEST(Translator, SentencesJoiningARunningSearchTranslateExactlyAsAlone) {
   if (!model::fp32::PackedLinear::available()) GTEST_SKIP() << "mtx's float kernel (row-independent Linear) needs AVX2";
-  Toy toy;
-  std::vector<std::vector<int32_t>> sources;
-  for (const auto& line : kLines) sources.push_back(toy.tok->src().encode(line));
-  // Admitted after call n of admit (n counts from 1): sentence indices into kLines.
-  const std::map<int, std::vector<size_t>> plan = {{1, {1, 2}}, {3, {3}}, {4, {1}}};
-  const std::vector<size_t> order = {0, 1, 2, 3, 1, 4};  // kLines index of each admitted sentence, 4 admitted last
-  for (const bool int8 : {false, true}) {
-    if (int8) {
-      toy.model->eval();
-      toy.model->quantize_int8(true);
-    }
-    for (const int beam : {1, 5}) {
-      auto tr = toy.translator(beam);
-      int calls = 0;
-      bool last = false;
-      std::vector<int64_t> told;
-      const auto all = tr.translate_continuously(
-          {sources[0]},
-          [&](int64_t searching) {
-            ++calls;
-            std::vector<std::vector<int32_t>> admitted;
-            const auto it = plan.find(calls);
-            if (it != plan.end()) {
-              for (const size_t i : it->second) admitted.push_back(sources[i]);
-            } else if (searching == 0 && !last && calls > 4) {
-              last = true;
-              admitted.push_back(sources[4]);
-            }
-            return admitted;
-          },
-          [&](int64_t i, const std::vector<decode::Hypothesis>&) { told.push_back(i); });
-      ASSERT_EQ(all.size(), order.size()) << "beam " << beam;
-      EXPECT_EQ(told.size(), order.size());
-      for (size_t j = 0; j < order.size(); ++j) {
-        const auto alone = tr.translate_ids({sources[order[j]]});
-        const std::string where = (int8 ? "int8" : "float") + std::string(" beam ") + std::to_string(beam) +
-                                  ": admitted sentence " + std::to_string(j);
-        ASSERT_EQ(all[j].size(), 1u) << where;
-        EXPECT_EQ(all[j][0].tokens, alone[0][0].tokens) << where;
-        EXPECT_EQ(all[j][0].score, alone[0][0].score) << where;
+  for (const bool ssru : {false, true}) {  // an SSRU decoder: a row that joins starts from a zero state
+    Toy toy(ssru);
+    std::vector<std::vector<int32_t>> sources;
+    for (const auto& line : kLines) sources.push_back(toy.tok->src().encode(line));
+    // Admitted after call n of admit (n counts from 1): sentence indices into kLines.
+    const std::map<int, std::vector<size_t>> plan = {{1, {1, 2}}, {3, {3}}, {4, {1}}};
+    const std::vector<size_t> order = {0, 1, 2, 3, 1, 4};  // kLines index of each admitted sentence, 4 admitted last
+    for (const bool int8 : {false, true}) {
+      if (int8) {
+        toy.model->eval();
+        toy.model->quantize_int8(true);
+      }
+      for (const int beam : {1, 5}) {
+        auto tr = toy.translator(beam);
+        int calls = 0;
+        bool last = false;
+        std::vector<int64_t> told;
+        const auto all = tr.translate_continuously(
+            {sources[0]},
+            [&](int64_t searching) {
+              ++calls;
+              std::vector<std::vector<int32_t>> admitted;
+              const auto it = plan.find(calls);
+              if (it != plan.end()) {
+                for (const size_t i : it->second) admitted.push_back(sources[i]);
+              } else if (searching == 0 && !last && calls > 4) {
+                last = true;
+                admitted.push_back(sources[4]);
+              }
+              return admitted;
+            },
+            [&](int64_t i, const std::vector<decode::Hypothesis>&) { told.push_back(i); });
+        ASSERT_EQ(all.size(), order.size()) << "beam " << beam;
+        EXPECT_EQ(told.size(), order.size());
+        for (size_t j = 0; j < order.size(); ++j) {
+          const auto alone = tr.translate_ids({sources[order[j]]});
+          const std::string where = (ssru ? "SSRU " : "") + std::string(int8 ? "int8" : "float") + " beam " +
+                                    std::to_string(beam) + ": admitted sentence " + std::to_string(j);
+          ASSERT_EQ(all[j].size(), 1u) << where;
+          EXPECT_EQ(all[j][0].tokens, alone[0][0].tokens) << where;
+          EXPECT_EQ(all[j][0].score, alone[0][0].score) << where;
+        }
       }
     }
   }

@@ -214,6 +214,11 @@ void export_safetensors(Bundle& b, const fs::path& dir) {
 }
 
 void export_ct2(Bundle& b, const fs::path& dir, const Ct2ExportOptions& options) {
+  if (b.config.model.decoder_autoreg == config::DecoderAutoreg::ssru) {
+    throw ConfigError(
+        "export: CTranslate2 has no SSRU decoder (model.decoder_autoreg ssru, Marian's student models); "
+        "mtx export --format safetensors writes the weights");
+  }
   if (fs::exists(dir) && !options.force && !fs::is_empty(dir)) {
     throw ConfigError("export: '" + dir.string() + "' exists and is not empty (--force replaces it)");
   }

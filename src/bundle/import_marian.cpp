@@ -89,9 +89,14 @@ config::Config marian_config(const MarianYaml& y) {
     y.refuse("type '" + y.get<std::string>("type", "") + "' is not 'transformer'");
   }
   const auto autoreg = y.get<std::string>("transformer-decoder-autoreg", "self-attention");
-  if (autoreg != "self-attention") {
-    y.refuse("transformer-decoder-autoreg '" + autoreg + "': mtx's decoder is self-attention only" +
-             (autoreg == "rnn" ? " (not an SSRU/RNN decoder)" : ""));
+  const auto cell = y.get<std::string>("dec-cell", "gru");
+  if (autoreg != "self-attention" && !(autoreg == "rnn" && cell == "ssru")) {
+    y.refuse("transformer-decoder-autoreg '" + autoreg + "'" +
+             (autoreg == "rnn" ? " with dec-cell '" + cell + "'" : "") +
+             ": mtx's decoder layers use self-attention or an SSRU (rnn with dec-cell ssru)");
+  }
+  if (autoreg == "rnn" && y.get<bool>("layer-normalization", false)) {
+    y.refuse("layer-normalization: an SSRU with layer normalization inside is not supported");
   }
   if (y.get<std::string>("transformer-preprocess", "") != "" ||
       y.get<std::string>("transformer-postprocess", "dan") != "dan") {
@@ -128,6 +133,7 @@ config::Config marian_config(const MarianYaml& y) {
   m.positions = config::Positions::sinusoidal_marian;
   m.activation = marian_activation(y);
   m.layer_norm_eps = 1e-6;
+  if (autoreg == "rnn") m.decoder_autoreg = config::DecoderAutoreg::ssru;
   const bool all = y.get<bool>("tied-embeddings-all", false);
   m.share_embeddings = all || y.get<bool>("tied-embeddings-src", false);
   m.tie_output = all || y.get<bool>("tied-embeddings", false);
@@ -180,14 +186,25 @@ class MarianLayout : public Layout {
     return {w.take(at + block + "_W" + suffix, {in, out}).t(),
             w.take(at + block + "_b" + suffix, {1, out}).view({out})};
   }
+  explicit MarianLayout(bool ssru = false) : ssru_(ssru) {}
   std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Sublayer part,
                                                int64_t d) const override {
     const std::string at = (decoder ? "decoder_l" : "encoder_l") + std::to_string(i + 1);
-    const std::string name = at + (part == Sublayer::self    ? "_self_Wo"
+    const char* self = decoder && ssru_ ? "_rnn_ffn" : "_self_Wo";
+    const std::string name = at + (part == Sublayer::self    ? self
                                    : part == Sublayer::cross ? "_context_Wo"
                                                              : "_ffn_ffn");
     return {w.take(name + "_ln_scale", {1, d}).view({d}), w.take(name + "_ln_bias", {1, d}).view({d})};
   }
+  // decoder_l<i + 1>_rnn_W [d, d] (no bias), _Wf [d, d] and _bf [1, d]: y = x W.
+  std::pair<torch::Tensor, torch::Tensor> ssru(Weights& w, int64_t i, int64_t d) const override {
+    const std::string at = "decoder_l" + std::to_string(i + 1) + "_rnn";
+    return {torch::cat({w.take(at + "_W", {d, d}).t(), w.take(at + "_Wf", {d, d}).t()}, 0),  // [2d, d]
+            torch::cat({torch::zeros({d}), w.take(at + "_bf", {1, d}).view({d})})};          // [2d]
+  }
+
+ private:
+  bool ssru_ = false;
 };
 
 // A vocabulary file named in decoder.yml: Marian's .yml (piece: id) or a sentencepiece model (its pieces).
@@ -228,6 +245,8 @@ std::vector<std::string> marian_vocabulary(const fs::path& path) {
 class MarianSource : public Source {
  public:
   const Layout& layout() const override { return layout_; }
+  // Once config.model is known: an SSRU decoder's layers have other names.
+  void name_layers() { layout_ = MarianLayout(config.model.decoder_autoreg == config::DecoderAutoreg::ssru); }
   void fill_rest(Filler&, model::Transformer&) override {}
   Embeddings embeddings() override {
     Weights& w = *weights;
@@ -303,6 +322,7 @@ Imported import_marian(const fs::path& npz, const fs::path& decoder_yml) {
   v.target_spm = spm_for(vocab_files[1], "target.spm");
 
   source.config = marian_config(model_yml);
+  source.name_layers();
   // Marian's search with decoder.yml's settings, and Marian's defaults where it has none.
   config::DecodeConfig& search = source.config.decode;
   search.beam = std::max(1, decoder.get<int>("beam-size", 12));

@@ -76,8 +76,12 @@ void fill_layers(Weights& w, Filler& target, const Layout& layout, const config:
   }
   for (int64_t i = 0; i < m.decoder_layers; ++i) {
     const model::names::LayerNames n = model::names::decoder_layer(i);
-    fused(n.self_qkv, true, i, {Dense::self_q, Dense::self_k, Dense::self_v});
-    put(n.self_out, layout.dense(w, true, i, Dense::self_out, d, d));
+    if (m.decoder_autoreg == config::DecoderAutoreg::ssru) {
+      put(n.ssru, layout.ssru(w, i, d));
+    } else {
+      fused(n.self_qkv, true, i, {Dense::self_q, Dense::self_k, Dense::self_v});
+      put(n.self_out, layout.dense(w, true, i, Dense::self_out, d, d));
+    }
     put(n.self_norm, layout.norm(w, true, i, Sublayer::self, d));
     fused(n.cross_q, true, i, {Dense::cross_q});
     fused(n.cross_kv, true, i, {Dense::cross_k, Dense::cross_v});

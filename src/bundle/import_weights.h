@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -224,9 +225,14 @@ class Layout {
   // Layer i's (of the decoder's stack, or the encoder's) dense part: its [out, in] weight and [out] bias, taken.
   virtual std::pair<torch::Tensor, torch::Tensor> dense(Weights& w, bool decoder, int64_t i, Dense part, int64_t out,
                                                         int64_t in) const = 0;
-  // Its layer norm's [d] weight and bias, taken.
+  // Its layer norm's [d] weight and bias, taken (Sublayer::self: the SSRU's, in an SSRU decoder).
   virtual std::pair<torch::Tensor, torch::Tensor> norm(Weights& w, bool decoder, int64_t i, Sublayer part,
                                                        int64_t d) const = 0;
+  // Decoder layer i's SSRU (model.decoder_autoreg ssru): its [W; W_f] as one [2d, d] weight and [2d] bias (W's
+  // half 0 where the format has none), taken. Formats without SSRU decoders never get here.
+  virtual std::pair<torch::Tensor, torch::Tensor> ssru(Weights&, int64_t, int64_t) const {
+    throw std::logic_error("import: this format has no SSRU decoder");
+  }
 };
 
 // Every encoder and decoder layer of `m`, from the layout into mtx's parameters (attention projections fused as

@@ -63,6 +63,11 @@ struct EnumNames<Positions> {
                                                                {Positions::sinusoidal_marian, "sinusoidal_marian"}};
 };
 template <>
+struct EnumNames<DecoderAutoreg> {
+  static constexpr std::pair<DecoderAutoreg, const char*> list[] = {{DecoderAutoreg::self_attention, "self_attention"},
+                                                                    {DecoderAutoreg::ssru, "ssru"}};
+};
+template <>
 struct EnumNames<Activation> {
   static constexpr std::pair<Activation, const char*> list[] = {{Activation::relu, "relu"},
                                                                 {Activation::gelu, "gelu"},
@@ -148,6 +153,7 @@ void visit(ModelConfig& c, V&& v) {
   v("layer_norm_eps", c.layer_norm_eps);
   v("scale_embeddings", c.scale_embeddings);
   v("embedding_norm", c.embedding_norm);
+  v("decoder_autoreg", c.decoder_autoreg);
   v("share_positions", c.share_positions);
   v("position_offset", c.position_offset);
 }
@@ -394,6 +400,7 @@ std::string to_string(Optimizer v) { return enum_name(v); }
 std::string to_string(Schedule v) { return enum_name(v); }
 std::string to_string(BestMetric v) { return enum_name(v); }
 std::string to_string(Norm v) { return enum_name(v); }
+std::string to_string(DecoderAutoreg v) { return enum_name(v); }
 std::string to_string(Positions v) { return enum_name(v); }
 std::string to_string(Activation v) { return enum_name(v); }
 std::string to_string(Init v) { return enum_name(v); }
@@ -638,6 +645,8 @@ void validate(const Config& c) {
   check(m.activation_dropout >= 0 && m.activation_dropout < 1, "model.activation_dropout: must be in [0, 1)");
   check(m.layer_norm_eps > 0 && m.layer_norm_eps < 1, "model.layer_norm_eps: must be in (0, 1)");
   check(m.position_offset >= 0 && m.position_offset <= 1024, "model.position_offset: must be in [0, 1024]");
+  check(m.decoder_autoreg == DecoderAutoreg::self_attention || c.task == Task::translation,
+        "model.decoder_autoreg: ssru is a translation model's decoder; task lm's layers use self-attention");
 
   const auto& tr = c.train;
   check_range("train.threads", tr.threads, 0, 1024);

@@ -145,6 +145,45 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   return fc2->forward(h, options.activation() == config::Activation::relu);  // [b, t, d]
 }
 
+SsruImpl::SsruImpl(int64_t d) : d_model(d) { reset(); }
+
+void SsruImpl::reset() { proj = register_module(names::kProj, Linear(d_model, 2 * d_model)); }
+
+void SsruImpl::pretty_print(std::ostream& stream) const { stream << "mtx::model::Ssru(d_model=" << d_model << ")"; }
+
+torch::Tensor SsruImpl::forward(const torch::Tensor& x, SelfKV* cache) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == d_model, "Ssru: x ", x.sizes());
+  const int64_t b = x.size(0), t = x.size(1);
+  const std::vector<torch::Tensor> parts = proj->forward(x).chunk(2, -1);  // [b, t, d] each
+  const torch::Tensor& value = parts[0];
+  const torch::Tensor forget = torch::sigmoid(parts[1]);
+  torch::Tensor c;  // [b, d]
+  if (cache && cache->k.defined()) {
+    c = cache->k;
+    if (cache->pending_rows.defined()) {
+      const torch::Tensor rows = cache->pending_rows.to(c.device());  // [b]: the state each row continues, or -1
+      const torch::Tensor joined = rows.lt(0);
+      c = c.index_select(0, rows.clamp_min(0)).masked_fill(joined.unsqueeze(1), 0.0);
+    }
+    TORCH_CHECK(c.size(0) == b, "Ssru: a state of ", c.size(0), " rows for ", b);
+  } else {
+    c = torch::zeros({b, d_model}, x.options());
+  }
+  std::vector<torch::Tensor> out;
+  out.reserve(size_t(t));
+  for (int64_t i = 0; i < t; ++i) {
+    const torch::Tensor f = forget.select(1, i);  // [b, d]
+    c = f * c + (1 - f) * value.select(1, i);
+    out.push_back(c);
+  }
+  if (cache) {
+    cache->k = c;
+    cache->pending_rows = torch::Tensor();
+    cache->pending_skip = 0;
+  }
+  return torch::relu(torch::stack(out, 1));  // [b, t, d]
+}
+
 EncoderLayerImpl::EncoderLayerImpl(const LayerOptions& o) : options(o) { reset(); }
 
 void EncoderLayerImpl::reset() {
@@ -176,7 +215,11 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
 DecoderLayerImpl::DecoderLayerImpl(const LayerOptions& o) : options(o) { reset(); }
 
 void DecoderLayerImpl::reset() {
-  self_attn = register_module(names::kSelfAttn, SelfAttention(attention_options(options)));
+  if (options.ssru()) {
+    ssru = register_module(names::kSsru, Ssru(options.d_model()));
+  } else {
+    self_attn = register_module(names::kSelfAttn, SelfAttention(attention_options(options)));
+  }
   cross_attn = register_module(names::kCrossAttn, CrossAttention(attention_options(options)));
   ffn = register_module(names::kFfn, FeedForward(options));
   norm1 = register_module(names::kNorm1, layer_norm(options.d_model(), options.layer_norm_eps()));
@@ -194,13 +237,16 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
                                         const torch::Tensor& memory_mask, SelfKV* cache, torch::Tensor* cross_weights) {
   const double p = options.dropout();
   const bool train = is_training();
+  const auto autoreg = [&](const torch::Tensor& in) {
+    return options.ssru() ? ssru->forward(in, cache) : self_attn->forward(in, self_mask, cache);
+  };
   if (options.pre_norm()) {
-    torch::Tensor h = residual(x, model::dropout(self_attn->forward(norm1->forward(x), self_mask, cache), p, train));
+    torch::Tensor h = residual(x, model::dropout(autoreg(norm1->forward(x)), p, train));
     h = residual(
         h, model::dropout(cross_attn->forward(norm2->forward(h), memory_kv, memory_mask, cross_weights), p, train));
     return residual(h, model::dropout(ffn->forward(norm3->forward(h)), p, train));  // [b, t, d]
   }
-  torch::Tensor h = norm1->forward(residual(x, model::dropout(self_attn->forward(x, self_mask, cache), p, train)));
+  torch::Tensor h = norm1->forward(residual(x, model::dropout(autoreg(x), p, train)));
   h = norm2->forward(
       residual(h, model::dropout(cross_attn->forward(h, memory_kv, memory_mask, cross_weights), p, train)));
   return norm3->forward(residual(h, model::dropout(ffn->forward(h), p, train)));  // [b, t, d]

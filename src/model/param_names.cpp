@@ -10,6 +10,7 @@ LayerNames layer(const std::string& at, bool decoder) {
   n.self_out = in(kSelfAttn, kOut);
   n.self_norm = at + "." + kNorm1;
   if (decoder) {
+    n.ssru = in(kSsru, kProj);
     n.cross_q = in(kCrossAttn, kQ);
     n.cross_kv = in(kCrossAttn, kKv);
     n.cross_out = in(kCrossAttn, kOut);

@@ -37,6 +37,7 @@ TransformerOptions options_from_config(const config::ModelConfig& c, int64_t src
       .embedding_norm(c.embedding_norm)
       .position_offset(c.position_offset)
       .share_positions(c.share_positions)
+      .ssru(c.decoder_autoreg == config::DecoderAutoreg::ssru)
       .kaiming_init(c.init == config::Init::kaiming)
       .uniform_embeddings(c.init == config::Init::uniform)
       .decoder_only(task == config::Task::lm)
@@ -194,7 +195,7 @@ void TransformerImpl::reset() {
   }
   decoder = register_module(names::kDecoder, torch::nn::ModuleList());
   for (int64_t i = 0; i < (o.decoder_only() ? 0 : o.decoder_layers()); ++i) {
-    decoder->push_back(DecoderLayer(lo));
+    decoder->push_back(DecoderLayer(LayerOptions(lo).ssru(o.ssru())));
     if (unfilled_) empty_parameters(*decoder->ptr(i));
   }
   if (o.pre_norm()) {
@@ -245,11 +246,12 @@ void TransformerImpl::pretty_print(std::ostream& stream) const {
          << ", max_len=" << o.max_len() << ", pre_norm=" << flag(o.pre_norm())
          << ", scale_embeddings=" << flag(o.scale_embeddings()) << ", embedding_norm=" << flag(o.embedding_norm())
          << ", position_offset=" << o.position_offset() << ", share_positions=" << flag(o.share_positions())
-         << ", positions=" << config::to_string(o.positions()) << ", activation=" << config::to_string(o.activation())
-         << ", kaiming_init=" << flag(o.kaiming_init()) << ", uniform_embeddings=" << flag(o.uniform_embeddings())
-         << ", decoder_only=" << flag(o.decoder_only()) << ", tie_output=" << flag(o.tie_output())
-         << ", output_bias=" << flag(o.output_bias()) << ", share_embeddings=" << flag(o.share_embeddings())
-         << ", pad_id=" << o.pad_id() << ", use_sdpa=" << flag(o.use_sdpa()) << (int8_ ? ", int8" : "") << ")";
+         << ", ssru=" << flag(o.ssru()) << ", positions=" << config::to_string(o.positions())
+         << ", activation=" << config::to_string(o.activation()) << ", kaiming_init=" << flag(o.kaiming_init())
+         << ", uniform_embeddings=" << flag(o.uniform_embeddings()) << ", decoder_only=" << flag(o.decoder_only())
+         << ", tie_output=" << flag(o.tie_output()) << ", output_bias=" << flag(o.output_bias())
+         << ", share_embeddings=" << flag(o.share_embeddings()) << ", pad_id=" << o.pad_id()
+         << ", use_sdpa=" << flag(o.use_sdpa()) << (int8_ ? ", int8" : "") << ")";
 }
 
 void TransformerImpl::reset_parameters() {
@@ -583,8 +585,8 @@ AttentionMaps TransformerImpl::attention_maps(const torch::Tensor& src, const to
   for (const auto& layer : *encoder) maps.encoder_self.push_back(layer->as<EncoderLayer>()->self_attn->weights[0]);
   for (const auto& module : *decoder) {
     auto layer = module->as<DecoderLayer>();
-    maps.decoder_self.push_back(layer->self_attn->weights[0]);  // [h, t, t]
-    maps.cross.push_back(layer->cross_attn->weights[0]);        // [h, t, s]
+    if (layer->self_attn) maps.decoder_self.push_back(layer->self_attn->weights[0]);  // [h, t, t] (none: SSRU)
+    maps.cross.push_back(layer->cross_attn->weights[0]);                              // [h, t, s]
   }
   keep_attention(*this, false);
   train(was_training);

@@ -2,12 +2,13 @@
 """Marian itself (pymarian, the Marian C++ engine on PyPI) as the oracle of mtx's Marian importer
 (tests/import_test.cpp): it trains a small Marian model on Multi30k, then translates and scores test sentences.
 
-    python tests/oracles/pymarian_oracle.py --data MULTI30K_DIR --cache DIR --out DIR [--untied]
+    python tests/oracles/pymarian_oracle.py --data MULTI30K_DIR --cache DIR --out DIR [--untied] [--ssru]
                                             [--updates N] [--sentences N]
 
 The model is a transformer shaped like mtx's quickstart (2 + 2 layers, 128 wide, 4 heads, a 4k sentencepiece
 vocabulary that Marian trains itself), tied-embeddings-all, or with --untied separate source and target
-embeddings and its own output layer. Training it takes a minute or two on two cores, so it is kept under
+embeddings and its own output layer; with --ssru its decoder layers have an SSRU in place of self-attention
+(transformer-decoder-autoreg rnn, dec-cell ssru: the decoder of Marian's and Bergamot's student models). Training it takes a minute or two on two cores, so it is kept under
 DIR/<recipe hash>/ (model.npz, vocab.spm, decoder.yml) and trained only when that is missing.
 
 DIR/expect.json (DIR being --out) holds:
@@ -51,6 +52,7 @@ def recipe(args):
         "transformer_heads": 4,
         "dim_vocabs": [4000, 4000],
         "tied_embeddings_all": not args.untied,
+        **({"transformer_decoder_autoreg": "rnn", "dec_cell": "ssru"} if args.ssru else {}),
         "after_batches": args.updates,
         "mini_batch": 64,
         "maxi_batch": 100,
@@ -96,6 +98,7 @@ def main():
     ap.add_argument("--cache", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--untied", action="store_true")
+    ap.add_argument("--ssru", action="store_true", help="an SSRU decoder (Marian's student models)")
     ap.add_argument("--updates", type=int, default=300)
     ap.add_argument("--sentences", type=int, default=200)
     args = ap.parse_args()

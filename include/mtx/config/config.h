@@ -21,6 +21,7 @@ enum class BestMetric { loss, bleu };
 enum class Norm { post, pre };
 enum class Positions { sinusoidal, learned, sinusoidal_halves, sinusoidal_marian };
 enum class Activation { relu, gelu, swish, gelu_sigmoid };
+enum class DecoderAutoreg { self_attention, ssru };
 enum class Init { xavier, kaiming, uniform };
 enum class Task { translation, lm };
 
@@ -91,6 +92,9 @@ struct ModelConfig {
   int position_offset = 0;       // position p reads row p + offset of the position table, which has max_len + offset
                                  // rows (fairseq's: M2M100's and NLLB's sinusoid count from pad id + 1, mBART's
                                  // learned table from row 2)
+  // The decoder layers' autoregressive block: self_attention, or ssru (Marian's simpler simple recurrent unit,
+  // the decoder of its student models: one state per layer and row instead of a growing cache).
+  DecoderAutoreg decoder_autoreg = DecoderAutoreg::self_attention;
 };
 
 struct TrainConfig {
@@ -251,6 +255,7 @@ std::string to_string(BestMetric v);
 std::string to_string(Norm v);
 std::string to_string(Positions v);
 std::string to_string(Activation v);
+std::string to_string(DecoderAutoreg v);
 std::string to_string(Init v);
 std::string to_string(Task v);
 

@@ -31,6 +31,7 @@ struct LayerOptions {
   TORCH_ARG(config::Activation, activation) = config::ModelConfig{}.activation;  // of the feed-forward block
   TORCH_ARG(double, layer_norm_eps) = config::ModelConfig{}.layer_norm_eps;
   TORCH_ARG(bool, use_sdpa) = true;
+  TORCH_ARG(bool, ssru) = false;  // decoder layers: Marian's SSRU in place of self-attention (model.decoder_autoreg)
 };
 
 // Each module below is Cloneable, as LibTorch's are: reset() builds its parameters, buffers and submodules
@@ -66,6 +67,24 @@ class FeedForwardImpl : public torch::nn::Cloneable<FeedForwardImpl> {
 };
 TORCH_MODULE(FeedForward);
 
+// Marian's simpler simple recurrent unit (Kim et al. 2019), a decoder layer's autoregressive block in place of
+// self-attention: f_t = sigmoid(x_t W_f + b_f), c_t = f_t * c_(t-1) + (1 - f_t) * x_t W, output relu(c_t), c_0 = 0.
+// W and W_f are one projection d -> 2d (`proj`: W's rows first; Marian's W has no bias, an import sets that half
+// of the bias to 0).
+class SsruImpl : public torch::nn::Cloneable<SsruImpl> {
+ public:
+  explicit SsruImpl(int64_t d_model);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  // x [b, t, d] -> [b, t, d], from c_0 = 0. With `cache`, x holds the new step(s) of each row and the state
+  // carries on: cache->k holds each row's c [rows, d] (undefined before the first step); the cache's pending
+  // reorder (SelfKV::pending_rows) picks each row's state, and a row that joined (-1) starts from 0.
+  torch::Tensor forward(const torch::Tensor& x, SelfKV* cache = nullptr);
+  int64_t d_model;
+  Linear proj{nullptr};  // d -> 2d
+};
+TORCH_MODULE(Ssru);
+
 class EncoderLayerImpl : public torch::nn::Cloneable<EncoderLayerImpl> {
  public:
   explicit EncoderLayerImpl(const LayerOptions& options);
@@ -99,7 +118,8 @@ class DecoderLayerImpl : public torch::nn::Cloneable<DecoderLayerImpl> {
                         const torch::Tensor& memory_mask, SelfKV* cache = nullptr,
                         torch::Tensor* cross_weights = nullptr);
   LayerOptions options;
-  SelfAttention self_attn{nullptr};
+  SelfAttention self_attn{nullptr};  // null with options.ssru()
+  Ssru ssru{nullptr};                // options.ssru() only
   CrossAttention cross_attn{nullptr};
   FeedForward ffn{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};

@@ -28,6 +28,8 @@ inline constexpr const char* kOutputBias = "output_bias";  // the tied projectio
 
 // A layer's modules (EncoderLayerImpl, DecoderLayerImpl) and theirs.
 inline constexpr const char* kSelfAttn = "self_attn";
+inline constexpr const char* kSsru = "ssru";  // a decoder layer's SSRU (model.decoder_autoreg ssru), for self_attn
+inline constexpr const char* kProj = "proj";  // the SSRU's fused [W; W_f] projection
 inline constexpr const char* kCrossAttn = "cross_attn";
 inline constexpr const char* kFfn = "ffn";
 inline constexpr const char* kNorm1 = "norm1";  // before/after self-attention
@@ -43,6 +45,7 @@ inline constexpr const char* kFc2 = "fc2";
 // Layer i's parts by role, full names without ".weight" / ".bias" (an encoder layer's cross_* are empty).
 struct LayerNames {
   std::string self_qkv, self_out, self_norm;
+  std::string ssru;  // a decoder layer's SSRU projection, where it has one in place of self_qkv and self_out
   std::string cross_q, cross_kv, cross_out, cross_norm;
   std::string fc1, fc2, ffn_norm;
 };

@@ -52,6 +52,7 @@ struct TransformerOptions {
   TORCH_ARG(bool, embedding_norm) = config::ModelConfig{}.embedding_norm;
   TORCH_ARG(int64_t, position_offset) = config::ModelConfig{}.position_offset;
   TORCH_ARG(bool, share_positions) = config::ModelConfig{}.share_positions;
+  TORCH_ARG(bool, ssru) = config::ModelConfig{}.decoder_autoreg == config::DecoderAutoreg::ssru;  // decoder
   // false: xavier-uniform (or uniform_embeddings)
   TORCH_ARG(bool, kaiming_init) = config::ModelConfig{}.init == config::Init::kaiming;
   // embeddings and output U(-0.1, 0.1), output bias 0, the other matrices xavier (LM tutorial)
@@ -75,7 +76,7 @@ TransformerOptions options_from_config(const config::ModelConfig& config, int64_
 // Attention weights of one teacher-forced pass, per layer [heads, query, key] (batch row 0).
 struct AttentionMaps {
   std::vector<torch::Tensor> encoder_self;  // [h, s, s] each (decoder-only: the causal self-attention)
-  std::vector<torch::Tensor> decoder_self;  // [h, t, t]
+  std::vector<torch::Tensor> decoder_self;  // [h, t, t]; empty for an SSRU decoder
   std::vector<torch::Tensor> cross;         // [h, t, s]
 };
 
