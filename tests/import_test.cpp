@@ -1124,6 +1124,10 @@ TEST(ImportMarian, SsruStudentTrainedByMarianTranslatesAsMarian) {
   expect_same_as_marian(/*untied=*/false, /*ssru=*/true);
 }
 
+TEST(ImportMarian, UntiedSsruStudentTrainedByMarianTranslatesAsMarian) {
+  expect_same_as_marian(/*untied=*/true, /*ssru=*/true);
+}
+
 // The formats are one table: the CLI's --from choices and help, and import_model's errors, come from it.
 TEST(Import, EveryFormatIsOneEntryOfOneTable) {
   std::vector<std::string> names;
