@@ -425,10 +425,7 @@ class HfSource : public Source {
     }
     arch_.positions(*weights, target, model, m);
   }
-  Embeddings embeddings() override {
-    Weights& w = *weights;
-    const config::ModelConfig& m = config.model;
-    const auto rows = int64_t(vocabulary.pieces.size());
+  Embeddings embeddings(Weights& w, const config::ModelConfig& m, int64_t rows) override {
     const int64_t d = m.d_model;
     Embeddings e;
     const std::string src_name = w.has("model.shared.weight") || !w.has("model.encoder.embed_tokens.weight")

@@ -248,10 +248,7 @@ class MarianSource : public Source {
   // Once config.model is known: an SSRU decoder's layers have other names.
   void name_layers() { layout_ = MarianLayout(config.model.decoder_autoreg == config::DecoderAutoreg::ssru); }
   void fill_rest(Filler&, model::Transformer&) override {}
-  Embeddings embeddings() override {
-    Weights& w = *weights;
-    const config::ModelConfig& m = config.model;
-    const auto rows = int64_t(vocabulary.pieces.size());
+  Embeddings embeddings(Weights& w, const config::ModelConfig& m, int64_t rows) override {
     const int64_t d = m.d_model;
     Embeddings e;
     e.src_embed = w.take(m.share_embeddings ? "Wemb" : "encoder_Wemb", {rows, d});  // [rows, d]

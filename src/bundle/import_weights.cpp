@@ -130,7 +130,7 @@ Imported build_imported(Source& s) {
   fill_layers(w, target, s.layout(), m);
   s.fill_rest(target, b.model);
   // The embeddings and the output layer, each with the added pieces' rows.
-  const Embeddings e = s.embeddings();
+  const Embeddings e = s.embeddings(w, m, rows);
   auto with_added = [&](const torch::Tensor& table) {  // [rows, ...] -> [rows + added, ...]
     std::vector<torch::Tensor> parts = {table};
     for (const AddedPiece& a : s.added) {

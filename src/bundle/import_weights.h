@@ -287,7 +287,8 @@ class Source {
   virtual const Layout& layout() const = 0;
   // What it holds besides the layers, the embeddings and the output (final norms, positions).
   virtual void fill_rest(Filler& target, model::Transformer& model) = 0;
-  virtual Embeddings embeddings() = 0;
+  // From the weights, for a model of `m`'s width and `rows` pieces (the vocabulary's).
+  virtual Embeddings embeddings(Weights& w, const config::ModelConfig& m, int64_t rows) = 0;
   // Why a parameter nobody took has no place in mtx (from its name).
   virtual std::string unplaced(const std::string& name) const = 0;
 };
