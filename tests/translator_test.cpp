@@ -349,13 +349,15 @@ TEST(TranslateStream, AnEndlessLineIsCutNotBuffered) {
   ::close(fds[0]);
 }
 
-// An ensemble scores each next token by the mean of its models' log-probabilities (renormalised): every
-// n-best hypothesis's log-probability is that rule applied to the models' teacher-forced outputs, and the
-// ensemble translates unlike either model alone.
-TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
-  Toy toy;
+namespace {
+
+// An ensemble of two toy models (either with an SSRU decoder) against its rule and its models alone.
+void expect_ensemble_of(bool first_ssru, bool second_ssru) {
+  Toy toy(first_ssru);
+  config::Config second = toy.config;
+  second.model.decoder_autoreg = second_ssru ? config::DecoderAutoreg::ssru : config::DecoderAutoreg::self_attention;
   torch::manual_seed(12);
-  model::Transformer other = train::build_model(toy.config, *toy.tok);
+  model::Transformer other = train::build_model(second, *toy.tok);
   decode::TranslateOptions o;
   o.search.beam = 6;
   o.search.nbest = 4;
@@ -394,6 +396,21 @@ TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
   wider.tgt_vocab(other->options.tgt_vocab() + 1).share_embeddings(false);
   EXPECT_THROW(decode::Translator(std::vector<model::Transformer>{toy.model, model::Transformer(wider)}, *toy.tok, o),
                ConfigError);
+}
+
+}  // namespace
+
+// An ensemble scores each next token by the mean of its models' log-probabilities (renormalised): every
+// n-best hypothesis's log-probability is that rule applied to the models' teacher-forced outputs, and the
+// ensemble translates unlike either model alone. Its models may have SSRU decoders, and an SSRU student may join a
+// transformer: each keeps its own state.
+TEST(Translator, EnsembleScoresTheMeanOfItsModelsLogProbabilities) {
+  for (const auto& [first_ssru, second_ssru] :
+       std::vector<std::pair<bool, bool>>{{false, false}, {true, true}, {false, true}}) {
+    SCOPED_TRACE(std::string(first_ssru ? "SSRU" : "self-attention") + " + " +
+                 (second_ssru ? "SSRU" : "self-attention"));
+    expect_ensemble_of(first_ssru, second_ssru);
+  }
 }
 
 // Every decoding control keeps a translation what it is alone: alone, among the others in one batch, in small

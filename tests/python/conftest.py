@@ -62,6 +62,17 @@ def model(tmp_path_factory, data_dir) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def ssru_model(tmp_path_factory, data_dir) -> pathlib.Path:
+    """The tiny model with an SSRU decoder (Marian's students: model.decoder_autoreg ssru), 40 updates."""
+    import mtx
+    work = tmp_path_factory.mktemp("ssru")
+    mtx.train(str(ROOT / "configs" / "tiny.json"),
+              overrides=tiny_overrides(data_dir, work / "cache", 40) + ["model.decoder_autoreg=ssru"],
+              out=str(work / "run"))
+    return work / "run" / "best.pt"
+
+
+@pytest.fixture(scope="session")
 def val_lines(data_dir) -> list:
     import gzip
     with gzip.open(data_dir / "val.de.gz", "rt", encoding="utf-8") as f:

@@ -25,6 +25,23 @@ def test_translations_equal_the_cli(model, cli, val_lines, tmp_path, beam):
         assert [r.text for r in t.translate_iter(f, batch_lines=7, beam=beam)] == got
 
 
+def test_an_ssru_student_translates_as_the_cli_from_any_thread(ssru_model, cli, val_lines, tmp_path):
+    src = tmp_path / "src.de"
+    src.write_text("\n".join(val_lines) + "\n", encoding="utf-8")
+    t = mtx.Translator(ssru_model, threads=2)
+    for beam in (1, 4):
+        expected = run_cli(cli, "translate", "--ckpt", ssru_model, "--beam", beam, "--threads", 1, "--input", src)
+        got = [r.text for r in t.translate(val_lines, beam=beam)]
+        assert "".join(line + "\n" for line in got) == expected
+    chunks = [val_lines[i::4] for i in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda c: [r.text for r in t.translate(c, beam=4)], chunks))
+    for i, chunk in enumerate(together):
+        assert chunk == got[i::4]
+    forced = t.score(val_lines[:10], got[:10])  # teacher-forced through the SSRU's loop over time
+    assert all(f.log_prob < 0 and len(f.token_log_probs) == len(f.tokens) for f in forced)
+
+
 def test_nbest_and_scores_equal_the_cli(model, cli, val_lines, tmp_path):
     src = tmp_path / "src.de"
     src.write_text("\n".join(val_lines[:20]) + "\n", encoding="utf-8")
