@@ -28,6 +28,8 @@
 #include "mtx/decode/scoring.h"
 #include "mtx/serve/server.h"
 #include "mtx/util/atomic_file.h"
+#include "mtx/util/errors.h"
+#include "mtx/util/hash.h"
 #include "mtx/util/system.h"
 #include "serve_test_utils.h"
 #include "test_utils.h"
@@ -185,8 +187,19 @@ TEST_F(ServeTest, AnswersTheApiAndNamesEveryBadRequest) {
 }
 
 // 128 clients at once, each sentence sent alone beforehand: every translation byte-identical, and requests did
-// share batches (from /metrics).
+// share batches (from /metrics). With an SSRU student's decoder too: a request that joins a running search starts
+// from its own zero state.
 TEST_F(ServeTest, ATranslationIsTheSameAloneOrAmong127OtherClients) {
+  for (const bool student : {false, true}) {
+    SCOPED_TRACE(student ? "SSRU decoder" : "self-attention decoder");
+    ssru = student;
+    check_clients_at_once();
+    TearDown();
+    server.reset();
+  }
+}
+
+void ServeTest::check_clients_at_once() {
   serve::ServerOptions o;
   o.batching.max_wait_ms = 20;
   o.batches = 2;  // each batch one search, which takes in requests while it runs (continuous batching)
@@ -226,8 +239,10 @@ TEST_F(ServeTest, ATranslationIsTheSameAloneOrAmong127OtherClients) {
   EXPECT_EQ(metric(m, "mtx_queue_sentences"), 0);
 }
 
-// The page in headless Chromium (Debian's chromium): the box filled and submitted (/?text=...), the translation in
-// the DOM once the page's script has it, the same text the API gives.
+// The page in headless Chromium (Debian's chromium): the box filled and translated (/?text=...), the translation in
+// the DOM once the page's script has it, the same text as the API's. The page comes with a strict
+// Content-Security-Policy that allows its own script and style by their SHA-256 only: the script ran, so the hash
+// is the script's. (tests/page/drive_page.py drives every control of the page on a trained model.)
 TEST_F(ServeTest, ThePageTranslatesInHeadlessChromium) {
   if (std::system("command -v chromium >/dev/null 2>&1") != 0) {
     const char* need = std::getenv("MTX_REQUIRE_CHROMIUM");
@@ -235,7 +250,18 @@ TEST_F(ServeTest, ThePageTranslatesInHeadlessChromium) {
     GTEST_SKIP() << "no chromium (apt-get install chromium)";
   }
   start({});
-  const std::string expected = json::parse(post(port, {{"text", kSentences[3]}}).body)["translations"][0]["text"];
+  const Reply page = call(port, http::verb::get, "/");
+  ASSERT_EQ(page.status, 200);
+  const std::string policy =
+      page.headers.count("content-security-policy") ? page.headers.at("content-security-policy") : "";
+  EXPECT_TRUE(std::regex_search(policy, std::regex("script-src 'sha256-[A-Za-z0-9+/]{43}='; style-src 'sha256-")))
+      << policy;
+  EXPECT_NE(policy.find("default-src 'none'"), std::string::npos) << policy;
+  EXPECT_NE(policy.find("connect-src 'self'"), std::string::npos) << policy;
+  EXPECT_EQ(page.body.find("http://"), std::string::npos) << "a third-party asset";
+  EXPECT_EQ(page.body.find("https://"), std::string::npos) << "a third-party asset";
+  const std::string expected =
+      json::parse(post(port, {{"text", "eine Frau liest ein Buch"}}).body)["translations"][0]["text"];
   const std::string dom = (tmp / "dom.html").string();
   const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir='" +
                           (tmp / "chromium").string() +
@@ -244,16 +270,53 @@ TEST_F(ServeTest, ThePageTranslatesInHeadlessChromium) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::string html = read_file(dom);
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(html, m, std::regex(R"(<div id="out" data-done="yes">([^<]*)</div>)"))) << html;
+  ASSERT_TRUE(std::regex_search(html, m, std::regex(R"(<div id="out"[^>]* data-done="yes"[^>]*>([^<]*)</div>)")))
+      << html;
   std::string shown = m[1].str();  // as the DOM serialises text: & < > escaped
   for (const auto& [entity, c] : std::vector<std::pair<std::string, std::string>>{
            {"&lt;", "<"}, {"&gt;", ">"}, {"&nbsp;", "\u00a0"}, {"&amp;", "&"}}) {
     for (size_t at; (at = shown.find(entity)) != std::string::npos;) shown.replace(at, entity.size(), c);
   }
   EXPECT_EQ(shown, expected) << html;
-  // The source (as typed into the box) word by word, and target words linked to source words for the hover.
-  EXPECT_NE(html.find("<span class=\"w\">Frau</span>"), std::string::npos) << html;
-  EXPECT_NE(html.find("data-src=\""), std::string::npos) << html;
+}
+
+// --page FILE: an operator's own page, served with a policy that allows its own inline script and style by their
+// hashes; a file that cannot be read stops the server from starting, naming it.
+TEST_F(ServeTest, AnOperatorsPageIsServedUnderItsOwnHashes) {
+  serve::ServerOptions broken;
+  broken.api.page_file = (tmp / "missing.html").string();
+  try {
+    start(broken);
+    ADD_FAILURE() << "a page that is not there";
+  } catch (const mtx::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.html: cannot read the page (--page)"), std::string::npos) << e.what();
+  }
+  test::write_text(tmp / "broken.html", "<script>never closed");
+  broken.api.page_file = (tmp / "broken.html").string();
+  try {
+    start(broken);
+    ADD_FAILURE() << "a page whose script is not closed";
+  } catch (const mtx::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("<script> without </script>"), std::string::npos) << e.what();
+  }
+  const std::string script = "document.title = 'ours';", style = "body { color: teal; }";
+  test::write_text(tmp / "page.html", "<!doctype html><style>" + style + "</style><p>Ours</p><script>" + script +
+                                          "</script><script>/* two */</script>");
+  serve::ServerOptions o;
+  o.api.page_file = (tmp / "page.html").string();
+  start(o);
+  const Reply page = call(port, http::verb::get, "/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("<p>Ours</p>"), std::string::npos) << page.body;
+  const auto hash = [](const std::string& text) {
+    const auto d = mtx::Sha256().update(text).digest();
+    return "'sha256-" + mtx::base64({reinterpret_cast<const char*>(d.data()), d.size()}) + "'";
+  };
+  EXPECT_EQ(page.headers.at("content-security-policy"),
+            "default-src 'none'; script-src " + hash(script) + " " + hash("/* two */") + "; style-src " + hash(style) +
+                "; connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors "
+                "'none'");
+  EXPECT_EQ(page.headers.at("x-content-type-options"), "nosniff");
 }
 
 // Every way a request can be refused has its own status and a one-line {"error"}; HEAD has no body.

@@ -136,6 +136,7 @@ std::vector<std::string> long_sentences(size_t n) {
 
 void ServeTest::start(serve::ServerOptions options) {
   config::Config config = test::toy_setup(tmp);
+  if (ssru) config.model.decoder_autoreg = config::DecoderAutoreg::ssru;
   tokenizer::Tokenizer tok = data::prepare_data(config).tokenizer;
   torch::manual_seed(3);
   bundle::Bundle b;

@@ -74,4 +74,7 @@ class ServeTest : public ::testing::Test {
   std::unique_ptr<mtx::serve::Server> server;
   std::thread thread;
   int port = 0;
+  bool ssru = false;
+  void check_clients_at_once();  // ServeTest.ATranslationIsTheSameAloneOrAmong127OtherClients, per decoder  // set
+                                 // before start(): the toy model's decoder has Marian's SSRU (model.decoder_autoreg)
 };

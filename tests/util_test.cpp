@@ -32,6 +32,19 @@ TEST(Sha256, KnownVectors) {
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+// RFC 4648's test vectors.
+TEST(Base64, KnownVectors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {{"", ""},
+                                                                  {"f", "Zg=="},
+                                                                  {"fo", "Zm8="},
+                                                                  {"foo", "Zm9v"},
+                                                                  {"foob", "Zm9vYg=="},
+                                                                  {"fooba", "Zm9vYmE="},
+                                                                  {"foobar", "Zm9vYmFy"}};
+  for (const auto& [in, out] : cases) EXPECT_EQ(mtx::base64(in), out) << in;
+  EXPECT_EQ(mtx::base64(std::string("\xff\x00\xfe", 3)), "/wD+");
+}
+
 TEST(Utf8, ValidAndInvalidSequences) {
   EXPECT_TRUE(mtx::utf8::is_valid("plain ascii"));
   EXPECT_TRUE(mtx::utf8::is_valid("Grüße, 東京, €, 😀"));

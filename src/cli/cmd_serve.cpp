@@ -175,6 +175,10 @@ Command add_serve(CLI::App& app) {
                   "default: POSTs from other origins get 403");
   cmd->add_flag("--show-paths", a->server.api.show_paths, "/v1/models lists each model's file path");
   cmd->add_flag("!--no-page", a->server.api.page, "No page at / (404)");
+  cmd->add_option("--page", a->server.api.page_file,
+                  "An HTML file served as the page at / instead of mtx's own (its inline <script> and <style> run "
+                  "under a Content-Security-Policy that allows them by hash, and requests to this server only)")
+      ->excludes("--no-page");
   cmd->add_option("--threads", a->threads, "CPU threads for translation (0 = one per core)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--workers", a->server.workers, "Searches at once on the CPU (0 = one per thread)")

@@ -23,6 +23,7 @@
 #include "mtx/text/languages.h"
 #include "mtx/text/layout.h"
 #include "mtx/util/errors.h"
+#include "mtx/util/hash.h"
 #include "mtx/util/strings.h"
 #include "mtx/util/utf8.h"
 
@@ -226,6 +227,8 @@ struct Api::Impl {
   Metrics& metrics;
   ApiState state;
   std::string openapi_text;  // /openapi.json
+  std::string page_text;     // the page at /: kServePage, or --page's file
+  std::string page_policy;   // the page's Content-Security-Policy
 
   enum class Access { open, key, metrics };
   enum class Body { none, json, json_or_form };
@@ -268,6 +271,13 @@ struct Api::Impl {
     if (options.max_request_tokens < 2) throw ConfigError("serve: --max-request-tokens must be >= 2");
     if (options.request_timeout_ms < 0) throw ConfigError("serve: --request-timeout must be >= 0");
     openapi_text = openapi_document();
+    page_text = kServePage;
+    if (!options.page_file.empty()) {
+      std::ifstream in(options.page_file, std::ios::binary);
+      if (!in) throw DataError(options.page_file + ": cannot read the page (--page)");
+      page_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    page_policy = content_security_policy(page_text);
   }
 
   const ServedModel* find(const std::string& name) const {
@@ -442,7 +452,32 @@ struct Api::Impl {
     return answer(200, dump({{"status", "ok"}}));
   }
 
-  Routed page(const HttpRequest&, const json&) const { return answer(200, kServePage, "text/html; charset=utf-8"); }
+  // The page's policy: its own inline <style> and <script>, allowed by their SHA-256, and requests to this server;
+  // nothing else (no other script, style, frame, font or form target).
+  static std::string content_security_policy(const std::string& page) {
+    const auto hashes = [&](const std::string& tag) {
+      const std::string open = "<" + tag + ">", close = "</" + tag + ">";
+      std::string out;
+      for (size_t at = page.find(open); at != std::string::npos; at = page.find(open, at)) {
+        at += open.size();
+        const size_t end = page.find(close, at);
+        if (end == std::string::npos) throw ConfigError("the page (--page) has a <" + tag + "> without " + close);
+        const auto digest = Sha256().update(std::string_view(page).substr(at, end - at)).digest();
+        out += " 'sha256-" + base64({reinterpret_cast<const char*>(digest.data()), digest.size()}) + "'";
+        at = end;
+      }
+      return out.empty() ? std::string(" 'none'") : out;
+    };
+    return "default-src 'none'; script-src" + hashes("script") + "; style-src" + hashes("style") +
+           "; connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+  }
+  Routed page(const HttpRequest&, const json&) const {
+    Routed out = answer(200, page_text, "text/html; charset=utf-8");
+    out.answer.headers.emplace_back("Content-Security-Policy", page_policy);
+    out.answer.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    out.answer.headers.emplace_back("Referrer-Policy", "no-referrer");
+    return out;
+  }
 
   Routed metrics_text(const HttpRequest&, const json&) const {
     return answer(

@@ -43,6 +43,14 @@ std::string Sha256::hex() {
 
 std::string sha256_hex(std::string_view text) { return Sha256().update(text).hex(); }
 
+std::string base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()), int(bytes.size()));
+  out.resize(size_t(n));
+  return out;
+}
+
 std::string sha256_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError("cannot read '" + path.string() + "'");

@@ -54,6 +54,8 @@ struct ApiOptions {
   std::vector<std::string> cors_origins;  // origins whose pages may call the API ("*": any); none by default
   bool show_paths = false;                // /v1/models lists each model's file path
   bool page = true;                       // the page at /
+  std::string page_file;                  // set: this HTML file is the page (read once; its inline <script> and
+                                          // <style> are allowed by their hashes, nothing else)
   int64_t max_file_bytes = 10 << 20;      // /translate_file's body (the file and its fields); larger: 413
   int64_t max_file_sentences = 5000;      // sentences in one file; more: 413
   int64_t file_ttl_seconds = 600;         // a translated file's download URL works this long, then 404

@@ -29,6 +29,8 @@ class Sha256 {
 };
 
 std::string sha256_hex(std::string_view text);
+// Standard base64 (RFC 4648, with '=' padding) of `bytes`, as OpenSSL's EVP_EncodeBlock writes it.
+std::string base64(std::string_view bytes);
 // Hash of a file's bytes; throws DataError when it cannot be read.
 std::string sha256_file(const std::filesystem::path& path);
 
