@@ -3,6 +3,11 @@
 
     .venv/bin/python scripts/bench/marian_compare.py [--data DIR] [--threads 2] [--rounds 3]
                                                     [--train-updates 300] [--out FILE]
+                                                    [--ssru] [--batch1] [--no-training] [--beams 1,5]
+
+--ssru decodes the oracle's student instead (an SSRU decoder: transformer-decoder-autoreg rnn, dec-cell ssru);
+--batch1 translates one sentence at a time on both sides (Marian: mini-batch 1, maxi-batch 1; mtx: --batch-tokens
+1), the latency case an SSRU decoder is for.
 
 Decoding: a transformer that Marian trained (tests/oracles/pymarian_oracle.py's quickstart-shaped model, cached by
 its recipe) is imported into mtx (mtx import --from marian), so both translate with the same weights and the same
@@ -52,18 +57,19 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
-def marian_model(data, work):
+def marian_model(data, work, ssru=False):
     out = os.path.join(work, "oracle")
     os.makedirs(out, exist_ok=True)
     run([sys.executable, os.path.join(ROOT, "tests", "oracles", "pymarian_oracle.py"), "--data", data, "--cache",
-         os.path.join(ROOT, "data", "cache", "pymarian"), "--out", out, "--sentences", "1"])
+         os.path.join(ROOT, "data", "cache", "pymarian"), "--out", out, "--sentences", "1"]
+        + (["--ssru"] if ssru else []))
     with open(os.path.join(out, "expect.json")) as f:
         return json.load(f)["model"]
 
 
-def mtx_translate(ckpt, src, out, beam, threads):
+def mtx_translate(ckpt, src, out, beam, threads, batch1=False):
     r = run([MTX, "translate", "--ckpt", ckpt, "--beam", str(beam), "--threads", str(threads), "--input", src,
-             "--output", out])
+             "--output", out] + (["--batch-tokens", "1"] if batch1 else []))
     m = re.search(r"(\d+) lines in ([0-9.]+) s", r.stderr)
     return float(m.group(2))
 
@@ -82,9 +88,10 @@ def decoding(args, model_dir, work, lines, sp):
     with open(src, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     common = dict(models=os.path.join(model_dir, "model.npz"), vocabs=[os.path.join(model_dir, "vocab.spm")] * 2,
-                  mini_batch=32, maxi_batch=100, cpu_threads=args.threads, quiet=True)
+                  mini_batch=1 if args.batch1 else 32, maxi_batch=1 if args.batch1 else 100,
+                  cpu_threads=args.threads, quiet=True)
     rows = []
-    for beam in (1, 5):
+    for beam in [int(b) for b in args.beams.split(",")]:
         for weights in ("fp32", "int8"):
             translator = pymarian.Translator(beam_size=beam, **common)  # float32: see the docstring on int8
             times = {"marian": [], "mtx": []}
@@ -94,7 +101,8 @@ def decoding(args, model_dir, work, lines, sp):
                 outs["marian"] = translator.translate(lines)
                 times["marian"].append(time.perf_counter() - t0)
                 out = os.path.join(work, f"mtx.{beam}.{weights}.en")
-                times["mtx"].append(mtx_translate(ckpt8 if weights == "int8" else ckpt, src, out, beam, args.threads))
+                times["mtx"].append(mtx_translate(ckpt8 if weights == "int8" else ckpt, src, out, beam, args.threads,
+                                                  args.batch1))
                 with open(out, encoding="utf-8") as f:
                     outs["mtx"] = f.read().splitlines()
             differ = sum(a != b for a, b in zip(outs["marian"], outs["mtx"]))
@@ -163,19 +171,25 @@ def main():
     ap.add_argument("--mtx-max-tokens", type=int, default=1280,
                     help="mtx's batch budget (padding included), set near Marian's target tokens per update")
     ap.add_argument("--out")
+    ap.add_argument("--ssru", action="store_true", help="the SSRU student instead of the transformer")
+    ap.add_argument("--batch1", action="store_true", help="one sentence at a time on both sides")
+    ap.add_argument("--no-training", action="store_true", help="decoding only")
+    ap.add_argument("--beams", default="1,5")
     args = ap.parse_args()
     import pymarian
     import sentencepiece as spm
 
     work = tempfile.mkdtemp(prefix="marian-compare-")
-    model_dir = marian_model(args.data, work)
+    model_dir = marian_model(args.data, work, args.ssru)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "vocab.spm"))
     with gzip.open(os.path.join(args.data, "test_2016_flickr.de.gz"), "rt", encoding="utf-8") as f:
         lines = f.read().splitlines()
     report = [f"CPU: {cpu_name()}; {args.threads} threads; pymarian {pymarian.__version__}; "
               f"{run([MTX, '--version']).stdout.splitlines()[0]}", ""]
-    report += [f"Decoding test_2016_flickr ({len(lines)} lines), the same Marian-trained weights, Marian's search on "
-               f"both; median of {args.rounds} interleaved rounds (min-max seconds)", "",
+    model = "an SSRU student (SSRU decoder)" if args.ssru else "a transformer"
+    batching = "one sentence at a time" if args.batch1 else "each side's own batching"
+    report += [f"Decoding test_2016_flickr ({len(lines)} lines), the same Marian-trained weights ({model}), Marian's "
+               f"search on both, {batching}; median of {args.rounds} interleaved rounds (min-max seconds)", "",
                "| beam | weights | side | generated tok/s | sentences/s | seconds (min-max) | mtx / Marian | "
                "lines differing |", "|---|---|---|---|---|---|---|---|"]
     rows = decoding(args, model_dir, work, lines, sp)
@@ -186,6 +200,13 @@ def main():
             report.append(f"| {r['beam']} | {r['weights']} | {r['side']} | {r['tok_s']:.0f} | {r['sent_s']:.1f} | "
                           f"{r['seconds']:.2f} ({r['min']:.2f}-{r['max']:.2f}) | {ratio} | "
                           f"{r['differ'] if r is m else ''} |")
+    if args.no_training:
+        text = "\n".join(report) + "\n"
+        print(text)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text)
+        return
     marian_rate, marian_per_update = marian_training(args, args.data, work)
     mtx_rate, mtx_per_update = mtx_training(args, args.data, work, args.mtx_max_tokens)
     report += ["", f"Training {args.train_updates} updates (rate over updates 51..{args.train_updates})", "",

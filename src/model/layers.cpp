@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "mtx/model/dropout.h"
@@ -151,6 +152,34 @@ void SsruImpl::reset() { proj = register_module(names::kProj, Linear(d_model, 2 
 
 void SsruImpl::pretty_print(std::ostream& stream) const { stream << "mtx::model::Ssru(d_model=" << d_model << ")"; }
 
+namespace {
+
+// The state of each new row: row rows[r] of c [n, d], or zeros where rows[r] is -1 (a row that joined). On the CPU
+// one pass of copies; elsewhere a gather and a fill.
+torch::Tensor reordered_state(const torch::Tensor& c, const torch::Tensor& rows_any) {
+  const torch::Tensor rows = rows_any.to(torch::kCPU, torch::kLong).contiguous();  // [b]
+  if (c.device().is_cpu() && c.scalar_type() == torch::kFloat && c.is_contiguous()) {
+    const int64_t b = rows.size(0), d = c.size(1), n = c.size(0);
+    torch::Tensor out = torch::empty({b, d}, c.options());
+    const float* from = c.data_ptr<float>();
+    float* to = out.data_ptr<float>();
+    const int64_t* row = rows.data_ptr<int64_t>();
+    for (int64_t r = 0; r < b; ++r) {
+      TORCH_CHECK(row[r] < n, "Ssru: state row ", row[r], " of ", n);
+      if (row[r] < 0) {
+        std::fill(to + r * d, to + (r + 1) * d, 0.0f);
+      } else {
+        std::copy(from + row[r] * d, from + (row[r] + 1) * d, to + r * d);
+      }
+    }
+    return out;
+  }
+  const torch::Tensor on = rows.to(c.device());
+  return c.index_select(0, on.clamp_min(0)).masked_fill(on.lt(0).unsqueeze(1), 0.0);
+}
+
+}  // namespace
+
 torch::Tensor SsruImpl::forward(const torch::Tensor& x, SelfKV* cache) {
   TORCH_CHECK(x.dim() == 3 && x.size(2) == d_model, "Ssru: x ", x.sizes());
   const int64_t b = x.size(0), t = x.size(1);
@@ -160,27 +189,29 @@ torch::Tensor SsruImpl::forward(const torch::Tensor& x, SelfKV* cache) {
   torch::Tensor c;  // [b, d]
   if (cache && cache->k.defined()) {
     c = cache->k;
-    if (cache->pending_rows.defined()) {
-      const torch::Tensor rows = cache->pending_rows.to(c.device());  // [b]: the state each row continues, or -1
-      const torch::Tensor joined = rows.lt(0);
-      c = c.index_select(0, rows.clamp_min(0)).masked_fill(joined.unsqueeze(1), 0.0);
-    }
+    if (cache->pending_rows.defined()) c = reordered_state(c, cache->pending_rows);
     TORCH_CHECK(c.size(0) == b, "Ssru: a state of ", c.size(0), " rows for ", b);
   } else {
     c = torch::zeros({b, d_model}, x.options());
   }
-  std::vector<torch::Tensor> out;
-  out.reserve(size_t(t));
-  for (int64_t i = 0; i < t; ++i) {
-    const torch::Tensor f = forget.select(1, i);  // [b, d]
-    c = f * c + (1 - f) * value.select(1, i);
-    out.push_back(c);
-  }
-  if (cache) {
+  const auto keep = [&] {
+    if (!cache) return;
     cache->k = c;
     cache->pending_rows = torch::Tensor();
     cache->pending_skip = 0;
+  };
+  if (t == 1) {  // a decoding step: c = f * c + (1 - f) * v in one kernel
+    c = torch::lerp(value.select(1, 0), c, forget.select(1, 0));
+    keep();
+    return torch::relu(c).unsqueeze(1);  // [b, 1, d]
   }
+  std::vector<torch::Tensor> out;
+  out.reserve(size_t(t));
+  for (int64_t i = 0; i < t; ++i) {
+    c = torch::lerp(value.select(1, i), c, forget.select(1, i));  // [b, d]
+    out.push_back(c);
+  }
+  keep();
   return torch::relu(torch::stack(out, 1));  // [b, t, d]
 }
 
