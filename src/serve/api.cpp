@@ -1391,6 +1391,7 @@ struct Api::Impl {
     const json settings = {{"apiKeys", bool(options.keys)},
                            {"charLimit", options.max_request_bytes},
                            {"frontendTimeout", 500},
+                           {"maxAlternatives", options.max_beam - 1},  // mtx's: /translate's "alternatives" at most
                            {"keyRequired", bool(options.keys)},
                            {"suggestions", false},
                            {"filesTranslation", true},

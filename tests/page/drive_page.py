@@ -26,6 +26,7 @@ import base64
 import fcntl
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
@@ -50,8 +51,8 @@ class Browser:
         self._from_chrome, from_chrome_w = os.pipe()
 
         def child():  # the pipe's ends as fds 3 and 4 (through fds above 10, whichever numbers they had)
-            a = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10)
-            b = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+            a = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD_CLOEXEC, 10)
+            b = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD_CLOEXEC, 10)
             os.dup2(a, 3)
             os.dup2(b, 4)
 
@@ -167,6 +168,12 @@ class Browser:
             self.proc.wait()
 
 
+def translate(url, q):
+    """The API's translation of q, asked as the page asks (/translate, format text, 3 alternatives)."""
+    return post(url, "/translate", {"q": q, "source": "de", "target": "en", "format": "text",
+                                    "alternatives": 3})["translatedText"]
+
+
 def post(url, path, body):
     req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -189,8 +196,15 @@ def max_in_flight(browser, path):
 
 
 def select(browser, select_id, value):
-    browser.eval(f"(() => {{ const s = document.getElementById('{select_id}'); s.value = {json.dumps(value)};"
-                 f" s.dispatchEvent(new Event('change')); return s.value; }})()")
+    got = browser.eval(f"(() => {{ const s = document.getElementById('{select_id}'); s.value = {json.dumps(value)};"
+                       f" s.dispatchEvent(new Event('change')); return s.value; }})()")
+    assert got == value, f"#{select_id} has no option {value!r}"
+
+
+def visible(browser, element_id):
+    """Whether the element is laid out (not hidden by an attribute or a style)."""
+    return browser.eval(f"(() => {{ const e = document.getElementById('{element_id}');"
+                        f" return !!e && getComputedStyle(e).display !== 'none' && e.getClientRects().length > 0; }})()")
 
 
 def clear_box(browser):
@@ -219,35 +233,50 @@ def shoot(b, name, phone=False):
 def step_paragraph(b, url, _):
     select(b, "source", "de")
     select(b, "target", "en")
-    b.eval("document.getElementById('src').focus()")
-    b.type(PARAGRAPH, pause=0.12)  # about a word every 0.12 s: the page waits for the pause
-    expected = post(url, "/translate", {"q": PARAGRAPH, "source": "de", "target": "en"})["translatedText"]
+    clear_box(b)
+    # Typed word by word, with a pause longer than the page's wait (500 ms) after each sentence: a request per
+    # pause at most, never two in flight.
+    for sentence in re.split(r"(?<=\.) ", PARAGRAPH):
+        b.type(sentence + " ", pause=0.12)
+        time.sleep(0.7)
+    expected = translate(url, PARAGRAPH + " ")
     b.wait(f"document.getElementById('out').textContent === {json.dumps(expected)}", what="the API's translation")
-    alone = [post(url, "/translate", {"q": s, "source": "de", "target": "en"})["translatedText"]
-             for s in re.split(r"(?<=\.) ", PARAGRAPH)]
-    assert expected == " ".join(alone), f"the paragraph {expected!r} is not its sentences {alone!r}"
+    alone = [translate(url, s) for s in re.split(r"(?<=\.) ", PARAGRAPH)]
+    assert expected.strip() == " ".join(alone), f"the paragraph {expected!r} is not its sentences {alone!r}"
     sentences = re.findall(r"[^.!?]+[.!?]", text_of(b, "out"))
     assert len(sentences) == 3, f"{len(sentences)} sentences shown: {text_of(b, 'out')!r}"
     most, sent = max_in_flight(b, "/translate")
+    words = len(PARAGRAPH.split())
     assert most <= 1, f"{most} /translate requests in flight at once"
-    assert sent < len(PARAGRAPH.split()), f"{sent} requests for {len(PARAGRAPH.split())} words: not debounced"
-    # Ctrl+Enter translates at once. Pressed again while a long text is being translated, with more typed: no
-    # second request while one is in flight; the newest text is sent when the answer is in.
-    long_text = " ".join([PARAGRAPH] * 8)
+    assert 3 <= sent < words, f"{sent} requests for {words} words typed in 3 bursts: not debounced"
+    # Paragraphs stay paragraphs.
+    b.type("\n\nZwei Kinder spielen. Ein Hund schläft.")
+    both = PARAGRAPH + " \n\nZwei Kinder spielen. Ein Hund schläft."
+    want = translate(url, both)
+    assert "\n\n" in want, want
+    b.wait(f"document.getElementById('out').textContent === {json.dumps(want)}", what="two paragraphs")
+    # Ctrl+Enter translates at once. Pressed again, with more typed, while a long text is being translated: no
+    # second request in flight; the newest text goes when the answer is in.
+    long_text = " ".join([PARAGRAPH] * 20)
     clear_box(b)
     b.type(long_text)
+    pressed_while_busy = 0
     for word in ("Er", "lacht.", "Sie", "lacht."):
         b.type(" " + word)
+        pressed_while_busy += bool(b.eval("document.getElementById('out').classList.contains('busy')"))
         b.key("Enter", ctrl=True)
     final = long_text + " Er lacht. Sie lacht."
-    want = post(url, "/translate", {"q": final, "source": "de", "target": "en"})["translatedText"]
+    want = translate(url, final)
     b.wait(f"document.getElementById('out').textContent === {json.dumps(want)}", what="the newest text's translation")
-    most, sent = max_in_flight(b, "/translate")
+    most, _ = max_in_flight(b, "/translate")
     assert most <= 1, f"{most} /translate requests in flight at once"
+    assert pressed_while_busy, "no Ctrl+Enter came while a translation was in flight: nothing was tested"
     clear_box(b)
     b.type(PARAGRAPH)
+    expected = translate(url, PARAGRAPH)
     b.wait(f"document.getElementById('out').textContent === {json.dumps(expected)}", what="the paragraph again")
-    return f"{len(sentences)} sentences; {sent} requests while typing, at most {most} in flight"
+    return (f"{len(sentences)} sentences; {sent} requests for {words} words typed; two paragraphs; "
+            f"{pressed_while_busy} Ctrl+Enter while busy; at most {most} in flight")
 
 
 def step_auto(b, url, _):
@@ -276,8 +305,10 @@ def step_document(b, url, work):
     assert node, "no file input"
     b.call("DOM.setFileInputFiles", files=[source], nodeId=node)
     b.wait("!document.getElementById('translate-file').disabled", what="the translate button")
+    assert not visible(b, "download"), "a download link before any file was translated"
     b.eval("document.getElementById('translate-file').click()")
     b.wait("!document.getElementById('download').hidden", what="the download link")
+    assert visible(b, "download"), "the download link is not shown"
     downloads = os.path.join(work, "downloads")
     os.makedirs(downloads, exist_ok=True)
     b.call("Browser.setDownloadBehavior", session=False, behavior="allowAndName", downloadPath=downloads,
@@ -312,7 +343,7 @@ def step_limit(b, url, _):
     b.wait("document.getElementById('err').textContent.includes('bytes')", what="the server's 413 message")
     message = text_of(b, "err")
     try:
-        post(url, "/translate", {"q": long_text, "source": "de", "target": "en"})
+        translate(url, long_text)
         raise AssertionError("the server took the long text")
     except urllib.error.HTTPError as e:
         assert e.code == 413, e.code
@@ -376,15 +407,20 @@ def main():
     browser = None
     failed = []
     try:
+        lines = queue.Queue()  # the server's log, read on a thread (and drained to the end)
+        threading.Thread(target=lambda: [lines.put(line) for line in server.stdout] + [lines.put(None)],
+                         daemon=True).start()
         url = None
         deadline = time.time() + 180
-        while url is None and time.time() < deadline:
-            line = server.stdout.readline()
-            if not line:
+        while url is None:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.time()))
+            except queue.Empty:
+                sys.exit("drive_page: mtx serve printed no address in 180 s")
+            if line is None:
                 sys.exit("drive_page: mtx serve exited")
             m = re.search(r"serving on (http://\S+)", line)
             url = m.group(1).rstrip("/") if m else None
-        threading.Thread(target=server.stdout.read, daemon=True).start()  # drain its log
         browser = Browser(args.chromium, os.path.join(work, "profile"))
         browser.call("Browser.getVersion", session=False)
         browser.open(url + "/", 1280, 800)
