@@ -99,7 +99,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--untied", action="store_true")
     ap.add_argument("--ssru", action="store_true", help="an SSRU decoder (Marian's student models)")
-    ap.add_argument("--updates", type=int, default=400)
+    ap.add_argument("--updates", type=int, default=300)
     ap.add_argument("--sentences", type=int, default=200)
     args = ap.parse_args()
     import pymarian
