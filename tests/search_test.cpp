@@ -1128,6 +1128,72 @@ TEST(BeamSearch, ATiedTermTakesThePlaceOnlyOfAWordItsSpanHoldsTheAttentionFor) {
   }
 }
 
+// Where a tied term takes the place of the model's word, the model is fed its own word and the term is shown: the
+// sentence goes on as the model would go on after its word, not as it would after a word it would never have
+// written there ("A puppy runs", not "A puppy small runs"), and the hypothesis scores what the model wrote.
+// 4 is "A", 5 "dog", 8 "puppy", 6 "runs", 7 "small".
+TEST(BeamSearch, ATiedTermIsShownWhereTheModelIsFedItsOwnWord) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5) return dist({{6, 0.8}, {7, 0.05}});
+    if (h.back() == 8) return dist({{7, 0.8}, {6, 0.1}});
+    if (h.back() == 7) return dist({{6, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  for (const int beam : {1, 4}) {
+    SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    AttendingStep fn(model);
+    const Hypothesis h = beam_search(fn, opts(beam), tied)[0][0];
+    EXPECT_EQ(h.tokens, (std::vector<int32_t>{4, 8, 6})) << "beam " << beam;
+    const auto p = [&](const std::vector<int32_t>& prefix, int32_t t) { return std::log(model(0, prefix)[size_t(t)]); };
+    EXPECT_NEAR(h.log_prob, p({}, 4) + p({4}, 5) + p({4, 5}, 6) + p({4, 5, 6}, kEos), 1e-5)
+        << "the model's own words, beam " << beam;
+  }
+}
+
+// The pieces that continue the model's word after a term took its place are fed and not shown, and the attention
+// returned has one entry per shown token: "Hunde" with Hund|Hunde -> puppy|puppies gives "puppies", not
+// "puppiess" for the model's "dog" "s". 4 is "A", 5 "dog", 9 "s" (it continues a word), 8 7 "pupp" "ies", 6 "run".
+TEST(BeamSearch, TheModelsPiecesAfterATiedTermAreFedAndNotShown) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5) return dist({{9, 0.7}, {6, 0.2}});
+    if (h.back() == 9 || h.back() == 7) return dist({{6, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  for (const int beam : {1, 4}) {
+    SearchInput tied = input_of({{10, {}, 0, {{8, 7}}, {}, {{1, 2}}}});
+    tied.continues_word.assign(size_t(kVocab), 0);
+    tied.continues_word[9] = tied.continues_word[7] = 1;
+    AttendingStep fn(model);
+    SearchOptions o = opts(beam);
+    o.return_attention = true;
+    const Hypothesis h = beam_search(fn, o, tied)[0][0];
+    EXPECT_EQ(h.tokens, (std::vector<int32_t>{4, 8, 7, 6})) << "beam " << beam;
+    EXPECT_EQ(h.attention.size(), h.tokens.size()) << "beam " << beam;
+  }
+}
+
+// A term for the line's first word takes the place of the model's first word, though the first step's attention
+// does not tell which word that is: "Hunde rennen" gives "Puppies run", not "Puppies dogs run" or "Dogs run ...
+// puppies". 5 is "Dogs", 8 "Puppies", 6 "run".
+TEST(BeamSearch, ATiedTermForTheFirstWordTakesThePlaceOfTheModelsFirstWord) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{5, 0.8}, {8, 0.01}});
+    if (h == std::vector<int32_t>{8}) return dist({{5, 0.6}, {6, 0.3}});
+    if (h.back() == 5) return dist({{6, 0.7}, {5, 0.2}});
+    if (h.back() == 6) return dist({{kEos, 0.6}, {8, 0.1}});
+    return dist({{kEos, 0.9}});
+  };
+  for (const int beam : {1, 4}) {
+    SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{0, 1}}}});
+    AttendingStep fn(model);
+    EXPECT_EQ(beam_search(fn, opts(beam), tied)[0][0].tokens, (std::vector<int32_t>{8, 6})) << "beam " << beam;
+  }
+}
+
 // A span that never holds the focus but holds at least 30% of the attention is where its term may start: "A puppy
 // runs", not "A dog runs" with the term forced in near the length limit. 4 is "A", 5 "dog", 8 "puppy", 6 "runs".
 TEST(BeamSearch, ATiedTermStartsWhereItsSpanHoldsPartOfTheAttention) {

@@ -125,18 +125,45 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
   next.token = token;
   next.score = score;
   next.history = row.history;
-  next.history.push_back(token);
-  next.constraints = advance(row.constraints, sentences_[size_t(s)].constraints, token);
   next.displaced = row.displaced;
+  const Phrases& phrases = sentences_[size_t(s)].constraints;
   const ConstraintStep* c = constraint_step_.get();
-  if (c && !c->displaced.empty() && c->displaced[size_t(r)] >= 0 &&
-      (c->displaced_if[size_t(r)] < 0 || token == c->displaced_if[size_t(r)])) {
-    next.displaced.push_back(c->displaced[size_t(r)]);  // a tied phrase took the place of the model's own token
+  const bool displacing = c && !c->displaced.empty() && c->displaced[size_t(r)] >= 0 &&
+                          (c->displaced_if[size_t(r)] < 0 || token == c->displaced_if[size_t(r)]);
+  const int64_t placed = displacing && c->displaced_if[size_t(r)] >= 0 ? c->placed[size_t(r)] : -1;
+  const auto& glue = input_.continues_word;
+  int64_t shown = 1;  // tokens shown (each carries this step's attention)
+  if (placed >= 0) {
+    // The term is shown in place of the model's word, and the model is fed its word: the search goes on as the
+    // model goes on after its own word (and the hypothesis scores what the model wrote).
+    next.token = c->displaced[size_t(r)];
+    next.constraints = row.constraints;
+    for (const int32_t t : phrases[size_t(placed)]) {
+      next.history.push_back(t);
+      next.constraints = advance(next.constraints, phrases, t);
+    }
+    next.constraints.sealed = false;  // the model may finish its word: those pieces are not shown
+    next.constraints.just_met = -1;
+    next.shadow = int32_t(placed);
+    shown = int64_t(phrases[size_t(placed)].size());
+  } else if (row.shadow >= 0 && ((size_t(token) < glue.size() && glue[size_t(token)]) || c->attends(r, row.shadow))) {
+    // The rest of the model's word, or a word the model writes while it still attends to the term's source
+    // words ("young" "boys" for "Jungen"): fed, not shown.
+    next.constraints = row.constraints;
+    next.shadow = row.shadow;
+    shown = 0;
+  } else {
+    next.history.push_back(token);
+    next.constraints = advance(row.constraints, phrases, token);
   }
+  if (displacing) next.displaced.push_back(c->displaced[size_t(r)]);  // a tied phrase took the model's token's place
+  next.attention = row.attention;
   if (options_.return_attention && attention.defined()) {
     const float* a = attention.data_ptr<float>() + r * attention.size(1);
-    next.attention = std::make_shared<const Row::Attended>(
-        Row::Attended{std::vector<float>(a, a + attention.size(1)), row.attention});
+    for (int64_t i = 0; i < shown; ++i) {
+      next.attention = std::make_shared<const Row::Attended>(
+          Row::Attended{std::vector<float>(a, a + attention.size(1)), next.attention});
+    }
   }
   return next;
 }
@@ -234,6 +261,7 @@ void SearchRun::tie_to_attention(Scored& scored, int64_t rows) {
   constraint_step_->attention = scored.attention;
   constraint_step_->displaced.assign(size_t(rows), -1);
   constraint_step_->displaced_if.assign(size_t(rows), -1);
+  constraint_step_->placed.assign(size_t(rows), -1);
 }
 
 // The step's scores: CPU float blocks reduced by `picker` as they come; others (GPU, half) kept for the tensor

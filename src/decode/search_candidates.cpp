@@ -140,10 +140,12 @@ float CandidatePicker::steer_row(int64_t r, float* row, int64_t vocab, const ker
 // Row r's tied phrases (SearchSentence::spans). The tokens its hypothesis's phrases displaced stay banned. A tied
 // phrase starts only where the row attends to its span (ConstraintStep::term_at; or where it would no longer fit
 // after). Where its span holds the focus, past the first step and where the focus is firm
-// (ConstraintStep::TermHere), the phrase takes the place of the model's own best token (not EOS, BOS, pad
-// or unk): its first token scores at least as that token, which is banned, and stays banned for the continuation
-// that starts the phrase. Right after a tied phrase ends, while the row still attends to its span, the model's
-// best token is banned for the rest of the hypothesis: it is the model's own word for that span.
+// (ConstraintStep::TermHere), or at the first step for a span that starts the line, the phrase takes the place of
+// the model's own best token (not EOS, BOS, pad or unk): its first token scores as that token, which is banned,
+// and stays banned for the continuation that starts the phrase; that continuation shows the whole phrase and feeds
+// the model its own token (SearchRun::continued). Right after a tied phrase ends otherwise, while the row still
+// attends to its span, the model's best token is banned for the rest of the hypothesis: it is the model's own
+// word for that span.
 void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kernels::RowLoops& loops) {
   ConstraintStep& c = *steer_->constraints;
   const Row& hyp = (*steer_->rows)[size_t(r)];
@@ -163,8 +165,11 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
       if (t >= 0 && t < vocab && std::find(wants.begin(), wants.end(), t) == wants.end()) row[t] = kNegInf;
     }
   }
-  // The first step's attention does not tell the word it writes: there the phrase only may start.
-  const bool in_place = here.firm && !hyp.history.empty();
+  // The first step's attention does not tell the word it writes: there the phrase takes the model's first word's
+  // place only where it translates the line's first word, else it only may start.
+  const bool first_word = hyp.history.empty() && term >= 0 &&
+                          steer_->sentences[size_t(sentence_of_[size_t(r)])]->spans[size_t(term)].first == 0;
+  const bool in_place = (here.firm && !hyp.history.empty()) || first_word;
   const bool behind = !in_place && c.term_behind(r) >= 0;
   if (!in_place && !behind) return;
   Entry best[kHeldExtra + 1];
@@ -173,10 +178,11 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
     const int64_t t = e.index;
     if (t < 0 || e.value == kNegInf || (in_place && t == first)) return;  // the model's own choice is the phrase
     if (t == rules_.eos || t == rules_.bos || t == rules_.pad || t == rules_.unk) continue;
-    if (in_place) row[first] = std::max(row[first], e.value);
+    if (in_place) row[first] = e.value;  // the model's word is what the row feeds (SearchRun::continued)
     row[t] = kNegInf;
     c.displaced[size_t(r)] = int32_t(t);
     c.displaced_if[size_t(r)] = in_place ? first : -1;
+    c.placed[size_t(r)] = in_place ? int32_t(term) : -1;
     return;
   }
 }

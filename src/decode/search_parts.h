@@ -72,6 +72,10 @@ struct Row {
   bool live = true;                // sampling: its sample still runs
   ConstraintState constraints;     // its progress through its sentence's phrases
   std::vector<int32_t> displaced;  // tokens a tied phrase took the place of: never generated again
+  // A tied phrase shown in place of the model's word (-1: none): while the model goes on writing that word (pieces
+  // that continue it) or other words for the phrase's span (its attention's focus there), they are fed and not
+  // shown (SearchRun::continued).
+  int32_t shadow = -1;
   // return_attention: its last token's cross-attention, linked to the row it continued (no copy of the rest).
   struct Attended {
     std::vector<float> weights;
@@ -118,6 +122,7 @@ struct ConstraintStep {
   // of the hypothesis when the row writes `displaced_if` (-1: whatever it writes); written as the row is scored.
   torch::Tensor attention;
   std::vector<int32_t> displaced, displaced_if;
+  std::vector<int32_t> placed;  // per row: the tied phrase displaced_if starts in the model's word's place (-1: none)
   std::vector<std::vector<int32_t>> held_first;  // per row: first tokens of tied phrases that may not start here
   // tie: tied phrases start only where their span is attended to (false: the step function gives no attention).
   ConstraintStep(const Live& live, const std::vector<Sentence>& sentences, const std::vector<uint8_t>& continues,
@@ -134,6 +139,8 @@ struct ConstraintStep {
   };
   TermHere term_at(int64_t r) const;
   static constexpr float kNearAttention = 0.3f, kFirmAttention = 0.4f;
+  // Row r's attention focus lies in the span of its sentence's tied phrase `phrase`.
+  bool attends(int64_t r, int64_t phrase) const;
   // Row r's tied phrase that its last token completed while the row still attends to its span (-1: none).
   int64_t term_behind(int64_t r) const;
 

@@ -220,6 +220,12 @@ int64_t ConstraintStep::term_behind(int64_t r) const {
   return span.first >= 0 && holds(span, focus_of(r)) ? c.just_met : -1;
 }
 
+bool ConstraintStep::attends(int64_t r, int64_t phrase) const {
+  const auto& spans = sentence_of(r).spans;
+  return attention.defined() && phrase >= 0 && size_t(phrase) < spans.size() &&
+         holds(spans[size_t(phrase)], focus_of(r));
+}
+
 const Sentence& ConstraintStep::sentence_of(int64_t r) const {
   return sentences_[size_t(live_.active[size_t(live_.sentence_of_row(r))])];
 }
