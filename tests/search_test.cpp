@@ -1194,6 +1194,32 @@ TEST(BeamSearch, ATiedTermForTheFirstWordTakesThePlaceOfTheModelsFirstWord) {
   }
 }
 
+// The source's </s> (and padding) holds no word: much of the attention rests there, and the focus and its share
+// are taken over the source's words (SearchSentence::source_words). "Ein Hund" + </s>: as the model writes "dog"
+// it gives </s> 60% and Hund 35%, which is most of the words' attention, so the term takes the place of "dog".
+// 4 is "A", 5 "dog", 8 "puppy", 6 "runs", 7 "small".
+TEST(BeamSearch, ATiedTermReadsTheAttentionOverTheSourcesWordsOnly) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5) return dist({{6, 0.8}, {7, 0.05}});
+    if (h.back() == 8) return dist({{7, 0.8}, {6, 0.1}});
+    if (h.back() == 7) return dist({{6, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  const AttendingStep::Weights to_eos = [](size_t t) {
+    if (t == 0) return std::vector<float>{0.7f, 0.1f, 0.2f};
+    return t == 1 ? std::vector<float>{0.05f, 0.35f, 0.6f} : std::vector<float>{0.1f, 0.1f, 0.8f};
+  };
+  for (const int beam : {1, 4}) {
+    SearchSentence sentence{10, {}, 0, {{8}}, {}, {{1, 2}}};
+    sentence.source_words = 2;
+    AttendingStep fn(model, to_eos);
+    EXPECT_EQ(beam_search(fn, opts(beam), input_of({sentence}))[0][0].tokens, (std::vector<int32_t>{4, 8, 6}))
+        << "beam " << beam;
+  }
+}
+
 // A span that never holds the focus but holds at least 30% of the attention is where its term may start: "A puppy
 // runs", not "A dog runs" with the term forced in near the length limit. 4 is "A", 5 "dog", 8 "puppy", 6 "runs".
 TEST(BeamSearch, ATiedTermStartsWhereItsSpanHoldsPartOfTheAttention) {

@@ -85,6 +85,7 @@ void SearchRun::add_sentence(const SearchSentence& s, int64_t start) {
   if (any_suppress_ && !had_suppress && start > 0) processors_ = make_processors(options_, true);
   n.limit = std::max<int64_t>(s.max_length, int64_t(s.prefix.size()) + phrase_tokens + 1);
   n.prefix = s.prefix;
+  n.source_words = s.source_words;
   n.seed = s.seed;
   n.start = start;
   n.beam_left = k_;
@@ -258,7 +259,7 @@ void SearchRun::tie_to_attention(Scored& scored, int64_t rows) {
   TORCH_CHECK(attn.dim() == 2 && attn.size(0) == rows, "beam_search: attention for ", attn.sizes(), " of ", rows,
               " rows");
   scored.attention = attn.to(torch::kCPU, torch::kFloat).contiguous();
-  constraint_step_->attention = scored.attention;
+  constraint_step_->set_attention(scored.attention);
   constraint_step_->displaced.assign(size_t(rows), -1);
   constraint_step_->displaced_if.assign(size_t(rows), -1);
   constraint_step_->placed.assign(size_t(rows), -1);

@@ -61,6 +61,7 @@ struct Sentence {
   int64_t beam_left = 1;        // shrink_beam: the hypotheses still under way (the beam, less those that ended)
   // Per constraint: the source positions [begin, end) it translates ({-1, -1}: untied); empty: none tied.
   std::vector<std::pair<int64_t, int64_t>> spans;
+  int64_t source_words = -1;  // SearchSentence::source_words
 };
 
 // One row of the search state: a beam's hypothesis under way (or a sample's), moved as a whole whenever the rows
@@ -124,6 +125,9 @@ struct ConstraintStep {
   std::vector<int32_t> displaced, displaced_if;
   std::vector<int32_t> placed;  // per row: the tied phrase displaced_if starts in the model's word's place (-1: none)
   std::vector<std::vector<int32_t>> held_first;  // per row: first tokens of tied phrases that may not start here
+  // The step's attention [rows, source] (CPU float), as the step function gives it (`attention`).
+  void set_attention(const torch::Tensor& a);
+  int64_t positions() const { return words_.size(1); }
   // tie: tied phrases start only where their span is attended to (false: the step function gives no attention).
   ConstraintStep(const Live& live, const std::vector<Sentence>& sentences, const std::vector<uint8_t>& continues,
                  bool tie);
@@ -145,11 +149,13 @@ struct ConstraintStep {
   int64_t term_behind(int64_t r) const;
 
  private:
-  const float* attention_of(int64_t r) const;  // row r's attention over the source
-  int64_t focus_of(int64_t r) const;           // the source position row r attends to most
+  // Row r's attention over its source's words (SearchSentence::source_words), as shares of their sum.
+  const float* attention_of(int64_t r) const;
+  int64_t focus_of(int64_t r) const;  // the source word position row r attends to most
   const Sentence& sentence_of(int64_t r) const;
   const Live& live_;
   const std::vector<Sentence>& sentences_;
+  torch::Tensor words_;  // attention over each row's source words, as shares (attention_of)
 };
 
 // Sampling's part of a step: per active sentence its seed and its own step.

@@ -197,7 +197,6 @@ ConstraintStep::TermHere ConstraintStep::term_at(int64_t r) const {
   const ConstraintState& c = live_.rows[size_t(r)].constraints;
   if (sentence.spans.empty() || !c.progress.empty() || !attention.defined()) return {};
   const int64_t focus = focus_of(r);
-  const int64_t positions = attention.size(1);
   const float* a = attention_of(r);
   TermHere near;
   for (size_t i = 0; i < sentence.spans.size(); ++i) {
@@ -206,7 +205,7 @@ ConstraintStep::TermHere ConstraintStep::term_at(int64_t r) const {
     if (holds(sentence.spans[i], focus)) return {int64_t(i), a[focus] >= kFirmAttention};
     if (near.phrase >= 0) continue;
     float mass = 0;
-    for (int64_t p = begin; p < std::min(end, positions); ++p) mass += a[p];
+    for (int64_t p = begin; p < std::min(end, positions()); ++p) mass += a[p];
     if (mass >= kNearAttention) near.phrase = int64_t(i);
   }
   return near;
@@ -230,13 +229,26 @@ const Sentence& ConstraintStep::sentence_of(int64_t r) const {
   return sentences_[size_t(live_.active[size_t(live_.sentence_of_row(r))])];
 }
 
-const float* ConstraintStep::attention_of(int64_t r) const {
-  return attention.data_ptr<float>() + r * attention.size(1);
+void ConstraintStep::set_attention(const torch::Tensor& a) {
+  attention = a;
+  words_ = a.clone();
+  float* w = words_.data_ptr<float>();
+  const int64_t n = a.size(1);
+  for (int64_t r = 0; r < a.size(0); ++r) {
+    const int64_t words = sentence_of(r).source_words;
+    if (words < 0 || words >= n) continue;
+    float* row = w + r * n;
+    float sum = 0;
+    for (int64_t p = 0; p < words; ++p) sum += row[p];
+    for (int64_t p = 0; p < n; ++p) row[p] = p < words && sum > 0 ? row[p] / sum : 0.f;
+  }
 }
+
+const float* ConstraintStep::attention_of(int64_t r) const { return words_.data_ptr<float>() + r * positions(); }
 
 int64_t ConstraintStep::focus_of(int64_t r) const {
   const float* a = attention_of(r);
-  return int64_t(std::max_element(a, a + attention.size(1)) - a);
+  return int64_t(std::max_element(a, a + positions()) - a);
 }
 
 void ConstraintStep::seal(int64_t r, float* scores, int64_t vocab) const {

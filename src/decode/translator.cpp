@@ -206,6 +206,10 @@ bool Translator::complete_source(const std::vector<int32_t>& s) const {
   return std::any_of(languages.begin(), languages.end(), [&](const auto& l) { return l.second == s.back(); });
 }
 
+int64_t Translator::source_words(const std::vector<int32_t>& s) const {
+  return int64_t(s.size()) - (complete_source(s) ? 2 : 0);  // NLLB's legacy layout ends with </s> and its code
+}
+
 Translator::Encoded Translator::prepare(const std::vector<const std::vector<int32_t>*>& sources) const {
   const auto ids = tokenizer_.special_ids();
   const auto n = int64_t(sources.size());
@@ -257,7 +261,8 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     std::vector<SearchSentence> out;
     for (size_t i = 0; i < srcs.size(); ++i) {
       const TargetControls& c = ctl.empty() || !ctl[i] ? kNone : *ctl[i];
-      out.push_back({limits[i], c.prefix, seed_of(*srcs[i], c.prefix), c.constraints, suppressed, c.spans});
+      out.push_back({limits[i], c.prefix, seed_of(*srcs[i], c.prefix), c.constraints, suppressed, c.spans,
+                     source_words(*srcs[i])});
       out.back().suppress.insert(out.back().suppress.end(), c.suppress.begin(), c.suppress.end());
     }
     return out;

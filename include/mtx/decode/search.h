@@ -143,6 +143,9 @@ struct SearchSentence {
   std::vector<std::vector<int32_t>> constraints = {};
   std::vector<std::vector<int32_t>> suppress = {};
   std::vector<std::pair<int64_t, int64_t>> spans = {};  // per constraint (or empty)
+  // Tied phrases: the source positions [0, source_words) that hold words (language codes too); the rest (EOS,
+  // padding) are not a word a target word translates, and tied phrases read the attention over these only. -1: all.
+  int64_t source_words = -1;
 };
 // What a caller steers one sentence's target with (SearchSentence's prefix, constraints with their source spans,
 // and suppressed sequences), as the layers above the search hand it down.

@@ -120,6 +120,8 @@ class Translator {
   Encoded prepare(const std::vector<const std::vector<int32_t>*>& sources) const;
   // Whether a source is whole as given: NLLB's legacy layout (pieces </s> code), to which no </s> is appended.
   bool complete_source(const std::vector<int32_t>& source) const;
+  // The source positions that hold its words and codes, before its </s> (SearchSentence::source_words).
+  int64_t source_words(const std::vector<int32_t>& source) const;
   std::vector<std::vector<int32_t>> clip(std::vector<std::vector<int32_t>> sources) const;  // cut to the model
   // search.return_attention: a hypothesis's attention rows cut down to its source's pieces (no language code, no
   // </s>, no padding), one column per piece of `source`'s text.
