@@ -1128,19 +1128,27 @@ TEST(BeamSearch, ATiedTermTakesThePlaceOnlyOfAWordItsSpanHoldsTheAttentionFor) {
   }
 }
 
+namespace {
+
+// "Ein Hund rennt": the model writes "A dog runs", and after "puppy", a word it would not write there, "small".
+// 4 is "A", 5 "dog", 8 "puppy", 6 "runs", 7 "small".
+std::vector<double> fed_own_word(int64_t, const std::vector<int32_t>& h) {
+  if (h.empty()) return dist({{4, 0.9}});
+  if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+  if (h.back() == 5) return dist({{6, 0.8}, {7, 0.05}});
+  if (h.back() == 8) return dist({{7, 0.8}, {6, 0.1}});
+  if (h.back() == 7) return dist({{6, 0.8}});
+  return dist({{kEos, 0.9}});
+}
+
+}  // namespace
+
 // Where a tied term takes the place of the model's word, the model is fed its own word and the term is shown: the
 // sentence goes on as the model would go on after its word, not as it would after a word it would never have
 // written there ("A puppy runs", not "A puppy small runs"), and the hypothesis scores what the model wrote.
 // 4 is "A", 5 "dog", 8 "puppy", 6 "runs", 7 "small".
 TEST(BeamSearch, ATiedTermIsShownWhereTheModelIsFedItsOwnWord) {
-  const Table model = [](int64_t, const std::vector<int32_t>& h) {
-    if (h.empty()) return dist({{4, 0.9}});
-    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
-    if (h.back() == 5) return dist({{6, 0.8}, {7, 0.05}});
-    if (h.back() == 8) return dist({{7, 0.8}, {6, 0.1}});
-    if (h.back() == 7) return dist({{6, 0.8}});
-    return dist({{kEos, 0.9}});
-  };
+  const Table model = fed_own_word;
   for (const int beam : {1, 4}) {
     SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
     AttendingStep fn(model);
@@ -1199,14 +1207,7 @@ TEST(BeamSearch, ATiedTermForTheFirstWordTakesThePlaceOfTheModelsFirstWord) {
 // it gives </s> 60% and Hund 35%, which is most of the words' attention, so the term takes the place of "dog".
 // 4 is "A", 5 "dog", 8 "puppy", 6 "runs", 7 "small".
 TEST(BeamSearch, ATiedTermReadsTheAttentionOverTheSourcesWordsOnly) {
-  const Table model = [](int64_t, const std::vector<int32_t>& h) {
-    if (h.empty()) return dist({{4, 0.9}});
-    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
-    if (h.back() == 5) return dist({{6, 0.8}, {7, 0.05}});
-    if (h.back() == 8) return dist({{7, 0.8}, {6, 0.1}});
-    if (h.back() == 7) return dist({{6, 0.8}});
-    return dist({{kEos, 0.9}});
-  };
+  const Table model = fed_own_word;
   const AttendingStep::Weights to_eos = [](size_t t) {
     if (t == 0) return std::vector<float>{0.7f, 0.1f, 0.2f};
     return t == 1 ? std::vector<float>{0.05f, 0.35f, 0.6f} : std::vector<float>{0.1f, 0.1f, 0.8f};

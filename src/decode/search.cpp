@@ -147,7 +147,8 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
     next.constraints.just_met = -1;
     next.shadow = int32_t(placed);
     shown = int64_t(phrases[size_t(placed)].size());
-  } else if (row.shadow >= 0 && ((size_t(token) < glue.size() && glue[size_t(token)]) || c->attends(r, row.shadow))) {
+  } else if (row.shadow >= 0 &&
+             ((size_t(token) < glue.size() && glue[size_t(token)]) || (c && c->attends(r, row.shadow)))) {
     // The rest of the model's word, or a word the model writes while it still attends to the term's source
     // words ("young" "boys" for "Jungen"): fed, not shown.
     next.constraints = row.constraints;
