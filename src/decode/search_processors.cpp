@@ -212,11 +212,8 @@ ConstraintStep::TermHere ConstraintStep::term_at(int64_t r) const {
 }
 
 int64_t ConstraintStep::term_behind(int64_t r) const {
-  const Sentence& sentence = sentence_of(r);
   const ConstraintState& c = live_.rows[size_t(r)].constraints;
-  if (sentence.spans.empty() || c.just_met < 0 || !attention.defined()) return -1;
-  const auto& span = sentence.spans[size_t(c.just_met)];
-  return span.first >= 0 && holds(span, focus_of(r)) ? c.just_met : -1;
+  return c.just_met >= 0 && attends(r, c.just_met) ? c.just_met : -1;
 }
 
 bool ConstraintStep::attends(int64_t r, int64_t phrase) const {
