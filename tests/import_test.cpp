@@ -976,7 +976,7 @@ void expect_same_as_marian(bool untied, bool ssru = false, int updates = 300) {
     GTEST_SKIP() << "no .venv with pymarian (scripts/venv.sh pymarian, see scripts/test.sh)";
   }
   test::TempDir tmp;
-  const fs::path cache = fs::path(MTX_SOURCE_DIR) / "data" / "cache" / "pymarian";
+  const fs::path cache = test::cache_dir("pymarian");
   const std::string cmd = "'" + py + "' '" + (fs::path(MTX_SOURCE_DIR) / "tests/oracles/pymarian_oracle.py").string() +
                           "' --data '" + test::multi30k_dir().string() + "' --cache '" + cache.string() + "' --out '" +
                           tmp.path().string() + "' --updates " + std::to_string(updates) + (untied ? " --untied" : "") +

@@ -69,6 +69,13 @@ std::string venv_python(const std::string& modules) {
   return std::system(cmd.c_str()) == 0 ? py : "";
 }
 
+fs::path cache_dir(const std::string& name) {
+  if (const char* env = std::getenv("MTX_TEST_CACHE"); env && *env) return fs::path(env) / name;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "mtx" / name;
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "mtx" / name;
+  return fs::path(MTX_SOURCE_DIR) / "data" / "cache" / name;
+}
+
 fs::path multi30k_dir() {
   if (const char* env = std::getenv("MTX_DATA_DIR"); env && *env) return env;
   return fs::path(MTX_SOURCE_DIR) / "data" / "multi30k";

@@ -37,6 +37,11 @@ bool have_multi30k();
 // comma-separated Python import list, e.g. "numpy, safetensors"); "" when it is missing or lacks one.
 std::string venv_python(const std::string& modules);
 
+// Where tests keep what is slow to make and is keyed by its recipe (models an oracle trains): env MTX_TEST_CACHE,
+// else $XDG_CACHE_HOME/mtx or ~/.cache/mtx, beside pip's cache, so that a fresh clone finds what an earlier one
+// made; <source>/data/cache when there is no home. Returns <that>/<name>.
+std::filesystem::path cache_dir(const std::string& name);
+
 // Runs the mtx binary under test with `args` (which may go on with more shell) and optional leading
 // environment assignments; captures stdout and stderr together.
 // Whether this build runs under AddressSanitizer (scripts/sanitize.sh's build).
