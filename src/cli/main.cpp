@@ -24,6 +24,9 @@ std::string int8_detail() {
 }
 
 std::string version_text() {
+  // The int8 kernel's settings first (a bad MTX_INT8_ACTIVATION_BITS is the one line said), then the threads, which
+  // may warn about the BLAS.
+  const std::string int8 = int8_detail();
   mtx::set_threads(0);
   const mtx::RuntimeInfo r = mtx::runtime_info();
   std::string s = "mtx " + r.mtx_version + "\n";
@@ -34,8 +37,8 @@ std::string version_text() {
        (mtx::model::fp32::PackedLinear::available()
             ? std::string("mtx's ") + mtx::model::fp32::PackedLinear::kernel() + " kernel (packed weights)"
             : std::string("the BLAS")) +
-       ", int8 on " + (mtx::model::int8::engine().empty() ? "nothing (no engine)" : mtx::model::int8::engine()) +
-       int8_detail() + "\n";
+       ", int8 on " + (mtx::model::int8::engine().empty() ? "nothing (no engine)" : mtx::model::int8::engine()) + int8 +
+       "\n";
   s += std::string("CPU ISA: ") + mtx::cpu::name(mtx::cpu::isa()) +
        (mtx::cpu::capped()
             ? std::string(" (capped by MTX_CPU_ISA; detected ") + mtx::cpu::name(mtx::cpu::detected()) + ")"
