@@ -1015,24 +1015,33 @@ TEST(BeamSearch, ASuppressedSequenceIsNeverGeneratedAloneOrInAnyBatch) {
 namespace {
 
 // A fake model whose attention over 3 source positions at its t-th step is weights(t): by default all on position
-// t (the last from the third step on), the word it translates.
+// t (the last from the third step on), the word it translates. With several sentences, sentence s's rows score
+// table(s, history) and attend by weights(s, t); a sentence searched again (SearchInput::rejoin, join) gets a
+// fresh row in the next reorder.
 class AttendingStep final : public StepFunction {
  public:
   using Weights = std::function<std::vector<float>(size_t)>;
-  explicit AttendingStep(Table table, Weights weights = {})
-      : table_(std::move(table)), weights_(std::move(weights)), rows_(1) {}
+  using SentenceWeights = std::function<std::vector<float>(int64_t, size_t)>;
+  explicit AttendingStep(Table table, Weights weights = {}) : table_(std::move(table)), rows_(1) {
+    if (weights) weights_ = [weights](int64_t, size_t t) { return weights(t); };
+  }
+  AttendingStep(Table table, SentenceWeights weights, int64_t sentences)
+      : table_(std::move(table)), weights_(std::move(weights)) {
+    for (int64_t s = 0; s < sentences; ++s) rows_.push_back({s, {}});
+  }
   torch::Tensor step(const torch::Tensor& tokens) override {
     torch::Tensor out = torch::empty({int64_t(rows_.size()), kVocab});
     attention_ = torch::zeros({int64_t(rows_.size()), 3});
     for (size_t r = 0; r < rows_.size(); ++r) {
+      auto& [sentence, history] = rows_[r];
       const auto tok = int32_t(tokens[int64_t(r)].item<int64_t>());
-      if (tok != kBos || !rows_[r].empty()) rows_[r].push_back(tok);
-      const std::vector<double> p = table_(0, rows_[r]);
+      if (tok != kBos || !history.empty()) history.push_back(tok);
+      const std::vector<double> p = table_(sentence, history);
       for (int64_t v = 0; v < kVocab; ++v) out[int64_t(r)][v] = float(std::log(p[size_t(v)]));
-      const size_t t = rows_[r].size();
+      const size_t t = history.size();
       std::vector<float> w = {0, 0, 0};
       if (weights_) {
-        w = weights_(t);
+        w = weights_(sentence, t);
       } else {
         w[std::min<size_t>(t, 2)] = 1;
       }
@@ -1041,16 +1050,28 @@ class AttendingStep final : public StepFunction {
     return out;
   }
   void reorder(const torch::Tensor& indices, bool) override {
-    std::vector<std::vector<int32_t>> next;
-    for (int64_t i = 0; i < indices.size(0); ++i) next.push_back(rows_[size_t(indices[i].item<int64_t>())]);
+    std::vector<std::pair<int64_t, std::vector<int32_t>>> next;
+    for (int64_t i = 0; i < indices.size(0); ++i) {
+      const auto row = size_t(indices[i].item<int64_t>());
+      next.push_back(row < rows_.size() ? rows_[row]
+                                        : std::make_pair(joining_.at(row - rows_.size()), std::vector<int32_t>{}));
+    }
     rows_ = std::move(next);
+    joining_.clear();
   }
   torch::Tensor attention() override { return attention_; }
+  // Sentence s joins again (SearchInput::rejoin).
+  void join(int64_t s) {
+    joining_.push_back(s);
+    joined.push_back(s);
+  }
+  std::vector<int64_t> joined;  // every join, in order
 
  private:
   Table table_;
-  Weights weights_;
-  std::vector<std::vector<int32_t>> rows_;
+  SentenceWeights weights_;
+  std::vector<std::pair<int64_t, std::vector<int32_t>>> rows_;
+  std::vector<int64_t> joining_;
   torch::Tensor attention_;
 };
 
@@ -1221,8 +1242,106 @@ TEST(BeamSearch, ATiedTermReadsTheAttentionOverTheSourcesWordsOnly) {
   }
 }
 
+// Given SearchInput::rejoin, a sentence whose terms are all tied is searched first as the model writes it: each
+// term is shown where the model writes its own word for the term's span, nothing is forced, and the search is the
+// model's own. Only a sentence where no hypothesis then holds its term is searched again (joins again), with the
+// term forced, as it would be without rejoin. Sentence 0 attends to "Hund" as it writes "dog": "A puppy runs" at
+// once. Sentence 1 never attends to its span: searched again, forced. Each the same alone as in the batch.
+// 4 is "A", 5 "dog", 8 "puppy", 6 "runs", 7 "small".
+// Where the model writes a second word while it still attends to the term's source words, the word the term took
+// the place of came before the model's word for them: it is shown before the term, and that second word is fed and
+// not shown ("ein kleines Kind" -> "a little youngster", not "a youngster"). 4 is "A", 7 "little", 5 "child",
+// 8 "youngster", 6 "plays"; the model attends to "Kind" (position 1) as it writes "little" and "child".
+TEST(BeamSearch, TheWordBeforeTheModelsWordForATiedTermIsShownBeforeTheTerm) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{7, 0.8}, {8, 0.01}});
+    if (h.back() == 7) return dist({{5, 0.8}});
+    if (h.back() == 5) return dist({{6, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  const AttendingStep::Weights on_kind = [](size_t t) {
+    std::vector<float> w = {0, 0, 0};
+    w[t == 0 ? 0 : t <= 2 ? 1 : 2] = 1;
+    return w;
+  };
+  for (const int beam : {1, 4}) {
+    SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    tied.starts_word.assign(size_t(kVocab), 0);
+    for (const int32_t t : {4, 5, 6, 7, 8}) tied.starts_word[size_t(t)] = 1;
+    AttendingStep fn(model, on_kind);
+    SearchOptions o = opts(beam);
+    o.return_attention = true;
+    const Hypothesis h = beam_search(fn, o, tied)[0][0];
+    EXPECT_EQ(h.tokens, (std::vector<int32_t>{4, 7, 8, 6})) << "beam " << beam;
+    EXPECT_EQ(h.attention.size(), h.tokens.size()) << "beam " << beam;
+  }
+}
+
+TEST(BeamSearch, ATiedTermIsSearchedAsTheModelWritesItThenForcedWhereNoHypothesisHoldsIt) {
+  const Table model = fed_own_word;
+  const AttendingStep::SentenceWeights weights = [](int64_t s, size_t t) {
+    std::vector<float> w = {0, 0, 0};
+    w[s == 1 ? 0 : std::min<size_t>(t, 2)] = 1;
+    return w;
+  };
+  const SearchSentence tied{10, {}, 0, {{8}}, {}, {{1, 2}}};
+  for (const int beam : {1, 4}) {
+    AttendingStep forced(model, weights, 2);  // no rejoin: forced from the start
+    const auto expected = beam_search(forced, opts(beam), input_of({tied, tied}));
+    AttendingStep fn(model, weights, 2);
+    SearchInput in = input_of({tied, tied});
+    in.rejoin = [&](int64_t s) { fn.join(s); };
+    const auto out = beam_search(fn, opts(beam), in);
+    EXPECT_EQ(fn.joined, std::vector<int64_t>{1}) << "only the sentence without its term is searched again";
+    EXPECT_EQ(out[0][0].tokens, (std::vector<int32_t>{4, 8, 6})) << "beam " << beam;
+    const auto p = [&](const std::vector<int32_t>& prefix, int32_t t) { return std::log(model(0, prefix)[size_t(t)]); };
+    EXPECT_NEAR(out[0][0].log_prob, p({}, 4) + p({4}, 5) + p({4, 5}, 6) + p({4, 5, 6}, kEos), 1e-5)
+        << "the model's own search, beam " << beam;
+    ASSERT_EQ(out[1].size(), expected[1].size());
+    EXPECT_EQ(out[1][0].tokens, expected[1][0].tokens) << "searched again as forced, beam " << beam;
+    EXPECT_NE(std::find(out[1][0].tokens.begin(), out[1][0].tokens.end(), 8), out[1][0].tokens.end());
+    for (int64_t s = 0; s < 2; ++s) {
+      AttendingStep alone(
+          model, [&](int64_t, size_t t) { return weights(s, t); }, 1);
+      SearchInput one = input_of({tied});
+      one.rejoin = [&](int64_t) { alone.join(0); };
+      EXPECT_EQ(beam_search(alone, opts(beam), one)[0][0].tokens, out[size_t(s)][0].tokens)
+          << "sentence " << s << " alone, beam " << beam;
+    }
+  }
+}
+
 // A span that never holds the focus but holds at least 30% of the attention is where its term may start: "A puppy
 // runs", not "A dog runs" with the term forced in near the length limit. 4 is "A", 5 "dog", 8 "puppy", 6 "runs".
+// Where the model's word for a term's source words never held the focus, the first search ends without the term;
+// the word the span held the most attention for is the model's own word for it, and the search again puts the term
+// in that word's place ("Ein am Strand geparktes Auto" -> "A automobile parked", not "A car parked automobile").
+// 4 is "A", 5 "car", 8 "automobile", 6 "parked"; "Auto" is position 2, which holds 25% of the attention as the
+// model writes "car" (the focus is elsewhere) and none after.
+TEST(BeamSearch, ATiedTermTakesThePlaceOfTheWordItsSpanHeldTheMostAttentionFor) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.0001}});
+    if (h.back() == 5 || h.back() == 8) return dist({{6, 0.8}});
+    return dist({{kEos, 0.8}, {8, 0.1}});
+  };
+  const AttendingStep::SentenceWeights spread = [](int64_t, size_t t) {
+    if (t == 0) return std::vector<float>{1, 0, 0};
+    return t == 1 ? std::vector<float>{0.55f, 0.2f, 0.25f} : std::vector<float>{0, 1, 0};
+  };
+  const SearchSentence tied{10, {}, 0, {{8}}, {}, {{2, 3}}};
+  for (const int beam : {1, 4}) {
+    AttendingStep fn(model, spread, 1);
+    SearchInput in = input_of({tied});
+    in.starts_word.assign(size_t(kVocab), 0);
+    for (const int32_t t : {4, 5, 6, 8}) in.starts_word[size_t(t)] = 1;
+    in.rejoin = [&](int64_t s) { fn.join(s); };
+    EXPECT_EQ(beam_search(fn, opts(beam), in)[0][0].tokens, (std::vector<int32_t>{4, 8, 6})) << "beam " << beam;
+    EXPECT_EQ(fn.joined, std::vector<int64_t>{0}) << "searched twice, beam " << beam;
+  }
+}
+
 TEST(BeamSearch, ATiedTermStartsWhereItsSpanHoldsPartOfTheAttention) {
   const Table model = [](int64_t, const std::vector<int32_t>& h) {
     if (h.empty()) return dist({{4, 0.9}});

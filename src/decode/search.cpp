@@ -70,6 +70,8 @@ void SearchRun::add_sentence(const SearchSentence& s, int64_t start) {
   }
   if (!tied) n.spans.clear();
   any_tied_ = any_tied_ || tied;
+  n.unforced = tied && input_.rejoin && !sampling_ &&
+               std::all_of(n.spans.begin(), n.spans.end(), [](const auto& span) { return span.first >= 0; });
   if (!n.constraints.empty() && sampling_) {
     throw ConfigError("constraints need beam or greedy search, not sampling (decode.sampling_topk 1)");
   }
@@ -102,14 +104,34 @@ void SearchRun::conclude(int64_t s) {
   const Phrases& phrases = sentences_[size_t(s)].constraints;
   if (!phrases.empty()) {
     // Hypotheses forced to end at the limit without their phrases come after every one that holds them.
-    std::stable_partition(done.begin(), done.end(), [&](const Hypothesis& h) {
+    const auto holding = std::stable_partition(done.begin(), done.end(), [&](const Hypothesis& h) {
       ConstraintState c = start_state(phrases);
       for (const int32_t t : h.tokens) c = advance(c, phrases, t);
       return c.all_met();
     });
+    if (sentences_[size_t(s)].unforced) {  // those that hold them, else a forced search
+      if (holding == done.begin()) {
+        retry(s);
+        return;
+      }
+      done.erase(holding, done.end());
+    }
   }
   if (int64_t(done.size()) > options_.nbest) done.resize(size_t(options_.nbest));
   if (input_.on_done) input_.on_done(s, done);
+}
+
+void SearchRun::retry(int64_t s) {
+  Sentence& sentence = sentences_[size_t(s)];
+  // Once more unforced with the model's own words for the spans where the first search found them, else forced.
+  const bool own = sentence.own_words.empty() && size_t(s) < own_words_.size() &&
+                   std::any_of(own_words_[size_t(s)].second.begin(), own_words_[size_t(s)].second.end(),
+                               [](int32_t t) { return t >= 0; });
+  if (own) sentence.own_words = own_words_[size_t(s)].second;
+  sentence.unforced = own;
+  sentence.beam_left = k_;
+  finished_[size_t(s)].clear();
+  retry_.push_back(s);
 }
 
 Row SearchRun::fresh_row(int64_t s, float score) const {
@@ -127,6 +149,7 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
   next.score = score;
   next.history = row.history;
   next.displaced = row.displaced;
+  next.peaks = row.peaks;
   const Phrases& phrases = sentences_[size_t(s)].constraints;
   const ConstraintStep* c = constraint_step_.get();
   const bool displacing = c && !c->displaced.empty() && c->displaced[size_t(r)] >= 0 &&
@@ -146,17 +169,21 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
     next.constraints.sealed = false;  // the model may finish its word: those pieces are not shown
     next.constraints.just_met = -1;
     next.shadow = int32_t(placed);
+    next.fed = {next.token};
     shown = int64_t(phrases[size_t(placed)].size());
-  } else if (row.shadow >= 0 &&
-             ((size_t(token) < glue.size() && glue[size_t(token)]) || (c && c->attends(r, row.shadow)))) {
-    // The rest of the model's word, or a word the model writes while it still attends to the term's source
-    // words ("young" "boys" for "Jungen"): fed, not shown.
-    next.constraints = row.constraints;
-    next.shadow = row.shadow;
-    shown = 0;
+  } else if (row.shadow >= 0 && c &&
+             ((size_t(token) < glue.size() && glue[size_t(token)]) || c->attends(r, row.shadow))) {
+    shown = under_shadow(row, s, token, *c, r, next);
   } else {
     next.history.push_back(token);
     next.constraints = advance(row.constraints, phrases, token);
+    if (sentences_[size_t(s)].unforced && c && c->attention.defined() && starts_word(token)) {
+      next.peaks.resize(phrases.size(), {0.f, -1});  // where each span's attention peaks (Row::peaks)
+      for (size_t i = 0; i < phrases.size(); ++i) {
+        const float share = c->share(r, int64_t(i));
+        if (share > next.peaks[i].first) next.peaks[i] = {share, int32_t(next.history.size()) - 1};
+      }
+    }
   }
   if (displacing) next.displaced.push_back(c->displaced[size_t(r)]);  // a tied phrase took the model's token's place
   next.attention = row.attention;
@@ -170,7 +197,36 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
   return next;
 }
 
-Hypothesis SearchRun::ended(const Row& row, float score, bool eos) const {
+bool SearchRun::starts_word(int32_t token) const {
+  const auto& starts = input_.starts_word;
+  return starts.empty() || (size_t(token) < starts.size() && starts[size_t(token)]);
+}
+
+// The rest of the model's word, or a word the model writes while it still attends to the term's source words: fed,
+// not shown. That second word is the model's word for them, and the word the term took the place of came before it
+// ("a" "child", "young" "boys" for "Jungen"): that one is shown before the term, once.
+int64_t SearchRun::under_shadow(const Row& row, int64_t s, int32_t token, const ConstraintStep& c, int64_t r,
+                                Row& next) const {
+  next.constraints = row.constraints;
+  next.shadow = row.shadow;
+  next.revealed = row.revealed;
+  if (row.revealed) return 0;
+  const auto& glue = input_.continues_word;
+  if (size_t(token) < glue.size() && glue[size_t(token)]) {
+    next.fed = row.fed;
+    next.fed.push_back(token);
+    return 0;
+  }
+  next.revealed = true;  // decided at the model's next word
+  if (!starts_word(token) || row.fed.empty() || c.share(r, row.shadow) < ConstraintStep::kFirmAttention) return 0;
+  const auto term = int64_t(sentences_[size_t(s)].constraints[size_t(row.shadow)].size());
+  next.history.insert(next.history.end() - term, row.fed.begin(), row.fed.end());
+  const auto ban = std::find(next.displaced.rbegin(), next.displaced.rend(), row.fed.front());
+  if (ban != next.displaced.rend()) next.displaced.erase(std::next(ban).base());
+  return int64_t(row.fed.size());
+}
+
+Hypothesis SearchRun::ended(const Row& row, int64_t s, float score, bool eos) {
   Hypothesis h;
   h.tokens = row.history;
   const auto length = int64_t(row.history.size()) + (eos ? 1 : 0);
@@ -178,7 +234,21 @@ Hypothesis SearchRun::ended(const Row& row, float score, bool eos) const {
   h.log_prob = raw_ ? kNoScore : double(score);
   for (const Row::Attended* a = row.attention.get(); a; a = a->before.get()) h.attention.push_back(a->weights);
   std::reverse(h.attention.begin(), h.attention.end());
+  if (sentences_[size_t(s)].unforced && !row.constraints.all_met()) note_own_words(row, s, raw_ ? 0 : h.score);
   return h;
+}
+
+void SearchRun::note_own_words(const Row& row, int64_t s, double score) {
+  if (own_words_.size() <= size_t(s)) own_words_.resize(size_t(s) + 1, {-std::numeric_limits<double>::infinity(), {}});
+  auto& [best, words] = own_words_[size_t(s)];
+  if (!words.empty() && score <= best) return;
+  best = score;
+  words.assign(sentences_[size_t(s)].constraints.size(), -1);
+  for (size_t i = 0; i < row.peaks.size() && i < words.size(); ++i) {
+    // The first step's attention does not tell the word it writes (as for CandidatePicker::displace).
+    if (row.peaks[i].second == 0 && sentences_[size_t(s)].spans[i].first > 0) continue;
+    if (!row.constraints.met[i] && row.peaks[i].second >= 0) words[i] = row.history[size_t(row.peaks[i].second)];
+  }
 }
 
 // Sentences given up on leave the state before a step (from the second on: the first has no rows of its own to
@@ -314,23 +384,33 @@ Scored SearchRun::score_step(CandidatePicker& picker) {
 // follows the next rows. False: no sentence is left.
 bool SearchRun::admit(int64_t t, int64_t scored_rows, Next& next) {
   std::vector<int64_t> next_widths(next.active.size(), k_);
-  const std::vector<SearchSentence> joined =
-      input_.admit ? input_.admit(int64_t(next.active.size())) : std::vector<SearchSentence>{};
-  for (size_t i = 0; i < joined.size(); ++i) {
-    add_sentence(joined[i], t + 1);
-    const auto s = int64_t(sentences_.size()) - 1;
+  int64_t joining = 0;  // sentences whose source the step function appended to its state, in order
+  const auto start = [&](int64_t s) {
     next.active.push_back(s);
     const int64_t w = tensor_path_ ? k_ : 1;
     next_widths.push_back(w);
     for (int64_t j = 0; j < w; ++j) {
-      next.keep_rows.push_back(scored_rows + int64_t(i));
+      next.keep_rows.push_back(scored_rows + joining);
       next.rows.push_back(fresh_row(s, j == 0 || sampling_ ? 0.0f : kNegInf));
     }
+    ++joining;
+  };
+  for (const int64_t s : retry_) {  // searched again, forced, as sentences that join are
+    input_.rejoin(s);
+    sentences_[size_t(s)].start = t + 1;
+    start(s);
+  }
+  retry_.clear();
+  const std::vector<SearchSentence> joined =
+      input_.admit ? input_.admit(int64_t(next.active.size())) : std::vector<SearchSentence>{};
+  for (const SearchSentence& sentence : joined) {
+    add_sentence(sentence, t + 1);
+    start(int64_t(sentences_.size()) - 1);
   }
   if (next.active.empty()) return false;
   const bool all_k = std::all_of(live_.widths.begin(), live_.widths.end(), [this](int64_t w) { return w == k_; });
   fn_.reorder(torch::tensor(next.keep_rows, torch::kLong),
-              joined.empty() && next.active.size() == live_.active.size() && all_k);
+              joining == 0 && next.active.size() == live_.active.size() && all_k);
   live_.widths = std::move(next_widths);
   live_.active = std::move(next.active);
   live_.rows = std::move(next.rows);

@@ -153,27 +153,43 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
     if (t >= 0 && t < vocab) row[t] = kNegInf;
   }
   const ConstraintStep::TermHere here = c.term_at(r);
-  const int64_t term = here.phrase;
+  int64_t term = here.phrase;
   auto& wants = c.wants[size_t(r)];
   int32_t first = -1;
-  if (term >= 0) {  // the phrase may start here
-    first = steer_->sentences[size_t(sentence_of_[size_t(r)])]->constraints[size_t(term)].front();
-    if (std::find(wants.begin(), wants.end(), first) == wants.end()) wants.push_back(first);
+  const Sentence& sentence = *steer_->sentences[size_t(sentence_of_[size_t(r)])];
+  if (term >= 0) {  // the phrase may start here (unforced: where the model writes it, or in its word's place)
+    first = sentence.constraints[size_t(term)].front();
+    if (!sentence.unforced && std::find(wants.begin(), wants.end(), first) == wants.end()) wants.push_back(first);
   }
   if (!c.held_first.empty()) {  // the tied phrases that may not start here (Hasler et al. 2018)
     for (const int32_t t : c.held_first[size_t(r)]) {
-      if (t >= 0 && t < vocab && std::find(wants.begin(), wants.end(), t) == wants.end()) row[t] = kNegInf;
+      if (t >= 0 && t < vocab && t != first && std::find(wants.begin(), wants.end(), t) == wants.end())
+        row[t] = kNegInf;
     }
   }
   // The first step's attention does not tell the word it writes: there the phrase takes the model's first word's
   // place only where it translates the line's first word, else it only may start.
-  const bool first_word = hyp.history.empty() && term >= 0 &&
-                          steer_->sentences[size_t(sentence_of_[size_t(r)])]->spans[size_t(term)].first == 0;
-  const bool in_place = (here.firm && !hyp.history.empty()) || first_word;
-  const bool behind = !in_place && c.term_behind(r) >= 0;
-  if (!in_place && !behind) return;
+  const bool first_word = hyp.history.empty() && term >= 0 && sentence.spans[size_t(term)].first == 0;
+  bool in_place = (here.firm && !hyp.history.empty()) || first_word;
   Entry best[kHeldExtra + 1];
   loops.top(row, vocab, kHeldExtra + 1, best);
+  // Searched again with the model's own words for the spans (Sentence::own_words): a phrase takes the place of its
+  // own word wherever the model writes it.
+  if (!in_place && !sentence.own_words.empty() && hyp.constraints.progress.empty()) {
+    const Entry* top = std::find_if(best, best + kHeldExtra + 1, [&](const Entry& e) {
+      return e.index < 0 ||
+             (e.index != rules_.eos && e.index != rules_.bos && e.index != rules_.pad && e.index != rules_.unk);
+    });
+    for (size_t i = 0; top != best + kHeldExtra + 1 && top->index >= 0 && i < sentence.own_words.size(); ++i) {
+      if (hyp.constraints.met[i] || sentence.own_words[i] != top->index) continue;
+      term = int64_t(i);
+      first = sentence.constraints[i].front();
+      in_place = true;
+      break;
+    }
+  }
+  const bool behind = !in_place && c.term_behind(r) >= 0;
+  if (!in_place && !behind) return;
   for (const Entry& e : best) {
     const int64_t t = e.index;
     if (t < 0 || e.value == kNegInf || (in_place && t == first)) return;  // the model's own choice is the phrase

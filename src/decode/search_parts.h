@@ -62,6 +62,12 @@ struct Sentence {
   // Per constraint: the source positions [begin, end) it translates ({-1, -1}: untied); empty: none tied.
   std::vector<std::pair<int64_t, int64_t>> spans;
   int64_t source_words = -1;  // SearchSentence::source_words
+  // Searched as the model writes it (SearchInput::rejoin): its tied phrases take the model's word's place where it
+  // writes one for their span, and nothing forces them (no EOS ban, no wanted tokens, no banks).
+  bool unforced = false;
+  // Searched again, unforced (SearchRun::retry): per tied phrase, the first piece of the word its span held the most
+  // attention for in the first search's best hypothesis (-1: none), which the phrase takes the place of.
+  std::vector<int32_t> own_words;
 };
 
 // One row of the search state: a beam's hypothesis under way (or a sample's), moved as a whole whenever the rows
@@ -77,6 +83,13 @@ struct Row {
   // that continue it) or other words for the phrase's span (its attention's focus there), they are fed and not
   // shown (SearchRun::continued).
   int32_t shadow = -1;
+  // Under `shadow`: the model's tokens fed and not shown since the phrase took their place (its word and the pieces
+  // that finish it), until the model writes a second word for the phrase's span (`revealed`).
+  std::vector<int32_t> fed;
+  bool revealed = false;
+  // Unforced (Sentence::unforced): per tied phrase, the largest share of the attention its span held as a shown
+  // word started, and that word's place in `history` (-1: none).
+  std::vector<std::pair<float, int32_t>> peaks;
   // return_attention: its last token's cross-attention, linked to the row it continued (no copy of the rest).
   struct Attended {
     std::vector<float> weights;
@@ -145,6 +158,8 @@ struct ConstraintStep {
   static constexpr float kNearAttention = 0.3f, kFirmAttention = 0.4f;
   // Row r's attention focus lies in the span of its sentence's tied phrase `phrase`.
   bool attends(int64_t r, int64_t phrase) const;
+  // Row r's share of its attention (over its source's words) on the span of tied phrase `phrase`.
+  float share(int64_t r, int64_t phrase) const;
   // Row r's tied phrase that its last token completed while the row still attends to its span (-1: none).
   int64_t term_behind(int64_t r) const;
 
@@ -282,8 +297,10 @@ class SearchRun {
   void conclude(int64_t s);
   // Row `row` of sentence s continued by `token` (row r of the step; its attention kept when asked for).
   Row continued(const Row& row, int64_t s, int32_t token, float score, const torch::Tensor& attention, int64_t r) const;
-  // A hypothesis ending `row`: with EOS at `score`, or (eos false) `row` as it is, cut at its length limit.
-  Hypothesis ended(const Row& row, float score, bool eos = true) const;
+  // A hypothesis of sentence s ending `row`: with EOS at `score`, or (eos false) `row` as it is, cut at its length
+  // limit. Searched unforced, each tied phrase it lacks takes the place of the word its span held the most
+  // attention for (Row::peaks).
+  Hypothesis ended(const Row& row, int64_t s, float score, bool eos = true);
   // max_length_factor: at its length limit a sentence's open hypotheses end without EOS (Marian's), rather than
   // being forced to end with it.
   bool cut_at_limit() const { return options_.max_length_factor > 0; }
@@ -293,6 +310,16 @@ class SearchRun {
 
  private:
   void add_sentence(const SearchSentence& s, int64_t start);
+  bool starts_word(int32_t token) const;  // SearchInput::starts_word (empty: every token)
+  // Row `row` under its shadow (Row::shadow) continued by `token`, into `next`: the tokens it shows.
+  int64_t under_shadow(const Row& row, int64_t s, int32_t token, const ConstraintStep& c, int64_t r, Row& next) const;
+  // Unforced: the words row's tied phrases' spans held the most attention for, as sentence s's own words for them
+  // when its hypothesis is the best so far that lacks a phrase.
+  void note_own_words(const Row& row, int64_t s, double score);
+  std::vector<std::pair<double, std::vector<int32_t>>> own_words_;  // per sentence: (score, own words)
+  // Sentence s, searched unforced, ended with no hypothesis holding its phrases: searched again, forced, from the
+  // next step (admit).
+  void retry(int64_t s);
   Row fresh_row(int64_t s, float score) const;
   bool drop_abandoned();
   void make_rules(int64_t t);
@@ -316,9 +343,10 @@ class SearchRun {
   Steering steer_;
   std::unique_ptr<ConstraintStep> constraint_step_;
   SamplingStep sampling_step_;
-  int64_t t_ = 0;              // the step under way
-  bool tensor_path_ = false;   // the last step chose on the tensor path
-  bool no_attention_ = false;  // the step function gave no attention: tied phrases act untied
+  std::vector<int64_t> retry_;  // sentences to search again, forced, from the next step (retried)
+  int64_t t_ = 0;               // the step under way
+  bool tensor_path_ = false;    // the last step chose on the tensor path
+  bool no_attention_ = false;   // the step function gave no attention: tied phrases act untied
 };
 
 }  // namespace mtx::decode::search_parts

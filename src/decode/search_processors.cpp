@@ -167,7 +167,7 @@ ConstraintStep::ConstraintStep(const Live& live, const std::vector<Sentence>& se
     const Sentence& sentence = sentences[size_t(live.active[size_t(live.sentence_of_row(r))])];
     const Row& row = live.rows[size_t(r)];
     const ConstraintState& c = row.constraints;
-    eos_banned[size_t(r)] = c.all_met() ? 0 : 1;
+    eos_banned[size_t(r)] = c.all_met() || sentence.unforced ? 0 : 1;
     if (!sealed.empty()) sealed[size_t(r)] = c.sealed ? 1 : 0;
     // A tied phrase starts where the row attends to its span (term_at), or where it would no longer fit after.
     held.assign(sentence.constraints.size(), 0);
@@ -175,7 +175,7 @@ ConstraintStep::ConstraintStep(const Live& live, const std::vector<Sentence>& se
       const auto room = sentence.limit - int64_t(row.history.size()) - 1;
       held[i] = !c.met[i] && sentence.spans[i].first >= 0 && int64_t(sentence.constraints[i].size()) < room ? 1 : 0;
     }
-    advancing_tokens(c, sentence.constraints, wants[size_t(r)], held);
+    if (!sentence.unforced) advancing_tokens(c, sentence.constraints, wants[size_t(r)], held);
     if (std::find(held.begin(), held.end(), 1) == held.end()) continue;
     if (held_first.empty()) held_first.resize(size_t(rows));
     for (size_t i = 0; i < held.size(); ++i) {
@@ -220,6 +220,14 @@ bool ConstraintStep::attends(int64_t r, int64_t phrase) const {
   const auto& spans = sentence_of(r).spans;
   return attention.defined() && phrase >= 0 && size_t(phrase) < spans.size() &&
          holds(spans[size_t(phrase)], focus_of(r));
+}
+
+float ConstraintStep::share(int64_t r, int64_t phrase) const {
+  const auto& [begin, end] = sentence_of(r).spans[size_t(phrase)];
+  const float* a = attention_of(r);
+  float mass = 0;
+  for (int64_t p = std::max<int64_t>(begin, 0); p < std::min(end, positions()); ++p) mass += a[p];
+  return mass;
 }
 
 const Sentence& ConstraintStep::sentence_of(int64_t r) const {

@@ -77,7 +77,9 @@ class BeamSearch : public Strategy {
       const int64_t s = live.active[size_t(a)];
       cands.clear();
       for (int64_t c = 0; c < 2 * run.k() && sc[a][c] != kNegInf; ++c) cands.push_back({sc[a][c], ix[a][c]});
-      if (!run.sentence(s).constraints.empty()) constrained_order(run, a, s, scored.picker, prior, scored.vocab, cands);
+      const Sentence& sentence = run.sentence(s);
+      if (!sentence.constraints.empty() && !sentence.unforced)
+        constrained_order(run, a, s, scored.picker, prior, scored.vocab, cands);
       const std::vector<int64_t> chosen = sentence_step(run, a, s, cands, scored.vocab);
       if (chosen.empty()) continue;
       if (run.cut_at_limit() && run.at_limit(s)) {  // the hypotheses still open end here, without EOS
@@ -86,7 +88,7 @@ class BeamSearch : public Strategy {
           const int64_t r = live.row_start[size_t(a)] + e.index / scored.vocab;
           const Row row =
               run.continued(live.rows[size_t(r)], s, int32_t(e.index % scored.vocab), e.value, scored.attention, r);
-          run.finished(s).push_back(run.ended(row, e.value, /*eos=*/false));
+          run.finished(s).push_back(run.ended(row, s, e.value, /*eos=*/false));
         }
         run.conclude(s);
         continue;
@@ -118,7 +120,7 @@ class BeamSearch : public Strategy {
       const int64_t beam = cands[size_t(c)].index / vocab, token = cands[size_t(c)].index % vocab;
       if (token == run.eos()) {
         // Like fairseq: an EOS counts only among the k best candidates.
-        if (c < k) done.push_back(run.ended(run.live().rows[size_t(run.live().row_start[size_t(a)] + beam)], score));
+        if (c < k) done.push_back(run.ended(run.live().rows[size_t(run.live().row_start[size_t(a)] + beam)], s, score));
       } else {
         chosen.push_back(c);
       }
@@ -170,7 +172,7 @@ class ShrinkingBeam : public BeamSearch {
       const int64_t beam = cands[size_t(c)].index / vocab, token = cands[size_t(c)].index % vocab;
       if (token == run.eos()) {
         done.push_back(
-            run.ended(run.live().rows[size_t(run.live().row_start[size_t(a)] + beam)], cands[size_t(c)].value));
+            run.ended(run.live().rows[size_t(run.live().row_start[size_t(a)] + beam)], s, cands[size_t(c)].value));
       } else {
         chosen.push_back(c);
       }
@@ -194,7 +196,7 @@ class GreedySearch : public BeamSearch {
       if (cands[size_t(c)].index % vocab != run.eos()) {
         live = c;
       } else if (c == 0) {
-        done.push_back(run.ended(run.live().rows[size_t(run.live().row_start[size_t(a)])], cands[0].value));
+        done.push_back(run.ended(run.live().rows[size_t(run.live().row_start[size_t(a)])], s, cands[0].value));
       }
     }
     if (live < 0 || ends(run, s, cands, {live})) {
@@ -231,7 +233,7 @@ class Sampling : public Strategy {
         }
         if (row.live) {  // sample j's slot: the samples are returned in draw order, whichever ends first
           if (int64_t(done.size()) < k) done.resize(size_t(k));
-          done[size_t(j)] = run.ended(row, row.score + e.value);
+          done[size_t(j)] = run.ended(row, s, row.score + e.value);
         }
         Row dead;
         dead.token = run.eos();

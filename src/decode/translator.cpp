@@ -186,18 +186,25 @@ uint64_t Translator::seed_of(const std::vector<int32_t>& source, const std::vect
 const std::vector<uint8_t>& Translator::continues_word() const {
   std::call_once(word_pieces_->once, [this] {
     const auto& side = tokenizer_.tgt();
-    if (side.kind() == "basic_english") return;  // whole words only
-    std::vector<uint8_t>& out = word_pieces_->continues;
-    out.assign(size_t(side.vocab_size()), 0);
+    const bool whole_words = side.kind() == "basic_english";  // no piece continues a word
+    if (!whole_words) word_pieces_->continues.assign(size_t(side.vocab_size()), 0);
+    word_pieces_->starts.assign(size_t(side.vocab_size()), 0);
     const std::string boundary = "\xe2\x96\x81";  // U+2581, sentencepiece's word boundary
     for (int32_t id = 0; id < side.vocab_size(); ++id) {
-      const std::string p = side.piece(id);
-      if (p.empty() || p.rfind(boundary, 0) == 0) continue;
+      std::string p = side.piece(id);
+      const bool starts = whole_words || p.rfind(boundary, 0) == 0;
+      if (!whole_words && starts) p.erase(0, boundary.size());
       const std::u32string u = text::to_u32(p);
-      out[size_t(id)] = !u.empty() && (text::is_letter(u[0]) || text::is_number(u[0])) ? 1 : 0;
+      const bool alnum = !u.empty() && (text::is_letter(u[0]) || text::is_number(u[0]));
+      (starts ? word_pieces_->starts : word_pieces_->continues)[size_t(id)] = alnum ? 1 : 0;
     }
   });
   return word_pieces_->continues;
+}
+
+const std::vector<uint8_t>& Translator::starts_word() const {
+  continues_word();
+  return word_pieces_->starts;
 }
 
 bool Translator::complete_source(const std::vector<int32_t>& s) const {
@@ -269,8 +276,10 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
   };
   in.sentences = sentences(sources, controls, first.max_lengths);
   if (std::any_of(in.sentences.begin(), in.sentences.end(),
-                  [](const SearchSentence& s) { return !s.constraints.empty(); }))
+                  [](const SearchSentence& s) { return !s.constraints.empty(); })) {
     in.continues_word = continues_word();
+    in.starts_word = starts_word();
+  }
   // The step's attention: asked for, or read by phrases tied to source words (SearchSentence::spans).
   const bool keep_attention =
       options_.search.return_attention ||
@@ -286,19 +295,18 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     }
     step = std::make_unique<EnsembleStep>(std::move(members));
   }
-  // With return_attention: every sentence's source (the admitted ones too), to cut its hypotheses' attention down
-  // to its pieces.
+  // Every sentence's source (the admitted ones too): to search a sentence again (SearchInput::rejoin), and with
+  // return_attention to cut its hypotheses' attention down to its pieces.
   const bool attention = options_.search.return_attention;
   std::vector<std::vector<int32_t>> searched;
-  if (attention) {
-    for (const auto* src : sources) searched.push_back(*src);
-  }
+  for (const auto* src : sources) searched.push_back(*src);
+  in.rejoin = [&](int64_t s) { step->join(prepare({&searched[size_t(s)]}).src); };
   if (admit) {
     auto numbered = int64_t(sources.size());  // sentences so far, as on_done numbers them
     in.admit = [&, numbered](int64_t searching) mutable {
       const std::vector<std::vector<int32_t>> admitted = clip(admit(searching));
       if (admitted.empty()) return std::vector<SearchSentence>{};
-      if (attention) searched.insert(searched.end(), admitted.begin(), admitted.end());
+      searched.insert(searched.end(), admitted.begin(), admitted.end());
       std::vector<const std::vector<int32_t>*> view;
       for (const auto& s : admitted) view.push_back(&s);
       std::vector<TargetControls> admitted_controls;
@@ -311,7 +319,10 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
       step->join(joining.src);
       std::vector<SearchSentence> joined = sentences(view, controls_view, joining.max_lengths);
       for (const auto& s : joined) {
-        if (!s.constraints.empty() && in.continues_word.empty()) in.continues_word = continues_word();
+        if (!s.constraints.empty() && in.starts_word.empty()) {
+          in.continues_word = continues_word();
+          in.starts_word = starts_word();
+        }
       }
       return joined;
     };

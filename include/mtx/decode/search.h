@@ -172,9 +172,19 @@ struct SearchInput {
   // words ("dog" is never followed by "s"). The translator fills it from its tokenizer (`admit` may fill it before
   // it returns the first sentences with constraints: the search reads it at each step).
   std::vector<uint8_t> continues_word;
+  // Per target id (or empty: every token): 1 where the piece starts a word, a letter or digit first. A tied
+  // phrase shown in place of the model's word shows that word before it where the model's next word, one of
+  // these, still translates the phrase's source words ("a" "child" -> "a youngster"; SearchRun::continued).
+  std::vector<uint8_t> starts_word;
   SentenceDone on_done;
   Admit admit;
   Abandoned abandoned;
+  // Sentence s's source joins the step function's state again (one fresh row, as Admit's sentences do). Given, a
+  // sentence whose constraints are all tied to source spans is searched first as the model writes it, each term
+  // shown where the model writes its own word for the span (no constraint forced); only where no hypothesis then
+  // holds every term does it search again, at once, with the terms forced (dynamic beam allocation). Not given:
+  // forced from the start.
+  std::function<void(int64_t s)> rejoin;
 };
 
 // Searches for every sentence of the state. The strategy and the steps between the model's scores and the

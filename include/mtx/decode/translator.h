@@ -134,9 +134,12 @@ class Translator {
 
   // The target pieces that continue the word before them (SearchInput::continues_word), worked out once.
   const std::vector<uint8_t>& continues_word() const;
+  // The target pieces that start a word, a letter or digit first (SearchInput::starts_word), worked out with
+  // continues_word.
+  const std::vector<uint8_t>& starts_word() const;
   struct WordPieces {
     std::once_flag once;
-    std::vector<uint8_t> continues;
+    std::vector<uint8_t> continues, starts;
   };
   std::shared_ptr<WordPieces> word_pieces_ = std::make_shared<WordPieces>();
 
