@@ -169,7 +169,7 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
     next.constraints.sealed = false;  // the model may finish its word: those pieces are not shown
     next.constraints.just_met = -1;
     next.shadow = int32_t(placed);
-    next.fed = {next.token};
+    next.fed = {int32_t(next.token)};
     shown = int64_t(phrases[size_t(placed)].size());
   } else if (row.shadow >= 0 && c &&
              ((size_t(token) < glue.size() && glue[size_t(token)]) || c->attends(r, row.shadow))) {
