@@ -395,7 +395,7 @@ bool SearchRun::admit(int64_t t, int64_t scored_rows, Next& next) {
     }
     ++joining;
   };
-  for (const int64_t s : retry_) {  // searched again, forced, as sentences that join are
+  for (const int64_t s : retry_) {  // searched again (retry), as sentences that join are
     input_.rejoin(s);
     sentences_[size_t(s)].start = t + 1;
     start(s);

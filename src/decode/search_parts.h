@@ -298,8 +298,7 @@ class SearchRun {
   // Row `row` of sentence s continued by `token` (row r of the step; its attention kept when asked for).
   Row continued(const Row& row, int64_t s, int32_t token, float score, const torch::Tensor& attention, int64_t r) const;
   // A hypothesis of sentence s ending `row`: with EOS at `score`, or (eos false) `row` as it is, cut at its length
-  // limit. Searched unforced, each tied phrase it lacks takes the place of the word its span held the most
-  // attention for (Row::peaks).
+  // limit. Searched unforced and lacking a tied phrase, it may give the sentence its own words (note_own_words).
   Hypothesis ended(const Row& row, int64_t s, float score, bool eos = true);
   // max_length_factor: at its length limit a sentence's open hypotheses end without EOS (Marian's), rather than
   // being forced to end with it.
@@ -317,8 +316,8 @@ class SearchRun {
   // when its hypothesis is the best so far that lacks a phrase.
   void note_own_words(const Row& row, int64_t s, double score);
   std::vector<std::pair<double, std::vector<int32_t>>> own_words_;  // per sentence: (score, own words)
-  // Sentence s, searched unforced, ended with no hypothesis holding its phrases: searched again, forced, from the
-  // next step (admit).
+  // Sentence s, searched unforced, ended with no hypothesis holding its phrases: searched again from the next step
+  // (admit), unforced with its own words (Sentence::own_words) the first time they are known, else forced.
   void retry(int64_t s);
   Row fresh_row(int64_t s, float score) const;
   bool drop_abandoned();
@@ -343,7 +342,7 @@ class SearchRun {
   Steering steer_;
   std::unique_ptr<ConstraintStep> constraint_step_;
   SamplingStep sampling_step_;
-  std::vector<int64_t> retry_;  // sentences to search again, forced, from the next step (retried)
+  std::vector<int64_t> retry_;  // sentences to search again from the next step (retry)
   int64_t t_ = 0;               // the step under way
   bool tensor_path_ = false;    // the last step chose on the tensor path
   bool no_attention_ = false;   // the step function gave no attention: tied phrases act untied

@@ -200,13 +200,9 @@ ConstraintStep::TermHere ConstraintStep::term_at(int64_t r) const {
   const float* a = attention_of(r);
   TermHere near;
   for (size_t i = 0; i < sentence.spans.size(); ++i) {
-    const auto& [begin, end] = sentence.spans[i];
-    if (c.met[i] || begin < 0) continue;
+    if (c.met[i] || sentence.spans[i].first < 0) continue;
     if (holds(sentence.spans[i], focus)) return {int64_t(i), a[focus] >= kFirmAttention};
-    if (near.phrase >= 0) continue;
-    float mass = 0;
-    for (int64_t p = begin; p < std::min(end, positions()); ++p) mass += a[p];
-    if (mass >= kNearAttention) near.phrase = int64_t(i);
+    if (near.phrase < 0 && share(r, int64_t(i)) >= kNearAttention) near.phrase = int64_t(i);
   }
   return near;
 }
