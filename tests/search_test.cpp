@@ -1242,6 +1242,35 @@ TEST(BeamSearch, ATiedTermReadsTheAttentionOverTheSourcesWordsOnly) {
   }
 }
 
+// A punctuation mark the model writes after its word for a term's source words, while it still attends to them,
+// is no word of theirs: it is shown after the term and never banned ("Eine Familie mit ihrem Hund." -> "... with
+// her puppy.", not "... with her puppy"), searched as the model writes it or forced. 4 is "A", 5 "dog", 8 "puppy",
+// 9 "." (neither starts nor continues a word); the model attends to "Hund" (position 1) as it writes "dog" and ".".
+TEST(BeamSearch, APunctuationMarkAfterATiedTermIsShownAndNeverBanned) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5 || h.back() == 8) return dist({{9, 0.8}, {kEos, 0.1}});
+    return dist({{kEos, 0.9}});
+  };
+  const AttendingStep::SentenceWeights on_hund = [](int64_t, size_t t) {
+    std::vector<float> w = {0, 0, 0};
+    w[t == 0 ? 0 : t <= 2 ? 1 : 2] = 1;
+    return w;
+  };
+  for (const bool rejoin : {false, true}) {
+    for (const int beam : {1, 4}) {
+      AttendingStep fn(model, on_hund, 1);
+      SearchInput in = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+      in.starts_word.assign(size_t(kVocab), 0);
+      for (const int32_t t : {4, 5, 6, 7, 8}) in.starts_word[size_t(t)] = 1;
+      if (rejoin) in.rejoin = [&](int64_t s) { fn.join(s); };
+      EXPECT_EQ(beam_search(fn, opts(beam), in)[0][0].tokens, (std::vector<int32_t>{4, 8, 9}))
+          << "beam " << beam << (rejoin ? ", as the model writes it" : ", forced");
+    }
+  }
+}
+
 // Given SearchInput::rejoin, a sentence whose terms are all tied is searched first as the model writes it: each
 // term is shown where the model writes its own word for the term's span, nothing is forced, and the search is the
 // model's own. Only a sentence where no hypothesis then holds its term is searched again (joins again), with the

@@ -172,7 +172,8 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
     next.fed = {int32_t(next.token)};
     shown = int64_t(phrases[size_t(placed)].size());
   } else if (row.shadow >= 0 && c &&
-             ((size_t(token) < glue.size() && glue[size_t(token)]) || c->attends(r, row.shadow))) {
+             ((size_t(token) < glue.size() && glue[size_t(token)]) ||
+              (starts_word(token) && c->attends(r, row.shadow)))) {
     shown = under_shadow(row, s, token, *c, r, next);
   } else {
     next.history.push_back(token);
@@ -311,7 +312,8 @@ void SearchRun::make_rules(int64_t t) {
   if (sampling_) steer_.sampling = &sampling_step_;
   constraint_step_.reset();
   if (any_constraints_) {
-    constraint_step_ = std::make_unique<ConstraintStep>(live_, sentences_, input_.continues_word, !no_attention_);
+    constraint_step_ =
+        std::make_unique<ConstraintStep>(live_, sentences_, input_.continues_word, input_.starts_word, !no_attention_);
     steer_.constraints = constraint_step_.get();
   }
 }

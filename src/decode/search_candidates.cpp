@@ -194,6 +194,7 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
     const int64_t t = e.index;
     if (t < 0 || e.value == kNegInf || (in_place && t == first)) return;  // the model's own choice is the phrase
     if (t == rules_.eos || t == rules_.bos || t == rules_.pad || t == rules_.unk) continue;
+    if (!c.is_word(t)) return;           // punctuation is no word of the span's: nothing is displaced
     if (in_place) row[first] = e.value;  // the model's word is what the row feeds (SearchRun::continued)
     row[t] = kNegInf;
     c.displaced[size_t(r)] = int32_t(t);

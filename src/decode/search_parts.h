@@ -131,6 +131,11 @@ struct ConstraintStep {
   std::vector<std::vector<int32_t>> wants;
   std::vector<uint8_t> sealed;                           // empty: no word-continuation table
   const std::vector<uint8_t>* continues_word = nullptr;  // per token (SearchInput)
+  const std::vector<uint8_t>* starts_word = nullptr;     // per token (SearchInput; null or empty: every token)
+  bool is_word(int64_t token) const {
+    return !starts_word || starts_word->empty() ||
+           (size_t(token) < starts_word->size() && (*starts_word)[size_t(token)]);
+  }
   // Source-tied phrases (SearchSentence::spans): the step's attention [rows, source] (CPU float; undefined: none
   // tied, or no attention), and per row the token its tied phrase displaces here (-1: none), banned for the rest
   // of the hypothesis when the row writes `displaced_if` (-1: whatever it writes); written as the row is scored.
@@ -143,7 +148,7 @@ struct ConstraintStep {
   int64_t positions() const { return words_.size(1); }
   // tie: tied phrases start only where their span is attended to (false: the step function gives no attention).
   ConstraintStep(const Live& live, const std::vector<Sentence>& sentences, const std::vector<uint8_t>& continues,
-                 bool tie);
+                 const std::vector<uint8_t>& starts, bool tie);
   // Row r's pieces that would continue a phrase's last word, banned.
   void seal(int64_t r, float* scores, int64_t vocab) const;
   // Row r's unmet tied phrase that may start here, none under way: the one whose span holds the row's attention

@@ -153,8 +153,8 @@ Processors make_processors(const SearchOptions& options, bool any_suppress) {
 }
 
 ConstraintStep::ConstraintStep(const Live& live, const std::vector<Sentence>& sentences,
-                               const std::vector<uint8_t>& continues, bool tie)
-    : live_(live), sentences_(sentences) {
+                               const std::vector<uint8_t>& continues, const std::vector<uint8_t>& starts, bool tie)
+    : starts_word(&starts), live_(live), sentences_(sentences) {
   const auto rows = int64_t(live.rows.size());
   eos_banned.resize(size_t(rows));
   wants.resize(size_t(rows));
