@@ -1181,6 +1181,38 @@ TEST(BeamSearch, ATiedTermIsShownWhereTheModelIsFedItsOwnWord) {
   }
 }
 
+// A step function whose tied terms read other attention than the one it returns (StepFunction::tie_attention,
+// as the model gives every decoder layer's): the attention returned stays on the first source position.
+class TieAttentionStep final : public StepFunction {
+ public:
+  explicit TieAttentionStep(Table table) : inner_(std::move(table)) {}
+  torch::Tensor step(const torch::Tensor& tokens) override { return inner_.step(tokens); }
+  void reorder(const torch::Tensor& indices, bool same) override { inner_.reorder(indices, same); }
+  torch::Tensor attention() override {
+    torch::Tensor a = torch::zeros_like(inner_.attention());
+    a.select(1, 0).fill_(1);
+    return a;
+  }
+  torch::Tensor tie_attention() override { return inner_.attention(); }
+
+ private:
+  AttendingStep inner_;
+};
+
+// Tied terms read StepFunction::tie_attention, and hypotheses return StepFunction::attention: "A puppy runs" where
+// the tie attention holds "Hund" as the model writes "dog", though the returned attention never does.
+TEST(BeamSearch, ATiedTermReadsTheTieAttentionAndHypothesesReturnTheirOwn) {
+  for (const int beam : {1, 4}) {
+    TieAttentionStep fn(fed_own_word);
+    SearchOptions o = opts(beam);
+    o.return_attention = true;
+    const Hypothesis h = beam_search(fn, o, input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}}))[0][0];
+    EXPECT_EQ(h.tokens, (std::vector<int32_t>{4, 8, 6})) << "beam " << beam;
+    ASSERT_EQ(h.attention.size(), h.tokens.size()) << "beam " << beam;
+    for (const auto& a : h.attention) EXPECT_EQ(a, (std::vector<float>{1, 0, 0})) << "beam " << beam;
+  }
+}
+
 // The pieces that continue the model's word after a term took its place are fed and not shown, and the attention
 // returned has one entry per shown token: "Hunde" with Hund|Hunde -> puppy|puppies gives "puppies", not
 // "puppiess" for the model's "dog" "s". 4 is "A", 5 "dog", 9 "s" (it continues a word), 8 7 "pupp" "ies", 6 "run".

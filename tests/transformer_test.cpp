@@ -180,6 +180,42 @@ TEST(Transformer, StepByStepDecodingEqualsTheTeacherForcedPass) {
   }
 }
 
+// A decoding step keeps its rows' cross-attention as the teacher-forced pass has it (attention_maps): `attention`
+// the last decoder layer's, averaged over heads (a search's return_attention), `layers_attention` averaged over
+// every layer too (what glossary terms tied to source words read), one kept without the other.
+TEST(Transformer, DecodingStepsKeepTheLastLayersAndEveryLayersAttention) {
+  torch::manual_seed(13);
+  TransformerOptions options = small(true, false, true);
+  options.decoder_layers(3);
+  Transformer model(options);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor src = torch::tensor({{5, 6, 7, 8, 3}}, torch::kLong);
+  const torch::Tensor tgt = torch::tensor({{2, 11, 12, 13}}, torch::kLong);
+  const AttentionMaps maps = model->attention_maps(src, tgt);
+  ASSERT_EQ(maps.cross.size(), 3u);
+  torch::Tensor every = torch::zeros_like(maps.cross[0].mean(0));  // [t, s]
+  for (const auto& layer : maps.cross) every += layer.mean(0) / 3.0;
+  const torch::Tensor last = maps.cross.back().mean(0);
+  for (const bool last_kept : {false, true}) {
+    for (const bool layers_kept : {false, true}) {
+      DecoderCache cache = model->start_decoding(model->encode(src));
+      cache.keep_attention = last_kept;
+      cache.keep_layers_attention = layers_kept;
+      for (int64_t t = 0; t < tgt.size(1); ++t) {
+        model->decode_step(tgt.select(1, t), cache);
+        const std::string where =
+            "step " + std::to_string(t) + ", kept " + std::to_string(last_kept) + " " + std::to_string(layers_kept);
+        ASSERT_EQ(cache.attention.defined(), last_kept) << where;
+        ASSERT_EQ(cache.layers_attention.defined(), layers_kept) << where;
+        if (last_kept) EXPECT_TRUE(torch::allclose(cache.attention[0], last[t], 1e-5, 1e-6)) << where;
+        if (layers_kept) EXPECT_TRUE(torch::allclose(cache.layers_attention[0], every[t], 1e-5, 1e-6)) << where;
+      }
+    }
+  }
+  EXPECT_FALSE(torch::allclose(last, every, 1e-3, 1e-3)) << "the layers attend differently";
+}
+
 TEST(Transformer, PaddingDoesNotChangeOtherRows) {
   torch::manual_seed(8);
   Transformer model(small(false, false, true));

@@ -321,9 +321,9 @@ void SearchRun::make_rules(int64_t t) {
 bool SearchRun::steered() const { return sampling_ || !processors_.empty() || any_prefix_ || any_constraints_; }
 
 // Tied phrases (SearchSentence::spans) read the step's attention as its rows are scored: taken from the step
-// function as its first block comes (none: the phrases act untied).
-void SearchRun::tie_to_attention(Scored& scored, int64_t rows) {
-  const torch::Tensor attn = fn_.attention();
+// function (StepFunction::tie_attention) as its first block comes (none: the phrases act untied).
+void SearchRun::tie_to_attention(int64_t rows) {
+  const torch::Tensor attn = fn_.tie_attention();
   no_attention_ = !attn.defined();
   if (!attn.defined() || !constraint_step_) {
     if (constraint_step_) constraint_step_->held_first.clear();
@@ -331,8 +331,7 @@ void SearchRun::tie_to_attention(Scored& scored, int64_t rows) {
   }
   TORCH_CHECK(attn.dim() == 2 && attn.size(0) == rows, "beam_search: attention for ", attn.sizes(), " of ", rows,
               " rows");
-  scored.attention = attn.to(torch::kCPU, torch::kFloat).contiguous();
-  constraint_step_->set_attention(scored.attention);
+  constraint_step_->set_attention(attn.to(torch::kCPU, torch::kFloat).contiguous());
   constraint_step_->displaced.assign(size_t(rows), -1);
   constraint_step_->displaced_if.assign(size_t(rows), -1);
   constraint_step_->placed.assign(size_t(rows), -1);
@@ -360,7 +359,7 @@ Scored SearchRun::score_step(CandidatePicker& picker) {
     }
     TORCH_CHECK(input_.bos < vocab && input_.eos < vocab, "beam_search: BOS/EOS outside a vocabulary of ", vocab);
     if (first == 0) scored.fused = steered_step || (block.device().is_cpu() && block.scalar_type() == torch::kFloat);
-    if (first == 0 && any_tied_) tie_to_attention(scored, rows);
+    if (first == 0 && any_tied_) tie_to_attention(rows);
     covered += block.size(0);
     if (!scored.fused) {
       scored.kept.push_back(block);
@@ -372,7 +371,7 @@ Scored SearchRun::score_step(CandidatePicker& picker) {
     picker.add(first, cpu);
   });
   TORCH_CHECK(covered == rows, "beam_search: step returned scores for ", covered, " of ", rows, " rows");
-  if (options_.return_attention && !scored.attention.defined()) {  // [rows, source positions], CPU float
+  if (options_.return_attention) {  // [rows, source positions], CPU float
     torch::Tensor attn = fn_.attention();
     TORCH_CHECK(attn.defined() && attn.dim() == 2 && attn.size(0) == rows,
                 "beam_search: return_attention, but the step function gave no attention for its ", rows, " rows");

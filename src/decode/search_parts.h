@@ -328,7 +328,7 @@ class SearchRun {
   bool drop_abandoned();
   void make_rules(int64_t t);
   Scored score_step(CandidatePicker& picker);
-  void tie_to_attention(Scored& scored, int64_t rows);
+  void tie_to_attention(int64_t rows);
   bool admit(int64_t t, int64_t scored_rows, Next& next);
   bool steered() const;
 

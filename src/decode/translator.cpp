@@ -36,10 +36,12 @@ class JoinableStep : public StepFunction {
 // The model as beam search sees it: next-token logits of one decoder step over a cache.
 class ModelStep final : public JoinableStep {
  public:
-  // keep_attention: attention() gives each step's cross-attention (search's return_attention).
-  ModelStep(model::Transformer& model, const model::Memory& memory, bool keep_attention)
+  // keep_attention: attention() gives each step's cross-attention (search's return_attention); tie:
+  // tie_attention() gives it averaged over the decoder's layers (tied phrases).
+  ModelStep(model::Transformer& model, const model::Memory& memory, bool keep_attention, bool tie)
       : model_(model), cache_(model->start_decoding(memory)) {
     cache_.keep_attention = keep_attention;
+    cache_.keep_layers_attention = tie;
   }
 
   torch::Tensor step(const torch::Tensor& tokens) override {
@@ -58,6 +60,7 @@ class ModelStep final : public JoinableStep {
   void join(const torch::Tensor& src) override { model_->join_decoding(cache_, model_->encode(src)); }
 
   torch::Tensor attention() override { return cache_.attention; }
+  torch::Tensor tie_attention() override { return cache_.layers_attention; }
 
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
     // Beams of one sentence share its encoder memory: it moves only when the rows change sentences.
@@ -93,6 +96,7 @@ class EnsembleStep final : public JoinableStep {
 
   // The first member's: its attention stands for the ensemble's, as Marian's alignments do.
   torch::Tensor attention() override { return members_.front()->attention(); }
+  torch::Tensor tie_attention() override { return members_.front()->tie_attention(); }
 
   void reorder(const torch::Tensor& indices, bool same_sentences) override {
     for (auto& m : members_) m->reorder(indices, same_sentences);
@@ -280,18 +284,19 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
     in.continues_word = continues_word();
     in.starts_word = starts_word();
   }
-  // The step's attention: asked for, or read by phrases tied to source words (SearchSentence::spans).
-  const bool keep_attention =
-      options_.search.return_attention ||
+  // The step's attention: asked for; averaged over layers too where phrases tied to source words read it
+  // (SearchSentence::spans).
+  const bool keep_attention = options_.search.return_attention;
+  const bool tie =
       std::any_of(in.sentences.begin(), in.sentences.end(), [](const SearchSentence& s) { return !s.spans.empty(); });
   std::unique_ptr<JoinableStep> step;
   if (models_.size() == 1) {
-    step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src), keep_attention);
+    step = std::make_unique<ModelStep>(models_.front(), models_.front()->encode(first.src), keep_attention, tie);
   } else {
     std::vector<std::unique_ptr<ModelStep>> members;
     for (size_t m = 0; m < models_.size(); ++m) {
-      members.push_back(
-          std::make_unique<ModelStep>(models_[m], models_[m]->encode(first.src), m == 0 && keep_attention));
+      members.push_back(std::make_unique<ModelStep>(models_[m], models_[m]->encode(first.src), m == 0 && keep_attention,
+                                                    m == 0 && tie));
     }
     step = std::make_unique<EnsembleStep>(std::move(members));
   }

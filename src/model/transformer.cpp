@@ -674,14 +674,21 @@ torch::Tensor TransformerImpl::decode_step_hidden(const torch::Tensor& tokens, D
     self_mask = own.to(x.device());
   }
   size_t i = 0;
-  torch::Tensor weights;  // the last layer's [b, h, 1, s], when kept
+  torch::Tensor weights;  // a layer's [b, h, 1, s], when kept
+  torch::Tensor layers;   // the sum over layers of their [b, 1, s] head means (keep_layers_attention)
   for (const auto& module : *decoder) {
     DecoderLayerCache& layer = cache.layers[i++];
     const bool last = i == cache.layers.size();
+    const bool keep = (last && cache.keep_attention) || cache.keep_layers_attention;
     x = module->as<DecoderLayer>()->forward(x, self_mask, layer.memory, cache.memory_mask, &layer.self,
-                                            last && cache.keep_attention ? &weights : nullptr);
+                                            keep ? &weights : nullptr);
+    if (cache.keep_layers_attention) {
+      const torch::Tensor heads = weights.to(torch::kFloat).mean(1);
+      layers = layers.defined() ? layers.add_(heads) : heads;
+    }
   }
   if (cache.keep_attention) cache.attention = weights.mean(1).squeeze(1).to(torch::kFloat);  // [b, s]
+  if (cache.keep_layers_attention) cache.layers_attention = layers.squeeze(1).div_(double(cache.layers.size()));
   ++cache.steps;
   if (options.pre_norm()) x = decoder_norm->forward(x);
   return x.squeeze(1);  // [b, d]

@@ -60,11 +60,15 @@ class StepFunction {
   // Admit), index rows + i names the fresh row (nothing generated yet) of the i-th of them, where `rows` is the
   // number of rows the last step scored.
   virtual void reorder(const torch::Tensor& indices, bool same_sentences) = 0;
-  // After a step (from its first block on), when the search's options ask for it (return_attention) or a sentence
-  // has tied constraints (SearchSentence::spans): each of the step's rows' attention over
+  // After a step (from its first block on), when the search's options ask for it (return_attention), or a sentence
+  // has tied constraints (SearchSentence::spans) and tie_attention is not the step function's own: each of the
+  // step's rows' attention over
   // its sentence's source positions [rows, source length] (float; one decoder layer's cross-attention, averaged
   // over heads; positions past a sentence's own source hold 0). Undefined: the step function cannot give it.
   virtual torch::Tensor attention() { return {}; }
+  // The attention that source-tied constraints read (SearchSentence::spans), shaped as attention(): averaged over
+  // every decoder layer too, where the step function can give that (by default: attention()).
+  virtual torch::Tensor tie_attention() { return attention(); }
 };
 
 struct Hypothesis {

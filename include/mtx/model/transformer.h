@@ -100,9 +100,11 @@ struct DecoderCache {
   int64_t joining = 0;
   std::vector<int64_t> starts;
   // keep_attention: each step leaves in `attention` its rows' cross-attention of the last decoder layer, averaged
-  // over heads, [rows, src_len] float (a search's return_attention). The step's outputs are the same either way.
-  bool keep_attention = false;
-  torch::Tensor attention;
+  // over heads, [rows, src_len] float (a search's return_attention). keep_layers_attention: in
+  // `layers_attention` the same averaged over every decoder layer too (what source-tied terms read: the layers
+  // together align words better than any one). The step's outputs are the same either way.
+  bool keep_attention = false, keep_layers_attention = false;
+  torch::Tensor attention, layers_attention;
   // Keeps the rows `indices` ([new_batch] int64), e.g. the beams chosen this step; index rows + i is the fresh
   // row of the i-th sentence joined since the last reorder. same_memory: every row keeps the encoder memory it
   // had (beams reselected within their sentences, none joined), so it need not move.
