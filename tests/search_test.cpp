@@ -1326,16 +1326,78 @@ TEST(BeamSearch, TheWordBeforeTheModelsWordForATiedTermIsShownBeforeTheTerm) {
     w[t == 0 ? 0 : t <= 2 ? 1 : 2] = 1;
     return w;
   };
+  for (const bool known : {false, true}) {  // "child", the model's word for Kind alone, known or not
+    for (const int beam : {1, 4}) {
+      SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+      if (known) tied.sentences[0].span_words = {{5}};
+      tied.starts_word.assign(size_t(kVocab), 0);
+      for (const int32_t t : {4, 5, 6, 7, 8}) tied.starts_word[size_t(t)] = 1;
+      AttendingStep fn(model, on_kind);
+      SearchOptions o = opts(beam);
+      o.return_attention = true;
+      const Hypothesis h = beam_search(fn, o, tied)[0][0];
+      EXPECT_EQ(h.tokens, (std::vector<int32_t>{4, 7, 8, 6})) << "beam " << beam << ", known " << known;
+      EXPECT_EQ(h.attention.size(), h.tokens.size()) << "beam " << beam;
+    }
+  }
+}
+
+// Where the model's own word for a term's span alone is known (SearchSentence::span_words), a word the model
+// writes after it while it still attends to the span is shown when it is not that word, and the word the term took
+// the place of is not shown again: "Ein Mann mit einem Hut schaut" with Hut -> cap gives "A cap is looking", not
+// "A hat cap looking". 4 is "A", 5 "hat", 8 "cap", 6 "is", 7 "looking"; the model attends to "Hut" (position 1) as
+// it writes "hat" and "is".
+TEST(BeamSearch, AWordThatIsNotTheModelsWordForTheSpanIsShownAfterATiedTerm) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.01}});
+    if (h.back() == 5) return dist({{6, 0.8}});
+    if (h.back() == 6) return dist({{7, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  const AttendingStep::Weights on_hut = [](size_t t) {
+    std::vector<float> w = {0, 0, 0};
+    w[t == 0 ? 0 : t <= 2 ? 1 : 2] = 1;
+    return w;
+  };
   for (const int beam : {1, 4}) {
     SearchInput tied = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    tied.sentences[0].span_words = {{5}};
     tied.starts_word.assign(size_t(kVocab), 0);
     for (const int32_t t : {4, 5, 6, 7, 8}) tied.starts_word[size_t(t)] = 1;
-    AttendingStep fn(model, on_kind);
+    AttendingStep fn(model, on_hut);
     SearchOptions o = opts(beam);
     o.return_attention = true;
     const Hypothesis h = beam_search(fn, o, tied)[0][0];
-    EXPECT_EQ(h.tokens, (std::vector<int32_t>{4, 7, 8, 6})) << "beam " << beam;
+    EXPECT_EQ(h.tokens, (std::vector<int32_t>{4, 8, 6, 7})) << "beam " << beam;
     EXPECT_EQ(h.attention.size(), h.tokens.size()) << "beam " << beam;
+  }
+}
+
+// The model's own word for a term's span alone (SearchSentence::span_words) is where the term goes where the span
+// holds only part of the attention as the model writes it (10% or more): the first search holds the term, none
+// again. "Ein Hund rennt": the model writes "dog" attending 20% to Hund and 80% to "Ein". 4 is "A", 5 "dog",
+// 8 "puppy", 6 "runs".
+TEST(BeamSearch, ATiedTermTakesThePlaceOfTheModelsWordForItsSpanAlone) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}, {8, 0.0001}});
+    if (h.back() == 5 || h.back() == 8) return dist({{6, 0.8}});
+    return dist({{kEos, 0.8}, {8, 0.1}});
+  };
+  const AttendingStep::SentenceWeights loose = [](int64_t, size_t t) {
+    if (t == 0) return std::vector<float>{1, 0, 0};
+    return t == 1 ? std::vector<float>{0.8f, 0.2f, 0} : std::vector<float>{0, 0, 1};
+  };
+  for (const int beam : {1, 4}) {
+    AttendingStep fn(model, loose, 1);
+    SearchInput in = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    in.sentences[0].span_words = {{5}};
+    in.starts_word.assign(size_t(kVocab), 0);
+    for (const int32_t t : {4, 5, 6, 8}) in.starts_word[size_t(t)] = 1;
+    in.rejoin = [&](int64_t s) { fn.join(s); };
+    EXPECT_EQ(beam_search(fn, opts(beam), in)[0][0].tokens, (std::vector<int32_t>{4, 8, 6})) << "beam " << beam;
+    EXPECT_TRUE(fn.joined.empty()) << "searched once, beam " << beam;
   }
 }
 

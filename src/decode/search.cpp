@@ -65,10 +65,14 @@ void SearchRun::add_sentence(const SearchSentence& s, int64_t start) {
     }
     n.constraints.push_back(p);
     n.spans.push_back(s.spans.empty() ? std::pair<int64_t, int64_t>{-1, -1} : s.spans[i]);
+    n.span_words.push_back(i < s.span_words.size() ? s.span_words[i] : std::vector<int32_t>{});
     tied = tied || n.spans.back().first >= 0;
     phrase_tokens += int64_t(p.size());
   }
-  if (!tied) n.spans.clear();
+  if (!tied) {
+    n.spans.clear();
+    n.span_words.clear();
+  }
   any_tied_ = any_tied_ || tied;
   n.unforced = tied && input_.rejoin && !sampling_ &&
                std::all_of(n.spans.begin(), n.spans.end(), [](const auto& span) { return span.first >= 0; });
@@ -150,6 +154,7 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
   next.history = row.history;
   next.displaced = row.displaced;
   next.peaks = row.peaks;
+  next.own_peaks = row.own_peaks;
   const Phrases& phrases = sentences_[size_t(s)].constraints;
   const ConstraintStep* c = constraint_step_.get();
   const bool displacing = c && !c->displaced.empty() && c->displaced[size_t(r)] >= 0 &&
@@ -171,18 +176,20 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
     next.shadow = int32_t(placed);
     next.fed = {int32_t(next.token)};
     shown = int64_t(phrases[size_t(placed)].size());
-  } else if (row.shadow >= 0 && c &&
-             ((size_t(token) < glue.size() && glue[size_t(token)]) ||
-              (starts_word(token) && c->attends(r, row.shadow)))) {
+  } else if (row.shadow >= 0 && c && shadowed(row, s, token, *c, r)) {
     shown = under_shadow(row, s, token, *c, r, next);
   } else {
     next.history.push_back(token);
     next.constraints = advance(row.constraints, phrases, token);
     if (sentences_[size_t(s)].unforced && c && c->attention.defined() && starts_word(token)) {
       next.peaks.resize(phrases.size(), {0.f, -1});  // where each span's attention peaks (Row::peaks)
+      next.own_peaks.resize(phrases.size(), {0.f, -1});
+      const Sentence& sentence = sentences_[size_t(s)];
       for (size_t i = 0; i < phrases.size(); ++i) {
         const float share = c->share(r, int64_t(i));
-        if (share > next.peaks[i].first) next.peaks[i] = {share, int32_t(next.history.size()) - 1};
+        const std::pair<float, int32_t> here{share, int32_t(next.history.size()) - 1};
+        if (share > next.peaks[i].first) next.peaks[i] = here;
+        if (share > next.own_peaks[i].first && sentence.span_word(i, token)) next.own_peaks[i] = here;
       }
     }
   }
@@ -203,6 +210,19 @@ bool SearchRun::starts_word(int32_t token) const {
   return starts.empty() || (size_t(token) < starts.size() && starts[size_t(token)]);
 }
 
+// Under a shown term (Row::shadow): a piece that continues the model's word, or a word the model writes while it
+// still attends to the term's source words, and that is one of its own words for them where those are known
+// (Sentence::span_words: "young" "boys" for "Jungen", not "is" after "hat" for "Hut").
+bool SearchRun::shadowed(const Row& row, int64_t s, int32_t token, const ConstraintStep& c, int64_t r) const {
+  const auto& glue = input_.continues_word;
+  if (size_t(token) < glue.size() && glue[size_t(token)]) return true;
+  if (!starts_word(token) || !c.attends(r, row.shadow)) return false;
+  const Sentence& sentence = sentences_[size_t(s)];
+  const auto phrase = size_t(row.shadow);
+  return phrase >= sentence.span_words.size() || sentence.span_words[phrase].empty() ||
+         sentence.span_word(phrase, token);
+}
+
 // The rest of the model's word, or a word the model writes while it still attends to the term's source words: fed,
 // not shown. That second word is the model's word for them, and the word the term took the place of came before it
 // ("a" "child", "young" "boys" for "Jungen"): that one is shown before the term, once.
@@ -220,6 +240,8 @@ int64_t SearchRun::under_shadow(const Row& row, int64_t s, int32_t token, const 
   }
   next.revealed = true;  // decided at the model's next word
   if (!starts_word(token) || row.fed.empty() || c.share(r, row.shadow) < ConstraintStep::kFirmAttention) return 0;
+  // The word the term took the place of is the model's own word for its span (Sentence::span_words): not shown.
+  if (sentences_[size_t(s)].span_word(size_t(row.shadow), row.fed.front())) return 0;
   const auto term = int64_t(sentences_[size_t(s)].constraints[size_t(row.shadow)].size());
   next.history.insert(next.history.end() - term, row.fed.begin(), row.fed.end());
   const auto ban = std::find(next.displaced.rbegin(), next.displaced.rend(), row.fed.front());
@@ -246,9 +268,13 @@ void SearchRun::note_own_words(const Row& row, int64_t s, double score) {
   best = score;
   words.assign(sentences_[size_t(s)].constraints.size(), -1);
   for (size_t i = 0; i < row.peaks.size() && i < words.size(); ++i) {
-    // The first step's attention does not tell the word it writes (as for CandidatePicker::displace).
-    if (row.peaks[i].second == 0 && sentences_[size_t(s)].spans[i].first > 0) continue;
-    if (!row.constraints.met[i] && row.peaks[i].second >= 0) words[i] = row.history[size_t(row.peaks[i].second)];
+    // One of the model's own words for the span where it wrote one (Sentence::span_words), else the word the span
+    // held the most attention for. The first step's attention does not tell the word it writes (as for
+    // CandidatePicker::displace).
+    const int32_t at =
+        i < row.own_peaks.size() && row.own_peaks[i].second >= 0 ? row.own_peaks[i].second : row.peaks[i].second;
+    if (at == 0 && sentences_[size_t(s)].spans[i].first > 0) continue;
+    if (!row.constraints.met[i] && at >= 0) words[i] = row.history[size_t(at)];
   }
 }
 

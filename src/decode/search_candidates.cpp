@@ -173,19 +173,31 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
   bool in_place = (here.firm && !hyp.history.empty()) || first_word;
   Entry best[kHeldExtra + 1];
   loops.top(row, vocab, kHeldExtra + 1, best);
-  // Searched again with the model's own words for the spans (Sentence::own_words): a phrase takes the place of its
-  // own word wherever the model writes it.
-  if (!in_place && !sentence.own_words.empty() && hyp.constraints.progress.empty()) {
+  // A phrase takes the place of the model's own word for its span where the model writes it: searched again, its
+  // word from the first search (Sentence::own_words) wherever it comes; else its word for the span alone
+  // (Sentence::span_words) where the span holds kOwnWordAttention of the attention, past the first step unless the
+  // span starts the line.
+  if (!in_place && hyp.constraints.progress.empty() && (!sentence.own_words.empty() || !sentence.span_words.empty())) {
     const Entry* top = std::find_if(best, best + kHeldExtra + 1, [&](const Entry& e) {
       return e.index < 0 ||
              (e.index != rules_.eos && e.index != rules_.bos && e.index != rules_.pad && e.index != rules_.unk);
     });
-    for (size_t i = 0; top != best + kHeldExtra + 1 && top->index >= 0 && i < sentence.own_words.size(); ++i) {
-      if (hyp.constraints.met[i] || sentence.own_words[i] != top->index) continue;
+    float most = 0;
+    for (size_t i = 0; top != best + kHeldExtra + 1 && top->index >= 0 && i < sentence.constraints.size(); ++i) {
+      if (hyp.constraints.met[i] || sentence.spans[i].first < 0) continue;
+      const auto t = int32_t(top->index);
+      float share = 0;
+      if (i < sentence.own_words.size() && sentence.own_words[i] == t) {
+        share = 2;  // the first search's own word
+      } else if (sentence.span_word(i, t) && (!hyp.history.empty() || sentence.spans[i].first == 0)) {
+        share = c.share(r, int64_t(i));
+        if (share < ConstraintStep::kOwnWordAttention) share = 0;
+      }
+      if (share <= most) continue;
+      most = share;
       term = int64_t(i);
       first = sentence.constraints[i].front();
       in_place = true;
-      break;
     }
   }
   const bool behind = !in_place && c.term_behind(r) >= 0;

@@ -68,6 +68,11 @@ struct Sentence {
   // Searched again, unforced (SearchRun::retry): per tied phrase, the first piece of the word its span held the most
   // attention for in the first search's best hypothesis (-1: none), which the phrase takes the place of.
   std::vector<int32_t> own_words;
+  Phrases span_words;  // SearchSentence::span_words, per constraint (empty: none known)
+  // Whether `token` is one of the model's own words for tied phrase i's span (span_words).
+  bool span_word(size_t i, int32_t token) const {
+    return i < span_words.size() && std::find(span_words[i].begin(), span_words[i].end(), token) != span_words[i].end();
+  }
 };
 
 // One row of the search state: a beam's hypothesis under way (or a sample's), moved as a whole whenever the rows
@@ -90,6 +95,8 @@ struct Row {
   // Unforced (Sentence::unforced): per tied phrase, the largest share of the attention its span held as a shown
   // word started, and that word's place in `history` (-1: none).
   std::vector<std::pair<float, int32_t>> peaks;
+  // The same over the words that are the model's own words for the span (Sentence::span_words).
+  std::vector<std::pair<float, int32_t>> own_peaks;
   // return_attention: its last token's cross-attention, linked to the row it continued (no copy of the rest).
   struct Attended {
     std::vector<float> weights;
@@ -161,6 +168,9 @@ struct ConstraintStep {
   };
   TermHere term_at(int64_t r) const;
   static constexpr float kNearAttention = 0.3f, kFirmAttention = 0.4f;
+  // The least share of a row's attention a span holds where the model writes its own word for it
+  // (Sentence::span_words) for the phrase to take that word's place.
+  static constexpr float kOwnWordAttention = 0.1f;
   // Row r's attention focus lies in the span of its sentence's tied phrase `phrase`.
   bool attends(int64_t r, int64_t phrase) const;
   // Row r's share of its attention (over its source's words) on the span of tied phrase `phrase`.
@@ -317,6 +327,7 @@ class SearchRun {
   bool starts_word(int32_t token) const;  // SearchInput::starts_word (empty: every token)
   // Row `row` under its shadow (Row::shadow) continued by `token`, into `next`: the tokens it shows.
   int64_t under_shadow(const Row& row, int64_t s, int32_t token, const ConstraintStep& c, int64_t r, Row& next) const;
+  bool shadowed(const Row& row, int64_t s, int32_t token, const ConstraintStep& c, int64_t r) const;
   // Unforced: the words row's tied phrases' spans held the most attention for, as sentence s's own words for them
   // when its hypothesis is the best so far that lacks a phrase.
   void note_own_words(const Row& row, int64_t s, double score);

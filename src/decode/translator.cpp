@@ -211,6 +211,70 @@ const std::vector<uint8_t>& Translator::starts_word() const {
   return word_pieces_->starts;
 }
 
+std::vector<int32_t> Translator::span_words(const std::vector<int32_t>& source, std::pair<int64_t, int64_t> span,
+                                            const std::vector<int32_t>& prefix) {
+  const tokenizer::Languages& languages = tokenizer_.languages();
+  const auto code = [&](int32_t id) {
+    return std::any_of(languages.begin(), languages.end(), [&](const auto& l) { return l.second == id; });
+  };
+  // The span's pieces with the source's language codes (and NLLB's legacy tail, </s> code), and the prefix's codes.
+  const bool whole = complete_source(source);
+  std::vector<int32_t> alone, codes;
+  for (size_t p = 0; p < source.size(); ++p) {
+    const bool in_span = int64_t(p) >= span.first && int64_t(p) < span.second;
+    if (in_span || code(source[p]) || (whole && p + 2 >= source.size())) alone.push_back(source[p]);
+  }
+  for (const int32_t t : prefix) {
+    if (code(t)) codes.push_back(t);
+  }
+  std::vector<int32_t> key = alone;
+  key.push_back(-1);
+  key.insert(key.end(), codes.begin(), codes.end());
+  {
+    std::lock_guard<std::mutex> lock(span_words_->mutex);
+    const auto found = span_words_->words.find(key);
+    if (found != span_words_->words.end()) return found->second;
+  }
+  const Encoded encoded = prepare({&alone});
+  SearchOptions o = options_.search;
+  o.sampling_topk = 1;
+  o.nbest = 1;
+  o.return_attention = false;
+  o.suppress.clear();
+  SearchInput in;
+  const auto ids = tokenizer_.special_ids();
+  in.bos = ids.bos;
+  in.eos = ids.eos;
+  in.pad = ids.pad;
+  in.unk = o.allow_unk ? -1 : ids.unk;
+  in.sentences.push_back({encoded.max_lengths[0], codes, 0, {}, {}, {}, source_words(alone)});
+  ModelStep step(models_.front(), models_.front()->encode(encoded.src), false, false);
+  const std::vector<uint8_t>& starts = starts_word();
+  std::vector<int32_t> words;
+  const std::vector<std::vector<Hypothesis>> found = beam_search(step, o, in);
+  // The last word of the best hypothesis (its head, after any article: "A hat." for "Hut"), and its lower-case
+  // form ("Woman." alone, "a woman" in a sentence).
+  std::vector<int32_t> last;
+  for (const int32_t t : found.front().front().tokens) {
+    if (size_t(t) < starts.size() && starts[size_t(t)]) {
+      last = {t};
+    } else if (!last.empty()) {
+      last.push_back(t);
+    }
+  }
+  if (!last.empty()) {
+    words.push_back(last.front());
+    const tokenizer::Model& side = tokenizer_.tgt();
+    const std::vector<int32_t> lower = side.encode(text::to_utf8(text::lower(text::to_u32(side.decode(last)))));
+    if (!lower.empty() && lower.front() != last.front() && size_t(lower.front()) < starts.size() &&
+        starts[size_t(lower.front())])
+      words.push_back(lower.front());
+  }
+  std::lock_guard<std::mutex> lock(span_words_->mutex);
+  span_words_->words.emplace(std::move(key), words);
+  return words;
+}
+
 bool Translator::complete_source(const std::vector<int32_t>& s) const {
   if (!tokenizer_.code_after_eos() || s.size() < 2 || s[s.size() - 2] != tokenizer_.special_ids().eos) return false;
   const tokenizer::Languages& languages = tokenizer_.languages();
@@ -275,6 +339,12 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
       out.push_back({limits[i], c.prefix, seed_of(*srcs[i], c.prefix), c.constraints, suppressed, c.spans,
                      source_words(*srcs[i])});
       out.back().suppress.insert(out.back().suppress.end(), c.suppress.begin(), c.suppress.end());
+      if (std::any_of(c.spans.begin(), c.spans.end(), [](const auto& span) { return span.first >= 0; })) {
+        for (const auto& span : c.spans) {
+          out.back().span_words.push_back(span.first >= 0 ? span_words(*srcs[i], span, c.prefix)
+                                                          : std::vector<int32_t>{});
+        }
+      }
     }
     return out;
   };

@@ -150,6 +150,10 @@ struct SearchSentence {
   // Tied phrases: the source positions [0, source_words) that hold words (language codes too); the rest (EOS,
   // padding) are not a word a target word translates, and tied phrases read the attention over these only. -1: all.
   int64_t source_words = -1;
+  // Per constraint (or empty): the first pieces of the words the model writes for its span's source words alone
+  // (Translator fills it). Where the model writes one of them while the span holds part of its attention, the
+  // tied phrase takes that word's place.
+  std::vector<std::vector<int32_t>> span_words = {};
 };
 // What a caller steers one sentence's target with (SearchSentence's prefix, constraints with their source spans,
 // and suppressed sequences), as the layers above the search hand it down.

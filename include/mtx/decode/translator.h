@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -142,6 +143,16 @@ class Translator {
     std::vector<uint8_t> continues, starts;
   };
   std::shared_ptr<WordPieces> word_pieces_ = std::make_shared<WordPieces>();
+  // The model's own words for the source pieces `span` of `source` (SearchSentence::span_words): the word-start
+  // pieces of its best hypotheses for those pieces alone (with the source's language codes, and `prefix`'s), kept
+  // once worked out.
+  std::vector<int32_t> span_words(const std::vector<int32_t>& source, std::pair<int64_t, int64_t> span,
+                                  const std::vector<int32_t>& prefix);
+  struct SpanWords {
+    std::mutex mutex;
+    std::map<std::vector<int32_t>, std::vector<int32_t>> words;  // by the span's source and prefix
+  };
+  std::shared_ptr<SpanWords> span_words_ = std::make_shared<SpanWords>();
 
   std::vector<model::Transformer> models_;  // one, or an ensemble's members
   tokenizer::Tokenizer tokenizer_;
