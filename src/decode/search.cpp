@@ -160,7 +160,6 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
   const bool displacing = c && !c->displaced.empty() && c->displaced[size_t(r)] >= 0 &&
                           (c->displaced_if[size_t(r)] < 0 || token == c->displaced_if[size_t(r)]);
   const int64_t placed = displacing && c->displaced_if[size_t(r)] >= 0 ? c->placed[size_t(r)] : -1;
-  const auto& glue = input_.continues_word;
   int64_t shown = 1;  // tokens shown (each carries this step's attention)
   if (placed >= 0) {
     // The term is shown in place of the model's word, and the model is fed its word: the search goes on as the
@@ -205,6 +204,11 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
   return next;
 }
 
+bool SearchRun::continues_word(int32_t token) const {
+  const auto& glue = input_.continues_word;
+  return size_t(token) < glue.size() && glue[size_t(token)];
+}
+
 bool SearchRun::starts_word(int32_t token) const {
   const auto& starts = input_.starts_word;
   return starts.empty() || (size_t(token) < starts.size() && starts[size_t(token)]);
@@ -214,8 +218,7 @@ bool SearchRun::starts_word(int32_t token) const {
 // still attends to the term's source words, and that is one of its own words for them where those are known
 // (Sentence::span_words: "young" "boys" for "Jungen", not "is" after "hat" for "Hut").
 bool SearchRun::shadowed(const Row& row, int64_t s, int32_t token, const ConstraintStep& c, int64_t r) const {
-  const auto& glue = input_.continues_word;
-  if (size_t(token) < glue.size() && glue[size_t(token)]) return true;
+  if (continues_word(token)) return true;
   if (!starts_word(token) || !c.attends(r, row.shadow)) return false;
   const Sentence& sentence = sentences_[size_t(s)];
   const auto phrase = size_t(row.shadow);
@@ -232,8 +235,7 @@ int64_t SearchRun::under_shadow(const Row& row, int64_t s, int32_t token, const 
   next.shadow = row.shadow;
   next.revealed = row.revealed;
   if (row.revealed) return 0;
-  const auto& glue = input_.continues_word;
-  if (size_t(token) < glue.size() && glue[size_t(token)]) {
+  if (continues_word(token)) {
     next.fed = row.fed;
     next.fed.push_back(token);
     return 0;

@@ -324,7 +324,8 @@ class SearchRun {
 
  private:
   void add_sentence(const SearchSentence& s, int64_t start);
-  bool starts_word(int32_t token) const;  // SearchInput::starts_word (empty: every token)
+  bool starts_word(int32_t token) const;     // SearchInput::starts_word (empty: every token)
+  bool continues_word(int32_t token) const;  // SearchInput::continues_word (empty: none)
   // Row `row` under its shadow (Row::shadow) continued by `token`, into `next`: the tokens it shows.
   int64_t under_shadow(const Row& row, int64_t s, int32_t token, const ConstraintStep& c, int64_t r, Row& next) const;
   bool shadowed(const Row& row, int64_t s, int32_t token, const ConstraintStep& c, int64_t r) const;

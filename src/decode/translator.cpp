@@ -211,6 +211,16 @@ const std::vector<uint8_t>& Translator::starts_word() const {
   return word_pieces_->starts;
 }
 
+SearchInput Translator::special_ids_input() const {
+  const auto ids = tokenizer_.special_ids();
+  SearchInput in;
+  in.bos = ids.bos;
+  in.eos = ids.eos;
+  in.pad = ids.pad;
+  in.unk = options_.search.allow_unk ? -1 : ids.unk;
+  return in;
+}
+
 std::vector<int32_t> Translator::span_words(const std::vector<int32_t>& source, std::pair<int64_t, int64_t> span,
                                             const std::vector<int32_t>& prefix) {
   const tokenizer::Languages& languages = tokenizer_.languages();
@@ -241,12 +251,7 @@ std::vector<int32_t> Translator::span_words(const std::vector<int32_t>& source, 
   o.nbest = 1;
   o.return_attention = false;
   o.suppress.clear();
-  SearchInput in;
-  const auto ids = tokenizer_.special_ids();
-  in.bos = ids.bos;
-  in.eos = ids.eos;
-  in.pad = ids.pad;
-  in.unk = o.allow_unk ? -1 : ids.unk;
+  SearchInput in = special_ids_input();
   in.sentences.push_back({encoded.max_lengths[0], codes, 0, {}, {}, {}, source_words(alone)});
   ModelStep step(models_.front(), models_.front()->encode(encoded.src), false, false);
   const std::vector<uint8_t>& starts = starts_word();
@@ -317,13 +322,8 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
                                                               const SentenceDone& on_done, const AdmitSources& admit,
                                                               const Abandoned& abandoned,
                                                               const ControlsOf& controls_of) {
-  const auto ids = tokenizer_.special_ids();
   const Encoded first = prepare(sources);
-  SearchInput in;
-  in.bos = ids.bos;
-  in.eos = ids.eos;
-  in.pad = ids.pad;
-  in.unk = options_.search.allow_unk ? -1 : ids.unk;
+  SearchInput in = special_ids_input();
   static const TargetControls kNone;
   // decode.suppress's phrases as target pieces, suppressed in every sentence besides its own.
   std::vector<std::vector<int32_t>> suppressed;

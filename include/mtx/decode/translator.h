@@ -143,6 +143,8 @@ class Translator {
     std::vector<uint8_t> continues, starts;
   };
   std::shared_ptr<WordPieces> word_pieces_ = std::make_shared<WordPieces>();
+  // A search's input with the tokenizer's special ids (unk -1 where decode.allow_unk), no sentences yet.
+  SearchInput special_ids_input() const;
   // The model's own words for the source pieces `span` of `source` (SearchSentence::span_words): the word-start
   // pieces of its best hypotheses for those pieces alone (with the source's language codes, and `prefix`'s), kept
   // once worked out.
