@@ -1374,6 +1374,34 @@ TEST(BeamSearch, AWordThatIsNotTheModelsWordForTheSpanIsShownAfterATiedTerm) {
   }
 }
 
+// Right after a tied term the model wrote itself, while it still attends to the term's source words, only the
+// model's own word for them (SearchSentence::span_words, where known) is banned: another word it writes there is
+// its next word. A glossary of the model's own words ("Hut" -> hat) leaves "A hat is looking" as it is, not "A hat
+// looking". 4 is "A", 5 "hat", 6 "is", 7 "looking"; the model attends to "Hut" (position 1) as it writes "hat" and
+// "is".
+TEST(BeamSearch, OnlyTheModelsWordForTheSpanIsBannedAfterATermItWroteItself) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 0.9}});
+    if (h.size() == 1) return dist({{5, 0.8}});
+    if (h.back() == 5) return dist({{6, 0.7}, {7, 0.2}});
+    if (h.back() == 6) return dist({{7, 0.8}});
+    return dist({{kEos, 0.9}});
+  };
+  const AttendingStep::Weights on_hut = [](size_t t) {
+    std::vector<float> w = {0, 0, 0};
+    w[t == 0 ? 0 : t <= 2 ? 1 : 2] = 1;
+    return w;
+  };
+  for (const int beam : {1, 4}) {
+    SearchInput tied = input_of({{10, {}, 0, {{5}}, {}, {{1, 2}}}});
+    tied.sentences[0].span_words = {{5}};
+    tied.starts_word.assign(size_t(kVocab), 0);
+    for (const int32_t t : {4, 5, 6, 7}) tied.starts_word[size_t(t)] = 1;
+    AttendingStep fn(model, on_hut);
+    EXPECT_EQ(beam_search(fn, opts(beam), tied)[0][0].tokens, (std::vector<int32_t>{4, 5, 6, 7})) << "beam " << beam;
+  }
+}
+
 // The model's own word for a term's span alone (SearchSentence::span_words) is where the term goes where the span
 // holds only part of the attention as the model writes it (10% or more): the first search holds the term, none
 // again. "Ein Hund rennt": the model writes "dog" attending 20% to Hund and 80% to "Ein". 4 is "A", 5 "dog",

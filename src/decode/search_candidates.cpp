@@ -145,7 +145,7 @@ float CandidatePicker::steer_row(int64_t r, float* row, int64_t vocab, const ker
 // and stays banned for the continuation that starts the phrase; that continuation shows the whole phrase and feeds
 // the model its own token (SearchRun::continued). Right after a tied phrase ends otherwise, while the row still
 // attends to its span, the model's best token is banned for the rest of the hypothesis: it is the model's own
-// word for that span.
+// word for that span (where the span's own words are known, Sentence::span_words: only when it is one of them).
 void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kernels::RowLoops& loops) {
   ConstraintStep& c = *steer_->constraints;
   const Row& hyp = (*steer_->rows)[size_t(r)];
@@ -200,13 +200,17 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
       in_place = true;
     }
   }
-  const bool behind = !in_place && c.term_behind(r) >= 0;
-  if (!in_place && !behind) return;
+  const int64_t behind = in_place ? -1 : c.term_behind(r);
+  if (!in_place && behind < 0) return;
+  // Behind a phrase whose span's own words are known, only those are the model's word for the span.
+  const bool own_known =
+      behind >= 0 && size_t(behind) < sentence.span_words.size() && !sentence.span_words[size_t(behind)].empty();
   for (const Entry& e : best) {
     const int64_t t = e.index;
     if (t < 0 || e.value == kNegInf || (in_place && t == first)) return;  // the model's own choice is the phrase
     if (t == rules_.eos || t == rules_.bos || t == rules_.pad || t == rules_.unk) continue;
-    if (!c.is_word(t)) return;           // punctuation is no word of the span's: nothing is displaced
+    if (!c.is_word(t)) return;  // punctuation is no word of the span's: nothing is displaced
+    if (own_known && !sentence.span_word(size_t(behind), int32_t(t))) return;
     if (in_place) row[first] = e.value;  // the model's word is what the row feeds (SearchRun::continued)
     row[t] = kNegInf;
     c.displaced[size_t(r)] = int32_t(t);

@@ -138,7 +138,8 @@ using Abandoned = std::function<bool(int64_t sentence)>;
 // after); where the span holds the focus, past the first step and where the focus holds at least 40% of the
 // attention, the phrase's first token scores at least as the model's best token, which is banned, and a
 // hypothesis that starts the phrase there never generates that token again; right after the phrase, while the
-// hypothesis still attends to its span, the model's best token is banned for the rest of the hypothesis. It needs
+// hypothesis still attends to its span, the model's best token is banned for the rest of the hypothesis (where
+// span_words are known: only when it is one of them). It needs
 // the step function's attention (StepFunction::attention); without it, tied phrases are untied.
 struct SearchSentence {
   int64_t max_length = 1;
