@@ -417,10 +417,38 @@ TEST(Cli, TranslateStreamsLineForLineAndReportsBadInput) {
   for (const char* term : {"dog", "green", "puppy"}) EXPECT_NE(first.find(term), std::string::npos) << first;
   EXPECT_NE(second.find("novel"), std::string::npos) << "the glossary's Buch\n" << second;
   EXPECT_EQ(second.find("puppy"), std::string::npos) << second;
-  // Paragraphs, HTML and documents do not take the per-line controls: an error, not a glossary silently unused.
+  // Paragraphs, HTML and documents take the glossary, sentence by sentence: a paragraph's second sentence, a term's
+  // source word inside inline markup, a Markdown document. The line-aligned files are an error there, not silently
+  // unused.
+  mtx::test::write_text(tmp / "para.txt", "Eine Frau liest. Ein Hund rennt.\n\nEin Mann liest ein Buch.\n");
+  mtx::test::write_text(tmp / "page.html", "<p>Ein <b>Hund</b> rennt. Eine Frau liest ein <i>Buch</i>.</p>\n");
+  mtx::test::write_text(tmp / "notes.md", "# Hund\n\nEine Frau liest ein **Buch**.\n");
+  const std::string glossary = " --beam 4 --glossary " + (tmp / "glossary.tsv").string();
+  const Result para = run_mtx("translate --ckpt " + ckpt + " --format text" + glossary + " --input " +
+                              (tmp / "para.txt").string() + " 2>/dev/null");
+  ASSERT_EQ(para.code, 0) << para.output;
+  const size_t blank = para.output.find("\n\n");
+  ASSERT_NE(blank, std::string::npos) << para.output;
+  EXPECT_NE(para.output.substr(0, blank).find("puppy"), std::string::npos) << "Hund in the second sentence\n"
+                                                                           << para.output;
+  EXPECT_NE(para.output.substr(blank).find("novel"), std::string::npos) << "Buch in the next paragraph\n"
+                                                                        << para.output;
+  const Result page = run_mtx("translate --ckpt " + ckpt + " --format html" + glossary + " --input " +
+                              (tmp / "page.html").string() + " 2>/dev/null");
+  ASSERT_EQ(page.code, 0) << page.output;
+  for (const char* part : {"puppy", "novel", "<p>", "<b>", "</b>", "<i>", "</i>", "</p>"})
+    EXPECT_NE(page.output.find(part), std::string::npos) << part << "\n" << page.output;
+  const Result notes = run_mtx("translate --ckpt " + ckpt + glossary + " --input " + (tmp / "notes.md").string() +
+                               " --output " + (tmp / "notes.en.md").string() + " 2>&1");
+  ASSERT_EQ(notes.code, 0) << notes.output;
+  std::ifstream notes_file(tmp / "notes.en.md");
+  const std::string notes_out((std::istreambuf_iterator<char>(notes_file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(notes_out.rfind("# ", 0), 0u) << notes_out;
+  // A heading's first word: "Puppy", as a line's first word.
+  for (const char* term : {"Puppy", "novel"}) EXPECT_NE(notes_out.find(term), std::string::npos) << notes_out;
   for (const std::string format : {"text", "html", "docx"}) {
-    const Result unsteered = run_mtx("translate --ckpt " + ckpt + " --format " + format + " --glossary " +
-                                     (tmp / "glossary.tsv").string() + " --input " + ok_de);
+    const Result unsteered = run_mtx("translate --ckpt " + ckpt + " --format " + format + " --constraints " +
+                                     (tmp / "terms.jsonl").string() + " --input " + ok_de);
     EXPECT_NE(unsteered.code, 0) << format << ": " << unsteered.output;
     EXPECT_NE(unsteered.output.find("need --format lines"), std::string::npos) << unsteered.output;
   }

@@ -47,6 +47,19 @@ TEST(Glossary, FilesNameTheirBadLines) {
   EXPECT_NE(error_of("\tdog\n").find("line 1: an empty term"), std::string::npos);
   EXPECT_NE(error_of("Hund\t\xff\n").find("line 1: not valid UTF-8"), std::string::npos);
   EXPECT_THROW(Glossary::load((tmp / "missing.tsv").string()), mtx::DataError);
+  // Entries given in code (the Python package's dict) name the entry.
+  const auto entry_error = [](std::vector<std::pair<std::string, std::string>> entries) {
+    try {
+      Glossary::of(std::move(entries));
+    } catch (const mtx::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(entry_error({{"Hund", "dog"}, {"Ball", ""}}), "glossary entry 2 (\"Ball\"): an empty term");
+  EXPECT_NE(entry_error({{"Hund|", "dog"}}).find("entry 1 (\"Hund|\"): an empty term"), std::string::npos);
+  EXPECT_NE(entry_error({{"Hund", "dog\nline"}}).find("a tab or line break"), std::string::npos);
+  EXPECT_NE(entry_error({{"Hund", "\xff"}}).find("not valid UTF-8"), std::string::npos);
 }
 
 // An entry's forms: any source form matches, the target form at its place is the term (the first where the target

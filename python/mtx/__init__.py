@@ -22,12 +22,12 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Union
 import torch as _torch  # loads the LibTorch this package was built against, before the extension needs it
 
 from . import _mtx
-from ._mtx import CheckpointError, Error, Hypothesis, ScoreResult, TranslationResult, Score
+from ._mtx import CheckpointError, Error, Glossary, Hypothesis, ScoreResult, TranslationResult, Score
 from ._mtx import corpus_bleu, corpus_chrf, corpus_ter, sentence_bleu, decode_options
 
 __version__ = _mtx.__version__
-__all__ = ["Translator", "TranslationResult", "Hypothesis", "ScoreResult", "Score", "Error", "CheckpointError",
-           "corpus_bleu", "corpus_chrf", "corpus_ter", "sentence_bleu", "train", "load_info", "decode_options",
+__all__ = ["Translator", "Glossary", "TranslationResult", "Hypothesis", "ScoreResult", "Score", "Error",
+           "CheckpointError", "corpus_bleu", "corpus_chrf", "corpus_ter", "sentence_bleu", "train", "load_info", "decode_options",
            "import_model", "quantize", "export_ct2", "average"]
 
 _PathLike = Union[str, "_os.PathLike[str]"]
@@ -82,6 +82,9 @@ class Translator:
         Sampling (``sampling_topk`` ...) takes ``beam=1``. ``source_lang``/``target_lang``: a multilingual model's
         languages (``deu_Latn``), for sources given as text. ``target_prefix``: a prefix per source that its
         translation starts with. ``alignment=True`` adds each best hypothesis' word alignment (Pharaoh pairs).
+        ``glossary=mtx.Glossary(...)``: where a source holds a glossary's source term as whole words, its target
+        term takes the place of the model's words for it (``mtx translate --glossary``); every method that
+        translates text takes it.
         Results carry ``.text``, ``.score``, ``.nbest``, ``.alignment`` and ``.truncated`` (the source was cut to
         the model's length). Scores are computed by beam search (beam > 1), with ``nbest`` > 1, or with
         ``scores=True``; a greedy or sampled translation without ``scores=True`` has NaN scores (as ``mtx

@@ -289,7 +289,7 @@ class Translator {
   std::vector<TranslationResult> translate(const py::handle& sources, const std::optional<std::string>& source_lang,
                                            const std::optional<std::string>& target_lang,
                                            const std::optional<py::handle>& target_prefix, bool alignment,
-                                           const py::kwargs& options) {
+                                           const decode::Glossary* glossary, const py::kwargs& options) {
     const std::vector<Source> items = read_sources(sources, "sources");
     std::vector<std::string> prefixes;
     if (target_prefix && !target_prefix->is_none()) {
@@ -301,7 +301,7 @@ class Translator {
     }
     auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""));
     return interruptible([&](const std::atomic<bool>& stop) {
-      return run_translate(*t, items, prefixes, source_lang || target_lang, alignment, stop);
+      return run_translate(*t, items, prefixes, glossary, source_lang || target_lang, alignment, stop);
     });
   }
 
@@ -309,7 +309,8 @@ class Translator {
   // translated, put back with their whitespace and markup (decode/text.h, the CLI's --format text/html).
   std::vector<std::string> translate_text(const py::handle& texts, const std::string& format,
                                           const std::optional<std::string>& source_lang,
-                                          const std::optional<std::string>& target_lang, const py::kwargs& options) {
+                                          const std::optional<std::string>& target_lang,
+                                          const decode::Glossary* glossary, const py::kwargs& options) {
     if (py::isinstance<py::str>(texts)) {
       throw ConfigError("texts: expected a list of texts, not one string (wrap it in a list)");
     }
@@ -322,14 +323,16 @@ class Translator {
     auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""), f == text::Format::html);
     return interruptible([&](const std::atomic<bool>& stop) {
       const text::Segmenter segmenter = decode::segmenter_for(bundles_.front().config, source_lang.value_or(""));
-      return decode::translate_texts(*t, items, f, segmenter, [&stop](int64_t) { return stop.load(); });
+      return decode::translate_texts(
+          *t, items, f, segmenter, [&stop](int64_t) { return stop.load(); }, glossary);
     });
   }
 
  private:
   std::vector<TranslationResult> run_translate(decode::Translator& translator, const std::vector<Source>& items,
-                                               const std::vector<std::string>& prefixes, bool languages_named,
-                                               bool alignment, const std::atomic<bool>& stop) {
+                                               const std::vector<std::string>& prefixes,
+                                               const decode::Glossary* glossary, bool languages_named, bool alignment,
+                                               const std::atomic<bool>& stop) {
     decode::Translator* t = &translator;
     const decode::Abandoned abandoned = [&stop](int64_t) { return stop.load(); };
     const tokenizer::Tokenizer& tok = t->tokenizer();
@@ -343,8 +346,15 @@ class Translator {
       if (items[i].text) {
         lines.push_back(*items[i].text);
         text_at.push_back(i);
-        if (!prefixes.empty()) controls.push_back(decode::LineControls{prefixes[i], {}});
+        if (!prefixes.empty() || glossary) {
+          controls.push_back(decode::LineControls{prefixes.empty() ? std::string() : prefixes[i], {}});
+          if (glossary) decode::add_glossary_terms(*glossary, lines.back(), controls.back());
+        }
       } else {
+        if (glossary) {
+          throw ConfigError("glossary: source " + std::to_string(i) +
+                            " is given as pieces, where a glossary cannot find its source terms; give it as text");
+        }
         // Pieces are the model's input as given: no language code is added to them or forced after them.
         if (languages_named) {
           throw ConfigError("source_lang/target_lang: source " + std::to_string(i) +
@@ -381,7 +391,7 @@ class Translator {
   // mtx translate's output, byte for byte: `src` translated into `out` through the same stream.
   py::dict translate_file(const std::string& src, const std::string& out, const std::optional<std::string>& format,
                           const std::optional<std::string>& source_lang, const std::optional<std::string>& target_lang,
-                          const py::kwargs& options) {
+                          const decode::Glossary* glossary, const py::kwargs& options) {
     // A document (by `format`, else by src's extension): translated with its formatting, as mtx translate does.
     std::optional<doc::Format> document;
     if (format && *format != "lines") {
@@ -389,7 +399,7 @@ class Translator {
     } else if (!format) {
       document = doc::document_of_path(src);
     }
-    if (document) return translate_document_file(src, out, *document, source_lang, target_lang, options);
+    if (document) return translate_document_file(src, out, *document, source_lang, target_lang, glossary, options);
     auto t = translator(options, source_lang.value_or(""), target_lang.value_or(""));
     const bool scores_asked = options.contains("scores") && options["scores"].cast<bool>();
     const int fd = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
@@ -409,6 +419,7 @@ class Translator {
       decode::StreamOptions stream;
       stream.nbest_format = scores_asked || t->options().search.nbest > 1;  // mtx translate's rule
       stream.abandoned = [&stop](int64_t) { return stop.load(); };
+      stream.glossary = glossary;
       decode::StreamStats stats = decode::translate_stream(*t, *in, file, stream);
       file.flush();
       if (!file) throw Error("out: cannot write '" + out + "' (disk full?)");
@@ -428,7 +439,8 @@ class Translator {
 
   py::dict translate_document_file(const std::string& src, const std::string& out, doc::Format format,
                                    const std::optional<std::string>& source_lang,
-                                   const std::optional<std::string>& target_lang, const py::kwargs& options) {
+                                   const std::optional<std::string>& target_lang, const decode::Glossary* glossary,
+                                   const py::kwargs& options) {
     std::ifstream in(src, std::ios::binary);
     if (!in) throw NotFoundError("src: cannot read '" + src + "': " + std::strerror(errno));
     std::stringstream bytes;
@@ -445,7 +457,8 @@ class Translator {
       return doc::translate_document(
           bytes.str(), format, src,
           [&](const std::vector<std::string>& texts, text::Format f) {
-            return decode::translate_texts(*t, texts, f, segmenter, [&stop](int64_t) { return stop.load(); });
+            return decode::translate_texts(
+                *t, texts, f, segmenter, [&stop](int64_t) { return stop.load(); }, glossary);
           },
           {}, [&paragraphs](size_t done, size_t) { paragraphs = done; });
     });
@@ -809,23 +822,55 @@ PYBIND11_MODULE(_mtx, m) {
       .def_readonly("token_log_probs", &ScoreResult::token_log_probs, "one per token")
       .def("__repr__", [](const ScoreResult& r) { return "ScoreResult(log_prob=" + std::to_string(r.log_prob) + ")"; });
 
+  py::class_<decode::Glossary>(
+      m, "Glossary",
+      "A translator's glossary (mtx translate --glossary): where a sentence holds a source term "
+      "as whole words, its target term takes the place of the model's words for it.")
+      .def(py::init([](const py::object& entries, bool ignore_case, const std::optional<std::string>& stem) {
+             const decode::Glossary::Matching matching{ignore_case, stem.value_or("")};
+             if (py::isinstance<py::str>(entries) || py::hasattr(entries, "__fspath__")) {
+               const std::string path = py::str(entries).cast<std::string>();
+               py::gil_scoped_release release;
+               return decode::Glossary::load(path, matching);
+             }
+             std::vector<std::pair<std::string, std::string>> pairs;
+             const py::object items = py::hasattr(entries, "items") ? entries.attr("items")() : entries;
+             for (const py::handle item : items) {
+               const py::tuple pair = py::tuple(py::reinterpret_borrow<py::object>(item));
+               if (pair.size() != 2 || !py::isinstance<py::str>(pair[0]) || !py::isinstance<py::str>(pair[1])) {
+                 throw ConfigError(
+                     "entries: expected a path, a dict of source -> target terms or (source, target) "
+                     "pairs of strings");
+               }
+               pairs.emplace_back(pair[0].cast<std::string>(), pair[1].cast<std::string>());
+             }
+             return decode::Glossary::of(std::move(pairs), matching);
+           }),
+           py::arg("entries"), py::kw_only(), py::arg("ignore_case") = false, py::arg("stem") = py::none())
+      .def("__len__", &decode::Glossary::size)
+      .def("__repr__", [](const decode::Glossary& g) { return "Glossary(" + std::to_string(g.size()) + " entries)"; });
+
   py::class_<Translator>(m, "Translator")
       .def(py::init<const py::object&, const std::string&, const std::optional<std::string>&, int, int>(),
            py::arg("path"), py::arg("device") = "cpu", py::arg("quantize") = py::none(), py::arg("threads") = 0,
            py::arg("workers") = 0)
       .def("translate", &Translator::translate, py::arg("sources"), py::kw_only(), py::arg("source_lang") = py::none(),
-           py::arg("target_lang") = py::none(), py::arg("target_prefix") = py::none(), py::arg("alignment") = false)
+           py::arg("target_lang") = py::none(), py::arg("target_prefix") = py::none(), py::arg("alignment") = false,
+           py::arg("glossary") = py::none())
       .def("translate_text", &Translator::translate_text, py::arg("texts"), py::kw_only(), py::arg("format") = "text",
-           py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
+           py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none(), py::arg("glossary") = py::none())
       .def(
           "translate_html",
           [](Translator& self, const py::handle& texts, const std::optional<std::string>& source_lang,
-             const std::optional<std::string>& target_lang, const py::kwargs& options) {
-            return self.translate_text(texts, "html", source_lang, target_lang, options);
+             const std::optional<std::string>& target_lang, const decode::Glossary* glossary,
+             const py::kwargs& options) {
+            return self.translate_text(texts, "html", source_lang, target_lang, glossary, options);
           },
-          py::arg("texts"), py::kw_only(), py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
+          py::arg("texts"), py::kw_only(), py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none(),
+          py::arg("glossary") = py::none())
       .def("translate_file", &Translator::translate_file, py::arg("src"), py::arg("out"), py::kw_only(),
-           py::arg("format") = py::none(), py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none())
+           py::arg("format") = py::none(), py::arg("source_lang") = py::none(), py::arg("target_lang") = py::none(),
+           py::arg("glossary") = py::none())
       .def("score", &Translator::score, py::arg("sources"), py::arg("targets"), py::kw_only(),
            py::arg("batch_tokens") = 4096)
       .def("tokenize", &Translator::tokenize, py::arg("lines"))

@@ -50,7 +50,8 @@ namespace {
 // output ends as the input does. Text is translated in chunks of about chunk_lines lines that end at a blank
 // line, so memory stays bounded and a paragraph is never split; HTML is one document.
 decode::StreamStats translate_text_stream(decode::Translator& translator, int fd, std::ostream& out,
-                                          text::Format format, int chunk_lines, const std::string& src_lang) {
+                                          text::Format format, int chunk_lines, const std::string& src_lang,
+                                          const decode::Glossary* glossary) {
   const text::Segmenter segmenter(src_lang);
   decode::StreamStats stats;
   const auto start = std::chrono::steady_clock::now();
@@ -60,7 +61,7 @@ decode::StreamStats translate_text_stream(decode::Translator& translator, int fd
     const std::string text = buffer.substr(0, end);
     buffer.erase(0, end);
     stats.lines += int64_t(std::count(text.begin(), text.end(), '\n'));
-    out << decode::translate_texts(translator, {text}, format, segmenter).front();
+    out << decode::translate_texts(translator, {text}, format, segmenter, {}, glossary).front();
     out.flush();
   };
   std::vector<char> block(size_t(1) << 16);
@@ -96,7 +97,7 @@ std::optional<doc::Format> document_format(const TranslateArgs& args) {
 
 // A document read whole, translated with its formatting, and written whole.
 void translate_document_file(decode::Translator& translator, int fd, std::ostream& out, doc::Format format,
-                             const std::string& name, const std::string& src_lang) {
+                             const std::string& name, const std::string& src_lang, const decode::Glossary* glossary) {
   std::string bytes;
   std::vector<char> block(size_t(1) << 16);
   for (;;) {
@@ -109,7 +110,7 @@ void translate_document_file(decode::Translator& translator, int fd, std::ostrea
   const text::Segmenter segmenter(src_lang);
   const auto start = std::chrono::steady_clock::now();
   const doc::Translate translate = [&](const std::vector<std::string>& texts, text::Format f) {
-    return decode::translate_texts(translator, texts, f, segmenter);
+    return decode::translate_texts(translator, texts, f, segmenter, {}, glossary);
   };
   const doc::Progress progress = [&](size_t done, size_t total) {
     if (done < total || total > 1) log::info("{}: {} of {} paragraphs translated", name, done, total);
@@ -127,11 +128,9 @@ int run_translate(const TranslateArgs& args) {
     throw ConfigError("a " + format + " document is written as it came in: --align, --scores and --language-columns " +
                       "need --format lines");
   }
-  if (format != "lines" && args.controls->steers()) {
-    throw ConfigError(
-        "--target-prefix, --constraints and --glossary steer one sentence a line: they need --format "
-        "lines (" +
-        format + " does not take them yet)");
+  if (format != "lines" && args.controls->line_aligned()) {
+    throw ConfigError("--target-prefix and --constraints steer one sentence a line: they need --format lines (" +
+                      format + " is not read a sentence a line; --glossary works with every format)");
   }
   const torch::Device device = select_device(parse_device(inference_device(args.device, args.quantize)), "--device");
 
@@ -192,13 +191,14 @@ int run_translate(const TranslateArgs& args) {
   }
   const std::string src_lang = options.source_lang.empty() ? first.config.data.src_lang : options.source_lang;
   if (document) {
-    translate_document_file(translator, input_fd, out, *document, args.input.empty() ? "stdin" : args.input, src_lang);
+    translate_document_file(translator, input_fd, out, *document, args.input.empty() ? "stdin" : args.input, src_lang,
+                            stream.glossary);
     return 0;
   }
   const decode::StreamStats s =
       format == "lines" ? decode::translate_stream(translator, *in, out, stream)
                         : translate_text_stream(translator, input_fd, out, text::parse_format(format, "--format"),
-                                                args.chunk_lines, src_lang);
+                                                args.chunk_lines, src_lang, stream.glossary);
   profile.reset();
 
   if (format != "lines") {

@@ -77,8 +77,8 @@ class ControlFlags {
   void open(decode::StreamOptions& stream);
   // The languages named (--source-lang, --target-lang) into the translator's options.
   void apply(decode::TranslateOptions& options) const;
-  // Whether --target-prefix, --constraints or --glossary is given.
-  bool steers() const { return !prefix_path_.empty() || !constraints_path_.empty() || !glossary_path_.empty(); }
+  // Whether --target-prefix or --constraints, files with a line per input line, is given.
+  bool line_aligned() const { return !prefix_path_.empty() || !constraints_path_.empty(); }
 
  private:
   std::string source_lang_, target_lang_;

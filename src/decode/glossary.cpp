@@ -119,7 +119,17 @@ Glossary Glossary::of(std::vector<std::pair<std::string, std::string>> entries, 
   Glossary g;
   g.matching_ = matching;
   if (!matching.stem.empty()) g.stemmer_ = std::make_shared<Stemmer>(matching.stem);
-  for (auto& [source, target] : entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& [source, target] = entries[i];
+    const std::string where = "glossary entry " + std::to_string(i + 1) + " (\"" + source + "\")";
+    for (const std::string& side : {source, target}) {
+      if (!utf8::is_valid(side)) throw ConfigError(where + ": not valid UTF-8");
+      if (side.find_first_of("\t\r\n") != std::string::npos)
+        throw ConfigError(where + ": a tab or line break in a term");
+      for (const std::string& form : forms_of(side)) {
+        if (form.empty()) throw ConfigError(where + ": an empty term");
+      }
+    }
     Entry e;
     for (const std::string& f : forms_of(source)) {
       e.sources.push_back(matching.ignore_case ? folded(text::to_u32(f)) : text::to_u32(f));

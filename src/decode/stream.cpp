@@ -298,22 +298,25 @@ std::vector<LineControls> read_controls(const std::vector<std::string>& lines, i
       c.constraints = parse_constraints(control_line(options.constraints, number, "one JSON list"),
                                         options.constraints.name, number);
     }
-    if (options.glossary) {  // each term tied to the source words it matched
-      const std::vector<Glossary::Term> terms = options.glossary->terms_for(lines[i]);
-      if (!terms.empty()) c.sources.assign(c.constraints.size(), {std::string::npos, std::string::npos});
-      const size_t given = c.constraints.size();  // --constraints' phrases: a term among them is not added
-      for (const Glossary::Term& term : terms) {
-        if (std::find(c.constraints.begin(), c.constraints.begin() + std::ptrdiff_t(given), term.target) !=
-            c.constraints.begin() + std::ptrdiff_t(given)) {
-          continue;
-        }
-        c.constraints.push_back(term.target);  // one a source occurrence
-        c.sources.emplace_back(term.begin, term.end);
-      }
-    }
+    if (options.glossary) add_glossary_terms(*options.glossary, lines[i], c);
     controls.push_back(std::move(c));
   }
   return controls;
+}
+
+void add_glossary_terms(const Glossary& glossary, const std::string& line, LineControls& controls) {
+  const std::vector<Glossary::Term> terms = glossary.terms_for(line);
+  if (terms.empty()) return;
+  auto& c = controls.constraints;
+  controls.sources.resize(c.size(), {std::string::npos, std::string::npos});
+  const size_t given = c.size();  // phrases given before: a term among them is not added
+  for (const Glossary::Term& term : terms) {
+    if (std::find(c.begin(), c.begin() + std::ptrdiff_t(given), term.target) != c.begin() + std::ptrdiff_t(given)) {
+      continue;
+    }
+    c.push_back(term.target);  // one a source occurrence
+    controls.sources.emplace_back(term.begin, term.end);
+  }
 }
 
 void check_controls_end(const StreamOptions& options, int64_t lines) {

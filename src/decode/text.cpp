@@ -4,6 +4,7 @@
 
 #include "mtx/decode/align.h"
 #include "mtx/decode/request.h"
+#include "mtx/decode/stream.h"
 #include "mtx/util/errors.h"
 #include "mtx/util/utf8.h"
 
@@ -104,11 +105,16 @@ std::vector<std::string> render_texts(model::Transformer& model, const tokenizer
 
 std::vector<std::string> translate_texts(Translator& translator, const std::vector<std::string>& texts,
                                          text::Format format, const text::Segmenter& segmenter,
-                                         const Abandoned& abandoned) {
+                                         const Abandoned& abandoned, const Glossary* glossary) {
   const tokenizer::Tokenizer& tok = translator.tokenizer();
   const TextPlan plan = plan_texts(tok, translator.max_source_tokens(), texts, format, segmenter,
                                    [](size_t t) { return "text " + std::to_string(t + 1); });
-  const std::vector<Translation> translated = translator.translate(plan.sentences, {}, abandoned);
+  std::vector<LineControls> controls;
+  if (glossary) {
+    controls.resize(plan.sentences.size());
+    for (size_t i = 0; i < plan.sentences.size(); ++i) add_glossary_terms(*glossary, plan.sentences[i], controls[i]);
+  }
+  const std::vector<Translation> translated = translator.translate(plan.sentences, controls, abandoned);
   std::vector<const Hypothesis*> chosen;
   for (const Translation& t : translated) chosen.push_back(t.hypotheses.empty() ? nullptr : &t.hypotheses.front());
   return render_texts(translator.model(), tok, plan, chosen);

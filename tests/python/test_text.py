@@ -214,3 +214,53 @@ def test_translate_file_takes_documents_as_the_cli_does(model, val_lines, cli, t
     assert back.paragraphs[1].text != lines[1]
     run_cli(cli, "translate", "--ckpt", model, "--input", tmp_path / "report.docx", "--output", tmp_path / "cli.docx")
     assert (tmp_path / "cli.docx").read_bytes() == (tmp_path / "report.en.docx").read_bytes()
+
+
+def test_a_glossary_steers_lines_paragraphs_html_and_files_as_the_cli_does(model, cli, tmp_path):
+    """mtx.Glossary (a TSV path, a dict or pairs) in translate, translate_text, translate_html and translate_file:
+    every term where its source word stands (a paragraph's second sentence, a word inside inline markup), the same
+    bytes as mtx translate --glossary; bad entries and pieces raise with the entry named."""
+    import mtx
+    t = mtx.Translator(str(model))
+    tsv = tmp_path / "glossary.tsv"
+    tsv.write_text("# de -> en\nHund|Hunde\tpuppy|puppies\nBuch\tnovel\n", encoding="utf-8")
+    from_file = mtx.Glossary(tsv)
+    from_dict = mtx.Glossary({"Hund|Hunde": "puppy|puppies", "Buch": "novel"})
+    assert len(from_file) == len(from_dict) == 2
+    lines = ["Ein Hund liest ein Buch.", "Zwei Hunde rennen."]
+    got = [r.text for r in t.translate(lines, beam=4, glossary=from_file)]
+    assert "puppy" in got[0] and "novel" in got[0] and "puppies" in got[1], got
+    assert [r.text for r in t.translate(lines, beam=4, glossary=from_dict)] == got
+    src = tmp_path / "lines.de"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert run_cli(cli, "translate", "--ckpt", model, "--beam", 4, "--glossary", tsv, "--input", src) == \
+        "\n".join(got) + "\n"
+    # A paragraph: the terms of each of its sentences.
+    para = "Eine Frau liest. Ein Hund rennt.\n\nZwei Hunde lesen ein Buch.\n"
+    text = t.translate_text([para], beam=4, glossary=from_file)[0]
+    first, second = text.split("\n\n")
+    assert "puppy" in first and "puppies" in second and "novel" in second, text
+    (tmp_path / "para.de").write_text(para, encoding="utf-8")
+    assert run_cli(cli, "translate", "--ckpt", model, "--beam", 4, "--format", "text", "--glossary", tsv, "--input",
+                   tmp_path / "para.de") == text
+    # HTML: a term's source word inside an element; each element kept once.
+    page = "<p>Ein <b>Hund</b> liest ein <i>Buch</i>.</p>"
+    html = t.translate_html([page], beam=4, glossary=from_file)[0]
+    assert "puppy" in html and "novel" in html, html
+    for tag in ("<p>", "<b>", "</b>", "<i>", "</i>", "</p>"):
+        assert html.count(tag) == 1, html
+    # A file: lines, and a document (.srt) through the text layer.
+    figures = t.translate_file(src, tmp_path / "lines.en", beam=4, glossary=from_file)
+    assert figures["lines"] == 2 and (tmp_path / "lines.en").read_text(encoding="utf-8") == "\n".join(got) + "\n"
+    srt = tmp_path / "film.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nEin Hund rennt.\n", encoding="utf-8")
+    t.translate_file(srt, tmp_path / "film.en.srt", beam=4, glossary=from_file)
+    assert "puppy" in (tmp_path / "film.en.srt").read_text(encoding="utf-8")
+    # Refusals, one line each.
+    with pytest.raises(ValueError, match=r"glossary entry 1 \("):
+        mtx.Glossary({"Hund": ""})
+    with pytest.raises(ValueError, match="glossary.tsv' line 1"):
+        tsv.write_text("Hund puppy\n", encoding="utf-8")
+        mtx.Glossary(tsv)
+    with pytest.raises(ValueError, match="given as pieces"):
+        t.translate([["▁Ein", "▁Hund"]], glossary=from_dict)

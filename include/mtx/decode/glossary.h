@@ -29,7 +29,8 @@ class Glossary {
   // Throws DataError naming the file (unreadable) and line (no tab, an empty term or form, invalid UTF-8), and
   // ConfigError for a stemmer Snowball does not have.
   static Glossary load(const std::string& path, const Matching& matching = {});
-  // Entries as (source, target) pairs, in file order, forms separated by '|'.
+  // Entries as (source, target) pairs, in file order, forms separated by '|'. Throws ConfigError naming the entry
+  // for an empty term or form, invalid UTF-8, or a tab or line break in a term.
   static Glossary of(std::vector<std::pair<std::string, std::string>> entries, const Matching& matching = {});
 
   // An entry found in a line: its target term and the bytes [begin, end) of the source form it matched.

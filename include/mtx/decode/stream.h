@@ -79,6 +79,10 @@ StreamStats translate_stream(Translator& translator, LineSource& in, std::ostrea
 // line, and the glossary's terms. Empty when options have no control file and no glossary.
 std::vector<LineControls> read_controls(const std::vector<std::string>& lines, int64_t first_number,
                                         const StreamOptions& options);
+// The glossary's terms for `line` added to its controls: each entry's target term at each occurrence of its source
+// term, tied to the bytes it matched (LineControls::sources); a term already among the controls' phrases is not
+// added again.
+void add_glossary_terms(const Glossary& glossary, const std::string& line, LineControls& controls);
 // After the last line: DataError when a control file has lines left.
 void check_controls_end(const StreamOptions& options, int64_t lines);
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mtx/decode/glossary.h"
 #include "mtx/decode/translator.h"
 #include "mtx/text/layout.h"
 #include "mtx/text/segment.h"
@@ -43,9 +44,11 @@ std::vector<int32_t> without_language(const tokenizer::Tokenizer& tokenizer, con
 
 // `texts` translated with `translator` (its languages and options), each laid out as `format` says and cut with
 // `segmenter`. Empty and all-blank texts come back as they are. `abandoned`: as Translator::translate's.
+// `glossary`: each sentence's terms take the place of the model's words for their source words, as in lines
+// (stream.h's add_glossary_terms); inline markup on a term's source words goes on the term.
 std::vector<std::string> translate_texts(Translator& translator, const std::vector<std::string>& texts,
                                          text::Format format, const text::Segmenter& segmenter,
-                                         const Abandoned& abandoned = {});
+                                         const Abandoned& abandoned = {}, const Glossary* glossary = nullptr);
 
 // The segmenter for a model's source language: `code` (a multilingual model's, in any scheme) or its config's.
 text::Segmenter segmenter_for(const config::Config& config, const std::string& code = "");
