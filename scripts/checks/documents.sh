@@ -40,6 +40,19 @@ for f in "$tmp"/in/*; do
 done
 say "mtx translate: $(ls "$tmp/in" | wc -l) files read back with their structure and runs, nothing untranslated"
 
+# A client's glossary over the same files: every paragraph that holds a glossary word holds its term, and the
+# files keep their structure and runs (LibreOffice opens the office ones below).
+mkdir -p "$tmp/glossary"
+printf 'Mann|Männer\tgentleman|gentlemen\nHund|Hunde\tpuppy|puppies\nFrau|Frauen\tlady|ladies\n' > "$tmp/glossary.tsv"
+for f in "$tmp"/in/*; do
+  name=$(basename "$f")
+  "$mtx" --log-level warn translate --ckpt "$ckpt" --glossary "$tmp/glossary.tsv" --input "$f" \
+    --output "$tmp/glossary/$name" --threads 1 || fail "mtx translate --glossary --input $name"
+  "$py" tests/documents/corpus.py check "$f" "$tmp/glossary/$name" --mode model || fail "--glossary's $name"
+  "$py" tests/documents/corpus.py terms "$f" "$tmp/glossary/$name" "$tmp/glossary.tsv" || fail "--glossary's $name"
+done
+say "mtx translate --glossary: every glossary word's term in its paragraph, in all $(ls "$tmp/in" | wc -l) files"
+
 # The same files through mtx serve's /translate_file, as LibreTranslate's clients post them.
 "$mtx" serve --ckpt "$ckpt" --port 0 --threads 1 > "$tmp/serve.log" 2>&1 &  # prints "serving on http://HOST:PORT"
 server=$!
@@ -76,6 +89,11 @@ say "mtx serve /translate_file: every file downloaded, the same bytes as mtx tra
 # LibreOffice opens every office and HTML output: each converts to a PDF.
 outputs=()
 for f in "$tmp"/cli/*.docx "$tmp"/cli/*.pptx "$tmp"/cli/*.odt "$tmp"/cli/*.odp "$tmp"/cli/*.html; do outputs+=("$f"); done
+mkdir -p "$tmp/glossary-pdf"
+for f in "$tmp"/glossary/*.docx "$tmp"/glossary/*.odt; do  # other names than the cli's: their PDFs do not clash
+  cp "$f" "$tmp/glossary-pdf/glossary-$(basename "$f")"
+  outputs+=("$tmp/glossary-pdf/glossary-$(basename "$f")")
+done
 HOME=$tmp soffice -env:UserInstallation="file://$tmp/lo-profile" --headless --convert-to pdf --outdir "$tmp/pdf" \
   "${outputs[@]}" > "$tmp/soffice.log" 2>&1 || fail "soffice: $(tail -3 "$tmp/soffice.log")"
 for f in "${outputs[@]}"; do

@@ -9,6 +9,9 @@
                each word aligned to its source word): every text is translated, and every formatting run holds
                exactly the upper-cased words of its source run (a run moved onto other words fails);
         model: a real model translated IN: no paragraph with words is left as it was.
+    corpus.py terms IN OUT GLOSSARY    checks OUT, IN translated with `mtx translate --glossary GLOSSARY` (a TSV,
+                                       forms separated by '|'): every paragraph of IN that holds a source form as a
+                                       whole word holds one of its entry's target forms.
 Prints one line per problem and exits 1 when there is any.
 """
 
@@ -571,7 +574,38 @@ def check(src, out, mode):
     return problems
 
 
+def terms(src, out, glossary):
+    entries = []
+    for line in open(glossary, encoding="utf-8"):
+        line = line.rstrip("\r\n")
+        if line and not line.startswith("#"):
+            source, target = line.split("\t")
+            entries.append((source.split("|"), target.split("|")))
+    ps, po = paragraphs(src), paragraphs(out)
+    if len(ps) != len(po):
+        return [f"{out}: {len(po)} paragraphs, the source has {len(ps)}"]
+    problems, held = [], 0
+    for i, (s, o) in enumerate(zip(ps, po)):
+        if s.style == "pre":
+            continue
+        for sources, targets in entries:
+            if not any(re.search(r"(?<!\w)" + re.escape(f) + r"(?!\w)", s.text()) for f in sources):
+                continue
+            held += 1
+            if not any(re.search(r"(?<!\w)" + re.escape(t) + r"(?!\w)", o.text(), re.IGNORECASE) for t in targets):
+                problems.append(f"{out}: paragraph {i + 1} ({s.text()[:40]!r}) lacks {'|'.join(targets)}: "
+                                f"{o.text()[:80]!r}")
+    if held == 0:
+        problems.append(f"{src}: no paragraph holds a glossary word (the check checks nothing)")
+    return problems
+
+
 def main():
+    if sys.argv[1] == "terms":
+        problems = terms(sys.argv[2], sys.argv[3], sys.argv[4])
+        for p in problems:
+            print(p)
+        return 1 if problems else 0
     if sys.argv[1] == "make":
         import os
 
