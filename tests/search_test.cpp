@@ -1429,6 +1429,35 @@ TEST(BeamSearch, ATiedTermTakesThePlaceOfTheModelsWordForItsSpanAlone) {
   }
 }
 
+// Searched as the model writes it, where the model's own word for a term's span is known, a word the model writes
+// while its attention rests on the span is not taken for that word: the term waits for the model's own word.
+// "Drei braune Hunde springen an der Frau hoch" with Frau -> lady: "Three brown dogs jump lady" for the model's
+// "Three brown dogs jump woman", where the model attends to Frau as it writes "brown" -- not "Three lady dogs jump
+// woman". 4 is "Three", 7 "brown", 6 "dogs", 9 "jump", 5 "woman", 8 "lady"; position 1 is Frau.
+TEST(BeamSearch, AsTheModelWritesItATiedTermWaitsForTheModelsOwnWordForItsSpan) {
+  const Table model = [](int64_t, const std::vector<int32_t>& h) {
+    if (h.empty()) return dist({{4, 1}});
+    if (h.size() == 1) return dist({{7, 0.999}, {8, 0.001}});
+    if (h.back() == 7 || h.back() == 8) return dist({{6, 1}});
+    if (h.back() == 6) return dist({{9, 1}});
+    if (h.back() == 9) return dist({{5, 0.999}, {8, 0.001}});
+    return dist({{kEos, 1}});
+  };
+  const AttendingStep::SentenceWeights on_frau = [](int64_t, size_t t) {
+    return t == 1 || t == 4 ? std::vector<float>{0, 1, 0} : std::vector<float>{1, 0, 0};
+  };
+  for (const int beam : {1, 4}) {
+    AttendingStep fn(model, on_frau, 1);
+    SearchInput in = input_of({{10, {}, 0, {{8}}, {}, {{1, 2}}}});
+    in.sentences[0].span_words = {{5}};
+    in.starts_word.assign(size_t(kVocab), 0);
+    for (const int32_t t : {4, 5, 6, 7, 8, 9}) in.starts_word[size_t(t)] = 1;
+    in.rejoin = [&](int64_t s) { fn.join(s); };
+    EXPECT_EQ(beam_search(fn, opts(beam), in)[0][0].tokens, (std::vector<int32_t>{4, 7, 6, 9, 8})) << "beam " << beam;
+    EXPECT_TRUE(fn.joined.empty()) << "searched once, beam " << beam;
+  }
+}
+
 TEST(BeamSearch, ATiedTermIsSearchedAsTheModelWritesItThenForcedWhereNoHypothesisHoldsIt) {
   const Table model = fed_own_word;
   const AttendingStep::SentenceWeights weights = [](int64_t s, size_t t) {

@@ -170,7 +170,11 @@ void CandidatePicker::displace(int64_t r, float* row, int64_t vocab, const kerne
   // The first step's attention does not tell the word it writes: there the phrase takes the model's first word's
   // place only where it translates the line's first word, else it only may start.
   const bool first_word = hyp.history.empty() && term >= 0 && sentence.spans[size_t(term)].first == 0;
-  bool in_place = (here.firm && !hyp.history.empty()) || first_word;
+  // Searched as the model writes it, where the model's own words for the span are known, they alone say where the
+  // phrase takes a word's place (below); forced, the focus does too.
+  const bool own_known_here = sentence.unforced && term >= 0 && size_t(term) < sentence.span_words.size() &&
+                              !sentence.span_words[size_t(term)].empty();
+  bool in_place = ((here.firm && !hyp.history.empty()) || first_word) && !own_known_here;
   Entry best[kHeldExtra + 1];
   loops.top(row, vocab, kHeldExtra + 1, best);
   // A phrase takes the place of the model's own word for its span where the model writes it: searched again, its

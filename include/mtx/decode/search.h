@@ -136,7 +136,8 @@ using Abandoned = std::function<bool(int64_t sentence)>;
 // the span (Hasler et al. 2018; Bogoychev & Chen 2023): such a phrase starts only at a step where a hypothesis
 // attends most to its span, or gives it at least 30% of its attention (or where the phrase would no longer fit
 // after); where the span holds the focus, past the first step and where the focus holds at least 40% of the
-// attention, the phrase's first token scores at least as the model's best token, which is banned, and a
+// attention (searched as the model writes it with span_words known: where that token is one of them, below), the
+// phrase's first token scores at least as the model's best token, which is banned, and a
 // hypothesis that starts the phrase there never generates that token again; right after the phrase, while the
 // hypothesis still attends to its span, the model's best token is banned for the rest of the hypothesis (where
 // span_words are known: only when it is one of them). It needs
