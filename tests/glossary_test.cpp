@@ -83,6 +83,15 @@ TEST(Glossary, FormsPickTheirTermAndTermsKnowTheirSourceBytes) {
   EXPECT_LT(both[0].begin, both[1].begin);
   EXPECT_EQ(g.constraints_for("Ein Hund"), (std::vector<std::string>{"puppy"}));
   EXPECT_TRUE(g.constraints_for("Hundehütte").empty());
+  // A term knows its entry's other forms, each other target once with the first source form giving it, in the
+  // term's case: "einen Jungen" may want "lad".
+  using Forms = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(both[0].forms, (Forms{{"Hunde", "puppies"}}));
+  EXPECT_EQ(both[1].forms, (Forms{{"Hund", "puppy"}}));
+  EXPECT_TRUE(terms[1].forms.empty()) << "one target form";
+  const Glossary boys = Glossary::of({{"Junge|Jungen", "lad|lads"}});
+  EXPECT_EQ(boys.terms_for("Ein Mann hält einen Jungen")[0].forms, (Forms{{"Junge", "lad"}}));
+  EXPECT_EQ(boys.terms_for("Jungen spielen")[0].forms, (Forms{{"Junge", "Lad"}}));
 }
 
 // A term for the line's first word starts with a capital, as the translation's first word will ("Hunde rennen"

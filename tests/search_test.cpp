@@ -1458,6 +1458,43 @@ TEST(BeamSearch, AsTheModelWritesItATiedTermWaitsForTheModelsOwnWordForItsSpan) 
   }
 }
 
+// A tied term's other forms (SearchSentence::forms: a glossary entry's other target forms, with the model's own
+// words for their source forms): searched as the model writes it, the form whose own word the model writes takes
+// its place. "Ein Mann hält einen Jungen" with Junge|Jungen -> lad|lads: Jungen matched, so "lads", but the model
+// writes "boy", its word for Junge: "lad" ("a lad", not "a lads"); where it writes "boys", "lads". Without the forms:
+// "lads" either way. 4 is "A", 5 "boy", 6 "boys", 7 8 "la" "d", 9 "s" (it continues a word); Jungen is position 1.
+TEST(BeamSearch, AsTheModelWritesItATiedTermsFormGoesWhereTheModelWritesThatFormsWord) {
+  for (const int32_t word : {5, 6}) {
+    const Table model = [word](int64_t, const std::vector<int32_t>& h) {
+      if (h.empty()) return dist({{4, 1}});
+      if (h.size() == 1) return dist({{word, 0.999}, {7, 0.001}});
+      return dist({{kEos, 1}});
+    };
+    const AttendingStep::SentenceWeights on_jungen = [](int64_t, size_t t) {
+      return t == 1 ? std::vector<float>{0, 1, 0} : std::vector<float>{1, 0, 0};
+    };
+    for (const bool forms : {false, true}) {
+      for (const int beam : {1, 4}) {
+        AttendingStep fn(model, on_jungen, 1);
+        SearchInput in = input_of({{10, {}, 0, {{7, 8, 9}}, {}, {{1, 2}}}});
+        in.sentences[0].span_words = {{6}};
+        if (forms) in.sentences[0].forms = {{{{7, 8}, {5}}}};
+        in.starts_word.assign(size_t(kVocab), 0);
+        for (const int32_t t : {4, 5, 6, 7}) in.starts_word[size_t(t)] = 1;
+        in.continues_word.assign(size_t(kVocab), 0);
+        in.continues_word[8] = in.continues_word[9] = 1;
+        in.rejoin = [&](int64_t s) { fn.join(s); };
+        const std::vector<int32_t> want =
+            forms && word == 5 ? std::vector<int32_t>{4, 7, 8} : std::vector<int32_t>{4, 7, 8, 9};
+        EXPECT_EQ(beam_search(fn, opts(beam), in)[0][0].tokens, want)
+            << "beam " << beam << ", forms " << forms << ", word " << word;
+        // Where the model writes no word of the term's or its forms', it is searched again (forced): "lads".
+        EXPECT_EQ(fn.joined.empty(), forms || word == 6) << "beam " << beam << ", forms " << forms << ", word " << word;
+      }
+    }
+  }
+}
+
 TEST(BeamSearch, ATiedTermIsSearchedAsTheModelWritesItThenForcedWhereNoHypothesisHoldsIt) {
   const Table model = fed_own_word;
   const AttendingStep::SentenceWeights weights = [](int64_t s, size_t t) {

@@ -131,7 +131,8 @@ Glossary Glossary::of(std::vector<std::pair<std::string, std::string>> entries, 
       }
     }
     Entry e;
-    for (const std::string& f : forms_of(source)) {
+    e.forms = forms_of(source);
+    for (const std::string& f : e.forms) {
       e.sources.push_back(matching.ignore_case ? folded(text::to_u32(f)) : text::to_u32(f));
       if (!g.stemmer_) continue;
       const std::u32string form = folded(text::to_u32(f));
@@ -197,7 +198,16 @@ std::vector<Glossary::Term> Glossary::terms_for(const std::string& line) const {
     for (const Found& x : found) {
       const std::string& target = e.targets[x.form < e.targets.size() ? x.form : 0];
       const bool first_word = std::none_of(text.begin(), text.begin() + std::ptrdiff_t(x.begin), word_char);
-      out.push_back({first_word ? capitalized(target) : target, byte_of[x.begin], byte_of[x.end]});
+      Term term{first_word ? capitalized(target) : target, byte_of[x.begin], byte_of[x.end], {}};
+      for (size_t f = 0; f < e.targets.size() && f < e.forms.size(); ++f) {  // each other target once
+        const std::string& other = e.targets[f];
+        if (other == target || std::find(e.targets.begin(), e.targets.begin() + std::ptrdiff_t(f), other) !=
+                                   e.targets.begin() + std::ptrdiff_t(f)) {
+          continue;
+        }
+        term.forms.push_back({e.forms[f], first_word ? capitalized(other) : other});
+      }
+      out.push_back(std::move(term));
     }
   }
   return out;

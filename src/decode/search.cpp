@@ -64,6 +64,7 @@ void SearchRun::add_sentence(const SearchSentence& s, int64_t start) {
       TORCH_CHECK(t >= 0 && t != eos && t != bos && t != pad, "beam_search: constraint token ", t);
     }
     n.constraints.push_back(p);
+    n.stands_for.push_back(int64_t(i));  // for now: the index it was given at
     n.spans.push_back(s.spans.empty() ? std::pair<int64_t, int64_t>{-1, -1} : s.spans[i]);
     n.span_words.push_back(i < s.span_words.size() ? s.span_words[i] : std::vector<int32_t>{});
     tied = tied || n.spans.back().first >= 0;
@@ -76,6 +77,7 @@ void SearchRun::add_sentence(const SearchSentence& s, int64_t start) {
   any_tied_ = any_tied_ || tied;
   n.unforced = tied && input_.rejoin && !sampling_ &&
                std::all_of(n.spans.begin(), n.spans.end(), [](const auto& span) { return span.first >= 0; });
+  add_forms(s, n);
   if (!n.constraints.empty() && sampling_) {
     throw ConfigError("constraints need beam or greedy search, not sampling (decode.sampling_topk 1)");
   }
@@ -99,6 +101,33 @@ void SearchRun::add_sentence(const SearchSentence& s, int64_t start) {
   finished_.emplace_back();
 }
 
+// Unforced, the sentence's tied phrases' other forms (SearchSentence::forms) follow its own phrases, each with its
+// phrase's span and its own words (Sentence::stands_for).
+void SearchRun::add_forms(const SearchSentence& s, Sentence& n) const {
+  const std::vector<int64_t> given = std::move(n.stands_for);  // per phrase kept, its index in `s`
+  n.stands_for.clear();
+  n.own = n.constraints.size();
+  if (!n.unforced || s.forms.empty()) return;
+  for (size_t j = 0; j < n.own; ++j) {
+    const auto i = size_t(given[j]);
+    for (size_t f = 0; i < s.forms.size() && f < s.forms[i].size(); ++f) {
+      const SearchSentence::Form& form = s.forms[i][f];
+      if (form.tokens.empty()) continue;
+      for (const int32_t t : form.tokens) {
+        TORCH_CHECK(t >= 0 && t != input_.eos && t != input_.bos && t != input_.pad, "beam_search: form token ", t);
+      }
+      if (n.stands_for.empty()) {
+        for (size_t k = 0; k < n.own; ++k) n.stands_for.push_back(int64_t(k));
+      }
+      n.constraints.push_back(form.tokens);
+      n.spans.push_back(n.spans[j]);
+      n.span_words.resize(n.constraints.size() - 1);
+      n.span_words.push_back(form.span_words);
+      n.stands_for.push_back(int64_t(j));
+    }
+  }
+}
+
 void SearchRun::conclude(int64_t s) {
   auto& done = finished_[size_t(s)];
   if (!sampling_) {
@@ -110,7 +139,7 @@ void SearchRun::conclude(int64_t s) {
     // Hypotheses forced to end at the limit without their phrases come after every one that holds them.
     const auto holding = std::stable_partition(done.begin(), done.end(), [&](const Hypothesis& h) {
       ConstraintState c = start_state(phrases);
-      for (const int32_t t : h.tokens) c = advance(c, phrases, t);
+      for (const int32_t t : h.tokens) c = sentences_[size_t(s)].advance(c, t);
       return c.all_met();
     });
     if (sentences_[size_t(s)].unforced) {  // those that hold them, else a forced search
@@ -133,6 +162,7 @@ void SearchRun::retry(int64_t s) {
                                [](int32_t t) { return t >= 0; });
   if (own) sentence.own_words = own_words_[size_t(s)].second;
   sentence.unforced = own;
+  if (!own) sentence.drop_forms();
   sentence.beam_left = k_;
   finished_[size_t(s)].clear();
   retry_.push_back(s);
@@ -168,7 +198,7 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
     next.constraints = row.constraints;
     for (const int32_t t : phrases[size_t(placed)]) {
       next.history.push_back(t);
-      next.constraints = advance(next.constraints, phrases, t);
+      next.constraints = sentences_[size_t(s)].advance(next.constraints, t);
     }
     next.constraints.sealed = false;  // the model may finish its word: those pieces are not shown
     next.constraints.just_met = -1;
@@ -179,7 +209,7 @@ Row SearchRun::continued(const Row& row, int64_t s, int32_t token, float score, 
     shown = under_shadow(row, s, token, *c, r, next);
   } else {
     next.history.push_back(token);
-    next.constraints = advance(row.constraints, phrases, token);
+    next.constraints = sentences_[size_t(s)].advance(row.constraints, token);
     if (sentences_[size_t(s)].unforced && c && c->attention.defined() && starts_word(token)) {
       next.peaks.resize(phrases.size(), {0.f, -1});  // where each span's attention peaks (Row::peaks)
       next.own_peaks.resize(phrases.size(), {0.f, -1});
@@ -277,6 +307,11 @@ void SearchRun::note_own_words(const Row& row, int64_t s, double score) {
         i < row.own_peaks.size() && row.own_peaks[i].second >= 0 ? row.own_peaks[i].second : row.peaks[i].second;
     if (at == 0 && sentences_[size_t(s)].spans[i].first > 0) continue;
     if (!row.constraints.met[i] && at >= 0) words[i] = row.history[size_t(at)];
+  }
+  // A phrase's other forms take the place of the word their phrase does.
+  const Sentence& sentence = sentences_[size_t(s)];
+  for (size_t i = sentence.own; i < sentence.stands_for.size() && i < words.size(); ++i) {
+    words[i] = words[size_t(sentence.stands_for[i])];
   }
 }
 

@@ -43,8 +43,10 @@ struct ConstraintState {
 };
 ConstraintState start_state(const Phrases& phrases);
 // The state after `token`: it extends the phrase under way, else it may start one (progress is lost when a token
-// breaks a phrase, as in fairseq: the token is then tried from the root).
-ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_t token);
+// breaks a phrase, as in fairseq: the token is then tried from the root). `stands_for` (per phrase, or empty): the
+// phrase each one is a form of (Sentence::stands_for); one met, every phrase of its group is met.
+ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_t token,
+                        const std::vector<int64_t>& stands_for = {});
 // The tokens that advance a state: the next token of each unmet phrase under way, and (when one is under way, or
 // none) the first token of each unmet phrase whose start is not held back (`held`, per phrase, or empty: none).
 void advancing_tokens(const ConstraintState& s, const Phrases& phrases, std::vector<int32_t>& out,
@@ -69,10 +71,20 @@ struct Sentence {
   // attention for in the first search's best hypothesis (-1: none), which the phrase takes the place of.
   std::vector<int32_t> own_words;
   Phrases span_words;  // SearchSentence::span_words, per constraint (empty: none known)
+  // Unforced, with other forms of tied phrases (SearchSentence::forms): they follow the sentence's own phrases in
+  // `constraints` (with their span and span_words), and stands_for gives, per phrase, the own phrase it is a form
+  // of (its own index for an own phrase); empty: no forms. `own` phrases are the sentence's own.
+  std::vector<int64_t> stands_for;
+  size_t own = 0;
   // Whether `token` is one of the model's own words for tied phrase i's span (span_words).
   bool span_word(size_t i, int32_t token) const {
     return i < span_words.size() && std::find(span_words[i].begin(), span_words[i].end(), token) != span_words[i].end();
   }
+  ConstraintState advance(const ConstraintState& s, int32_t token) const {
+    return search_parts::advance(s, constraints, token, stands_for);
+  }
+  // Searched forced: its own phrases only.
+  void drop_forms();
 };
 
 // One row of the search state: a beam's hypothesis under way (or a sample's), moved as a whole whenever the rows
@@ -324,6 +336,7 @@ class SearchRun {
 
  private:
   void add_sentence(const SearchSentence& s, int64_t start);
+  void add_forms(const SearchSentence& s, Sentence& n) const;
   bool starts_word(int32_t token) const;     // SearchInput::starts_word (empty: every token)
   bool continues_word(int32_t token) const;  // SearchInput::continues_word (empty: none)
   // Row `row` under its shadow (Row::shadow) continued by `token`, into `next`: the tokens it shows.

@@ -12,7 +12,8 @@ bool ConstraintState::all_met() const {
 
 ConstraintState start_state(const Phrases& phrases) { return {std::vector<uint8_t>(phrases.size(), 0), {}, 0}; }
 
-ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_t token) {
+ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_t token,
+                        const std::vector<int64_t>& stands_for) {
   if (phrases.empty()) return s;
   ConstraintState n = s;
   n.sealed = false;
@@ -37,6 +38,9 @@ ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_
       n.met[size_t(complete)] = 1;
       n.just_met = complete;
       n.sealed = !longer;
+      for (size_t j = 0; j < stands_for.size() && size_t(complete) < stands_for.size(); ++j) {
+        if (stands_for[j] == stands_for[size_t(complete)]) n.met[j] = 1;  // its group: every form is met
+      }
     }
     n.progress = complete >= 0 && !longer ? std::vector<int32_t>{} : under_way;
     return true;
@@ -52,6 +56,15 @@ ConstraintState advance(const ConstraintState& s, const Phrases& phrases, int32_
     if (n.met[i] && n.progress != phrases[i]) n.bank += int64_t(phrases[i].size());
   }
   return n;
+}
+
+void Sentence::drop_forms() {
+  if (stands_for.empty()) return;
+  constraints.resize(own);
+  if (!spans.empty()) spans.resize(own);
+  if (!span_words.empty()) span_words.resize(own);
+  if (!own_words.empty()) own_words.resize(own);
+  stands_for.clear();
 }
 
 void advancing_tokens(const ConstraintState& s, const Phrases& phrases, std::vector<int32_t>& out,

@@ -17,7 +17,7 @@ namespace {
 // best of every bank (the fullest bank first), the second best of every bank, and so on.
 void constrained_order(const SearchRun& run, int64_t a, int64_t s, const CandidatePicker& picker,
                        const std::vector<float>& prior, int64_t vocab, std::vector<Entry>& cands) {
-  const Phrases& phrases = run.sentence(s).constraints;
+  const Sentence& sentence = run.sentence(s);
   const Live& live = run.live();
   const int64_t first = live.row_start[size_t(a)];
   const auto add = [&](int64_t b, const Entry& e) {
@@ -43,7 +43,7 @@ void constrained_order(const SearchRun& run, int64_t a, int64_t s, const Candida
     const int64_t b = e.index / vocab;
     const auto token = int32_t(e.index % vocab);
     const ConstraintState& from = live.rows[size_t(first + b)].constraints;
-    ranked.push_back({e, token == run.eos() ? from.bank : advance(from, phrases, token).bank, 0});
+    ranked.push_back({e, token == run.eos() ? from.bank : sentence.advance(from, token).bank, 0});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& x, const Ranked& y) { return x.bank > y.bank; });
   for (size_t i = 0; i < ranked.size(); ++i) {

@@ -316,6 +316,10 @@ void add_glossary_terms(const Glossary& glossary, const std::string& line, LineC
     }
     c.push_back(term.target);  // one a source occurrence
     controls.sources.emplace_back(term.begin, term.end);
+    if (!term.forms.empty()) {
+      controls.forms.resize(c.size());
+      controls.forms.back() = term.forms;
+    }
   }
 }
 

@@ -344,6 +344,18 @@ std::vector<std::vector<Hypothesis>> Translator::search_batch(const std::vector<
           out.back().span_words.push_back(span.first >= 0 ? span_words(*srcs[i], span, c.prefix)
                                                           : std::vector<int32_t>{});
         }
+        for (size_t p = 0; p < c.forms.size() && p < c.spans.size(); ++p) {  // each form's own words: its source
+          out.back().forms.resize(c.forms.size());                           // form in the span's place, alone
+          for (const TargetControls::Form& form : c.forms[p]) {
+            const auto [begin, end] = c.spans[p];
+            if (begin < 0 || end > int64_t(srcs[i]->size())) continue;
+            std::vector<int32_t> source(srcs[i]->begin(), srcs[i]->begin() + begin);
+            source.insert(source.end(), form.source.begin(), form.source.end());
+            source.insert(source.end(), srcs[i]->begin() + end, srcs[i]->end());
+            const std::pair<int64_t, int64_t> at{begin, begin + int64_t(form.source.size())};
+            out.back().forms[p].push_back({form.target, span_words(source, at, c.prefix)});
+          }
+        }
       }
     }
     return out;
@@ -613,14 +625,27 @@ TargetControls Translator::target_controls(const LineControls& controls, int64_t
       continue;
     }
     used += int64_t(ids.size());
-    out.constraints.push_back(std::move(ids));
     const auto source = i < controls.sources.size() ? controls.sources[i] : std::pair<size_t, size_t>{};
     out.spans.push_back(source.first < source.second
                             ? piece_span(tokenizer_.src(), text, source.first, source.second, code_first)
                             : std::pair<int64_t, int64_t>{-1, -1});
     tied = tied || out.spans.back().first >= 0;
+    std::vector<TargetControls::Form> forms;  // a tied phrase's other forms
+    for (size_t f = 0; out.spans.back().first >= 0 && i < controls.forms.size() && f < controls.forms[i].size(); ++f) {
+      TargetControls::Form form{tokenizer_.tgt().encode(controls.forms[i][f].second),
+                                tokenizer_.src().encode(controls.forms[i][f].first)};
+      if (!form.target.empty() && !form.source.empty() && form.target != ids) forms.push_back(std::move(form));
+    }
+    if (!forms.empty()) {
+      out.forms.resize(out.constraints.size() + 1);
+      out.forms.back() = std::move(forms);
+    }
+    out.constraints.push_back(std::move(ids));
   }
-  if (!tied) out.spans.clear();
+  if (!tied) {
+    out.spans.clear();
+    out.forms.clear();
+  }
   for (const std::string& phrase : controls.suppress) {
     std::vector<int32_t> ids = tokenizer_.tgt().encode(phrase);
     if (!ids.empty()) out.suppress.push_back(std::move(ids));

@@ -1,7 +1,8 @@
 // A translator's glossary (mtx translate --glossary FILE): source term -> target term, one entry a line
 // ("source<TAB>target"; empty lines and lines starting with '#' are skipped). A side may list forms separated by
 // '|' ("Hund|Hunde<TAB>puppy|puppies"): any source form matches, and the target form at the matched form's place
-// is the term (the first one where the target lists fewer). Each entry whose source term occurs in a line becomes
+// is the term (the first one where the target lists fewer); the entry's other forms may stand for it where the model
+// writes its own word for their source form (Term::forms). Each entry whose source term occurs in a line becomes
 // a constraint of its translation tied to the source words it matched (decode/search.h, SearchSentence::spans):
 // the term takes the place of the model's own translation of those words.
 // Matching is case-sensitive and exact by default; Matching makes it case-insensitive, or by Snowball stems
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mtx::decode {
@@ -33,10 +35,14 @@ class Glossary {
   // for an empty term or form, invalid UTF-8, or a tab or line break in a term.
   static Glossary of(std::vector<std::pair<std::string, std::string>> entries, const Matching& matching = {});
 
-  // An entry found in a line: its target term and the bytes [begin, end) of the source form it matched.
+  // An entry found in a line: its target term and the bytes [begin, end) of the source form it matched; and the
+  // entry's other forms, (source form, target form) for each other target form once: a form of the source is often
+  // another's too ("Jungen": the plural, and the singular's accusative), and where the model's own word for the
+  // matched words is that of another source form ("boy" for Junge), that form's target may stand for the term.
   struct Term {
     std::string target;
     size_t begin = 0, end = 0;
+    std::vector<std::pair<std::string, std::string>> forms = {};
   };
   // Every occurrence in `line` of an entry's source term as whole words (the characters on either side, if any,
   // are neither letters nor digits; as Matching says): entries in file order, each one's occurrences in line order.
@@ -48,7 +54,8 @@ class Glossary {
 
  private:
   struct Entry {
-    std::vector<std::u32string> sources;
+    std::vector<std::string> forms;               // the source forms as written
+    std::vector<std::u32string> sources;          // the same, folded where matching ignores case
     std::vector<std::vector<std::string>> stems;  // per source form, its words' stems (stemming only)
     std::vector<std::string> targets;
   };

@@ -156,6 +156,15 @@ struct SearchSentence {
   // (Translator fills it). Where the model writes one of them while the span holds part of its attention, the
   // tied phrase takes that word's place.
   std::vector<std::vector<int32_t>> span_words = {};
+  // Per tied constraint (or empty): its other forms (a glossary entry's other target forms), each with the model's
+  // own words for its source form alone. Searched as the model writes it, a form takes the phrase's place where the
+  // model writes one of the form's own words and none of the phrase's, by the same rules, and any form meets the
+  // phrase; searched forced, only the phrase itself does.
+  struct Form {
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> span_words;
+  };
+  std::vector<std::vector<Form>> forms = {};
 };
 // What a caller steers one sentence's target with (SearchSentence's prefix, constraints with their source spans,
 // and suppressed sequences), as the layers above the search hand it down.
@@ -164,6 +173,12 @@ struct TargetControls {
   std::vector<std::vector<int32_t>> constraints = {};
   std::vector<std::vector<int32_t>> suppress = {};
   std::vector<std::pair<int64_t, int64_t>> spans = {};
+  // Per constraint (or empty): its other forms, as target pieces and the source pieces of their source form
+  // (SearchSentence::forms; the translator finds the model's own words for those pieces).
+  struct Form {
+    std::vector<int32_t> target, source;
+  };
+  std::vector<std::vector<Form>> forms = {};
 };
 
 // Continuous batching: after each step, with the number of sentences still searching, Admit may add sentences to

@@ -49,6 +49,9 @@ struct LineControls {
   // Per constraint (or empty: none tied): the bytes [begin, end) of the line it translates (a glossary term's
   // source words), which tie it to their pieces (SearchSentence::spans); {npos, npos}: untied.
   std::vector<std::pair<size_t, size_t>> sources = {};
+  // Per constraint (or empty): a glossary entry's other forms, (source form, target form), that may stand for a
+  // tied constraint (Glossary::Term::forms, SearchSentence::forms).
+  std::vector<std::vector<std::pair<std::string, std::string>>> forms = {};
 };
 
 struct Translation {
