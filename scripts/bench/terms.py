@@ -13,6 +13,9 @@ synonyms-score SRC REF PLAIN NAME=OUT...: on the lines whose source holds a glos
   the model's word both present, and BLEU (mtx eval: sacreBLEU's 13a) against the references with the model's word
   replaced by the term; plus a row for PLAIN with that find-and-replace. An output whose NAME ends in
   "+ find-and-replace" is scored after that replacement.
+synonyms-bound SRC REF PLAIN OUT: of those lines, the ones whose find-and-replace lacks a term, scored as they are,
+  as the human reference, and as OUT translated them, with find-and-replace on every other line: how far
+  find-and-replace can be beaten.
 """
 import json
 import random
@@ -158,6 +161,34 @@ def synonyms_score(src, ref, plain, outs):
         print(f"| {name} | {100.0 * term / n:.1f} | {100.0 * both / n:.1f} | {bleu:.1f} |")
 
 
+def synonyms_bound(src, ref, plain, out):
+    """How far find-and-replace can be beaten: the lines synonyms_score picks whose find-and-replace lacks a term,
+    scored three ways with find-and-replace on every other line -- as find-and-replace left them, as the human
+    reference itself (the best any translation of them could do), and as OUT translated them."""
+    read = lambda p: open(p, encoding="utf-8").read().split("\n")
+    src_l, ref_l, plain_l, out_l = read(src), read(ref), read(plain), read(out)
+    has = lambda h, side: any(found(h, w) for w in forms(side))
+
+    def substituted(line, held):
+        for e in held:
+            line = replaced(line, forms(SYNONYMS[e][2]), forms(SYNONYMS[e][1]))
+        return line
+
+    picked = []
+    for i, line in enumerate(src_l[:len(ref_l)]):
+        held = [e for e, (de, _, _) in enumerate(SYNONYMS) if any(holds_word(line, d) for d in forms(de))]
+        if any(any(found(plain_l[i], m) for m in forms(SYNONYMS[e][2])) for e in held):
+            picked.append((i, held))
+    refs = [substituted(ref_l[i], held) for i, held in picked]
+    fr = [substituted(plain_l[i], held) for i, held in picked]
+    lacking = {k for k, (_, held) in enumerate(picked) if not all(has(fr[k], SYNONYMS[e][1]) for e in held)}
+    swap = lambda other: [other[k] if k in lacking else fr[k] for k in range(len(fr))]
+    print(f"{len(lacking)} of {len(picked)} lines: find-and-replace lacks a term")
+    print(f"find-and-replace: {corpus_bleu(fr, refs):.2f}")
+    print(f"those lines as the reference: {corpus_bleu(swap(refs), refs):.2f}")
+    print(f"those lines as {out} translated them: {corpus_bleu(swap([out_l[i] for i, _ in picked]), refs):.2f}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "pick":
         seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 1
@@ -168,5 +199,7 @@ if __name__ == "__main__":
         synonyms(sys.argv[2])
     elif sys.argv[1] == "synonyms-score":
         synonyms_score(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
+    elif sys.argv[1] == "synonyms-bound":
+        synonyms_bound(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:
         sys.exit(__doc__)
